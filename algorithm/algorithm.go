@@ -1,0 +1,142 @@
+// Package algorithm holds Floodgate's rate-limiting algorithms as pure
+// decision functions.
+//
+// An Algorithm owns no state and reads no clock. Each key's state is a
+// fixed-length []int64 the caller keeps (its length is Words()); a zero state
+// means a key that has never been seen. Time is an int64 count of nanoseconds
+// (Unix time in production, virtual time in the simulator), and every call
+// passes it in. This lets the same code run in the memory store, in the
+// simulator under a virtual clock, and be mirrored by the Redis scripts.
+package algorithm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Names of the algorithms, as written in rule files and on the command line.
+const (
+	FixedWindow    = "fixed-window"
+	SlidingWindow  = "sliding-window"
+	WeightedWindow = "weighted-window"
+	SlidingLog     = "sliding-log"
+	TokenBucket    = "token-bucket"
+	GCRA           = "gcra"
+	LeakyBucket    = "leaky-bucket"
+	Concurrency    = "concurrency"
+	BoundedLog     = "bounded-log"
+)
+
+// Names lists every algorithm name in a stable order.
+var Names = []string{FixedWindow, SlidingWindow, WeightedWindow, SlidingLog,
+	TokenBucket, GCRA, LeakyBucket, Concurrency, BoundedLog}
+
+// Reasons a decision gives for a rejection.
+const (
+	ReasonOverLimit     = "over limit"
+	ReasonCostOverLimit = "cost exceeds limit: this request can never be accepted"
+	ReasonQueueFull     = "queue full"
+	ReasonBadCost       = "cost must be at least 1"
+)
+
+// Decision is the outcome of one request against one limit.
+type Decision struct {
+	// Allowed reports whether the request may proceed (after Delay, if any).
+	Allowed bool
+	// Limit is the number of requests (cost units) the limit grants per window,
+	// or the capacity for bucket algorithms.
+	Limit int64
+	// Remaining is how many cost units could still be accepted right now
+	// after this decision. It is never negative.
+	Remaining int64
+	// ResetAfter is how long until the allowance is fully back (for
+	// window algorithms: until the current window's requests stop counting;
+	// for buckets: until the bucket is full again).
+	ResetAfter time.Duration
+	// RetryAfter is how long until this same request would be accepted. It is
+	// zero when Allowed is true, and negative never.
+	RetryAfter time.Duration
+	// Delay is how long an allowed request must wait before it proceeds. Only
+	// the leaky bucket sets it; it is zero otherwise.
+	Delay time.Duration
+	// Reason says why the request was rejected; it is empty when Allowed.
+	Reason string
+}
+
+// Algorithm is a rate-limiting rule with its parameters bound.
+//
+// Implementations must be safe for concurrent use; the state slices they are
+// handed are not shared between concurrent calls.
+type Algorithm interface {
+	// Name returns the algorithm's name, one of Names.
+	Name() string
+	// Config returns the parameters the algorithm was built with, with
+	// defaults filled in.
+	Config() Config
+	// Words returns the length of the per-key state slice.
+	Words() int
+	// Decide decides a request of the given cost at time now (nanoseconds)
+	// and, if it is allowed, records it in state.
+	Decide(state []int64, now int64, cost int64) Decision
+	// Peek is Decide without changing state.
+	Peek(state []int64, now int64, cost int64) Decision
+	// Record counts a request of the given cost at time now as accepted,
+	// without deciding. It is how counts taken elsewhere (other nodes, a
+	// period when the shared store was down) are merged in.
+	Record(state []int64, now int64, cost int64)
+	// Release gives back cost units taken by an earlier allowed request. Only
+	// the concurrency algorithm holds units until release; for the others it
+	// does nothing.
+	Release(state []int64, now int64, cost int64)
+	// IdleAfter returns how long after its last update a key's state is
+	// equivalent to a zero state, so stores may expire it.
+	IdleAfter() time.Duration
+}
+
+// Config holds the parameters of every algorithm. Fields an algorithm does
+// not use are ignored.
+type Config struct {
+	// Algorithm is one of Names. Empty means BoundedLog.
+	Algorithm string
+	// Limit is the number of cost units allowed per Window (all algorithms;
+	// for concurrency, the number of requests in flight at once; for
+	// token-bucket and leaky-bucket it is the default Capacity).
+	Limit int64
+	// Window is the period Limit applies to.
+	Window time.Duration
+	// Slices is the number of slices of the sliding window (default 12).
+	Slices int
+	// Capacity is the token bucket's size (default Limit).
+	Capacity int64
+	// Rate is the token or leak rate in units per second (default
+	// Limit/Window).
+	Rate float64
+	// Burst is GCRA's burst: how many requests may arrive at once (default 1,
+	// which means perfectly smooth spacing of Window/Limit).
+	Burst int64
+	// Tolerance is bounded-log's e: a W-long interval holds at most
+	// (1+e)·Limit accepted units (default 0.05).
+	Tolerance float64
+	// MaxDelay bounds the leaky bucket's queue: a request that would wait
+	// longer is rejected (default Window).
+	MaxDelay time.Duration
+}
+
+// ErrUnknown is returned by New for an algorithm name not in Names.
+var ErrUnknown = errors.New("unknown algorithm")
+
+// New returns the algorithm c names, with its parameters checked and
+// defaults filled in.
+func New(c Config) (Algorithm, error) {
+	if c.Algorithm == "" {
+		c.Algorithm = BoundedLog
+	}
+	if c.Limit < 1 {
+		return nil, fmt.Errorf("%s: limit must be at least 1, got %d", c.Algorithm, c.Limit)
+	}
+	if c.Window <= 0 && c.Algorithm != Concurrency {
+		return nil, fmt.Errorf("%s: window must be positive, got %v", c.Algorithm, c.Window)
+	}
+	return newAlgorithm(c)
+}

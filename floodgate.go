@@ -1,0 +1,109 @@
+// Package floodgate is a rate limiter that keeps its promise: no more than
+// the limit gets through in any window-long interval (within a stated
+// tolerance), and a client under the limit is never turned away.
+//
+// A Limiter enforces one limit per key:
+//
+//	lim, err := floodgate.New(floodgate.Limit{Limit: 600, Window: time.Minute})
+//	...
+//	d, err := lim.Allow(ctx, clientID)
+//	if !d.Allowed {
+//		// reject; retry after d.RetryAfter
+//	}
+//
+// The algorithm defaults to bounded-log; see package algorithm for the
+// others. State lives in an in-memory store unless WithStore says otherwise.
+// Rule sets with several limits per request are in package rules.
+package floodgate
+
+import (
+	"context"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// Decision is the outcome of one request: whether it is allowed, the
+// remaining allowance and how long to wait. See algorithm.Decision.
+type Decision = algorithm.Decision
+
+// Limit describes a limit: algorithm, limit, window and the algorithm's
+// parameters. See algorithm.Config.
+type Limit = algorithm.Config
+
+// Limiter enforces one limit for many keys. It is safe for concurrent use.
+type Limiter struct {
+	alg   algorithm.Algorithm
+	store store.Store
+	clock func() time.Time
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithStore makes the limiter keep its counters in s instead of a private
+// in-memory store.
+func WithStore(s store.Store) Option { return func(l *Limiter) { l.store = s } }
+
+// WithClock makes the limiter read time from now instead of time.Now; the
+// simulator uses it to run the real limiter under a virtual clock.
+func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.clock = now } }
+
+// New returns a limiter for limit, or an error naming what is wrong with it.
+func New(limit Limit, opts ...Option) (*Limiter, error) {
+	alg, err := algorithm.New(limit)
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{alg: alg, clock: time.Now}
+	for _, o := range opts {
+		o(l)
+	}
+	if l.store == nil {
+		l.store = memstore.New(memstore.Options{})
+	}
+	return l, nil
+}
+
+// Limit returns the limit the limiter enforces, with defaults filled in.
+func (l *Limiter) Limit() Limit { return l.alg.Config() }
+
+// Allow reports whether one request for key may proceed now, and counts it
+// if so. It is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether a request of cost n for key may proceed now, and
+// counts it if so. An error means the store could not decide.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.store.DecideOne(ctx, l.clock().UnixNano(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
+}
+
+// Wait is AllowN that, when the decision carries a Delay (leaky-bucket),
+// sleeps for it or until ctx is done, whichever comes first. It returns
+// ctx's error if ctx ends during the delay; the request has been counted.
+func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
+	d, err := l.AllowN(ctx, key, n)
+	if err != nil || !d.Allowed || d.Delay <= 0 {
+		return d, err
+	}
+	t := time.NewTimer(d.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return d, nil
+	case <-ctx.Done():
+		return d, ctx.Err()
+	}
+}
+
+// Release returns n units for key taken by an allowed request. Use it with
+// the concurrency algorithm when the request ends; for other algorithms it
+// does nothing.
+func (l *Limiter) Release(ctx context.Context, key string, n int64) error {
+	reqs := []store.Request{{Algorithm: l.alg, Key: key, Cost: n}}
+	return l.store.Release(ctx, l.clock().UnixNano(), reqs)
+}

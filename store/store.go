@@ -1,0 +1,40 @@
+// Package store defines what a counter store is: the place per-key algorithm
+// state lives, local (package memstore) or shared (package redisstore).
+package store
+
+import (
+	"context"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+)
+
+// Request is one limit to check for one request: an algorithm with its
+// parameters, the key it counts by, and the cost.
+type Request struct {
+	// Algorithm decides; its Config is part of the state's identity, so two
+	// requests with the same Key but different algorithms must not share state.
+	Algorithm algorithm.Algorithm
+	// Key identifies the counter, already namespaced by rule. Any bytes.
+	Key string
+	// Cost is the request's weight, at least 1.
+	Cost int64
+	// Shadow marks a limit that is decided and counted but never rejects:
+	// its rejection does not stop the other requests from being counted.
+	Shadow bool
+}
+
+// Store keeps per-key state and applies decisions to it.
+type Store interface {
+	// Decide decides every request in reqs at time now (Unix nanoseconds;
+	// a store that keeps its own clock, such as Redis server time, may use it
+	// instead) and writes one decision per request into out, which has
+	// len(reqs). If every request that is not Shadow is allowed, all allowed
+	// requests are counted; otherwise none is. A store error means no
+	// decision was made.
+	Decide(ctx context.Context, now int64, reqs []Request, out []algorithm.Decision) error
+	// DecideOne is Decide for a single request; it exists so the common
+	// one-limit path allocates nothing.
+	DecideOne(ctx context.Context, now int64, req Request) (algorithm.Decision, error)
+	// Release gives back units taken by allowed requests (concurrency).
+	Release(ctx context.Context, now int64, reqs []Request) error
+}
