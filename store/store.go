@@ -21,6 +21,35 @@ type Request struct {
 	// Shadow marks a limit that is decided and counted but never rejects:
 	// its rejection does not stop the other requests from being counted.
 	Shadow bool
+	// OnFailure says what a distributed store does for this request when the
+	// shared store cannot be reached in time. Local stores ignore it.
+	OnFailure FailurePolicy
+}
+
+// FailurePolicy is what a rule does when the shared counter store is down.
+type FailurePolicy uint8
+
+// Failure policies. The zero value is FailOpen.
+const (
+	// FailOpen decides from the last known shared view plus local counts and
+	// never rejects because the store is down.
+	FailOpen FailurePolicy = iota
+	// FailClosed rejects while the store is down.
+	FailClosed
+	// FailLocal enforces the remaining allowance split across the nodes.
+	FailLocal
+)
+
+// String returns the policy's name as written in rule files.
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailClosed:
+		return "closed"
+	case FailLocal:
+		return "local"
+	default:
+		return "open"
+	}
 }
 
 // Store keeps per-key state and applies decisions to it.
