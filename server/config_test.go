@@ -1,0 +1,107 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if c.HTTP.Addr != "127.0.0.1:8080" || c.GRPC.Addr != "127.0.0.1:8081" {
+		t.Errorf("default listeners %q %q, want loopback 8080/8081", c.HTTP.Addr, c.GRPC.Addr)
+	}
+	if c.Store.Type != StoreMemory || c.Rules != "" || c.Shadow {
+		t.Errorf("default store %q rules %q shadow %v", c.Store.Type, c.Rules, c.Shadow)
+	}
+	if c.Arrangement.Interval != 200*time.Millisecond || c.Arrangement.Mode != "delayed" {
+		t.Errorf("default arrangement %+v", c.Arrangement)
+	}
+	if c.HTTP.TLS.Enabled() || c.GRPC.TLS.Enabled() || len(c.Gateway.Routes) != 0 {
+		t.Errorf("default enables TLS or gateway: %+v", c)
+	}
+}
+
+func TestParseConfigOverlaysDefaults(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "floodgate.yaml")
+	c, err := ParseConfig(name, []byte(`
+grpc:
+  addr: 127.0.0.1:9091
+rules: rules.yaml
+store:
+  type: redis-cluster
+  addrs: [127.0.0.1:7000, 127.0.0.1:7001]
+arrangement:
+  mode: centralized
+  deadline: 20ms
+gateway:
+  routes:
+    - prefix: /loan/
+      upstream: http://127.0.0.1:9001
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GRPC.Addr != "127.0.0.1:9091" || c.HTTP.Addr != "127.0.0.1:8080" {
+		t.Errorf("listeners %q %q", c.GRPC.Addr, c.HTTP.Addr)
+	}
+	if c.Rules != filepath.Join(dir, "rules.yaml") {
+		t.Errorf("rules path %q not resolved against the config's directory", c.Rules)
+	}
+	if c.Store.Type != StoreRedisCluster || len(c.Store.Addrs) != 2 {
+		t.Errorf("store %+v", c.Store)
+	}
+	if c.Arrangement.Mode != "centralized" || c.Arrangement.Deadline != 20*time.Millisecond || c.Arrangement.Interval != 200*time.Millisecond {
+		t.Errorf("arrangement %+v", c.Arrangement)
+	}
+	if len(c.Gateway.Routes) != 1 || c.Gateway.Routes[0].Prefix != "/loan/" {
+		t.Errorf("gateway %+v", c.Gateway)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{"http:\n  adr: 1.2.3.4:1\n", "f.yaml:2: unknown field adr"},
+		{"store:\n  type: memcached\n", `f.yaml:2: store.type "memcached"`},
+		{"store:\n  type: redis\n", "f.yaml:2: store.addrs: store redis needs"},
+		{"arrangement:\n  mode: delayed\n  interval: -1s\n", "f.yaml:3: arrangement.interval must be positive"},
+		{"arrangement:\n  interval: soon\n", "f.yaml:2:"},
+		{"http:\n  addr: nonsense\n", "f.yaml:2: http.addr"},
+		{"grpc:\n  tls:\n    cert: a.pem\n", "f.yaml:3: grpc.tls: cert and key must be given together"},
+		{"gateway:\n  routes:\n    - prefix: /a\n      upstream: ftp://x\n", "f.yaml:4: gateway route upstream"},
+		{"gateway:\n  routes:\n    - prefix: a\n      upstream: http://x\n", "f.yaml:3: gateway route prefix"},
+		{"gateway:\n  descriptors: [ip, cookie]\n", `f.yaml:2: gateway.descriptors: "cookie"`},
+		{"log:\n  level: loud\n", "f.yaml:2: log.level"},
+		{"http: [\n", "f.yaml:"},
+		{"max_body_bytes: 0\n", "f.yaml:1: max_body_bytes"},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig("f.yaml", []byte(c.yaml))
+		if err == nil {
+			t.Errorf("%q: no error, want %q", c.yaml, c.want)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q:\n got %q\nwant prefix %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	if _, err := LoadConfig(filepath.Join(t.TempDir(), "nope.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("err = %v, want not-exist", err)
+	}
+}
+
+func TestEmptyConfigFileIsDefaults(t *testing.T) {
+	c, err := ParseConfig("empty.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Addr != DefaultConfig().HTTP.Addr {
+		t.Fatalf("empty file changed defaults")
+	}
+}
