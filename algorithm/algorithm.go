@@ -1,12 +1,3 @@
-// Package algorithm holds Floodgate's rate-limiting algorithms as pure
-// decision functions.
-//
-// An Algorithm owns no state and reads no clock. Each key's state is a
-// fixed-length []int64 the caller keeps (its length is Words()); a zero state
-// means a key that has never been seen. Time is an int64 count of nanoseconds
-// (Unix time in production, virtual time in the simulator), and every call
-// passes it in. This lets the same code run in the memory store, in the
-// simulator under a virtual clock, and be mirrored by the Redis scripts.
 package algorithm
 
 import (
@@ -122,6 +113,25 @@ type Config struct {
 	// longer is rejected (default Window).
 	MaxDelay time.Duration
 }
+
+// Bounds New enforces, so that no decision's arithmetic can overflow int64.
+const (
+	// MaxLimit is the largest Limit, Capacity and Burst New accepts.
+	MaxLimit = 1<<32 - 1
+	// MaxWindow is the longest Window and MaxDelay New accepts. Derived
+	// spans (a token bucket's refill time, GCRA's burst tolerance) may be at
+	// most twice as long.
+	MaxWindow = 366 * 24 * time.Hour
+	// MaxLogSize is the largest Limit the sliding log accepts (it keeps one
+	// timestamp per unit) and the most entries a bounded log may need.
+	MaxLogSize = 100_000
+	// MaxSlices is the most slices a sliding window may have.
+	MaxSlices = 1024
+	// MaxTime is the latest time, in nanoseconds, the algorithms handle
+	// (about the year 2116). Later times are treated as MaxTime, and times
+	// before 0 as 0.
+	MaxTime = int64(1) << 62
+)
 
 // ErrUnknown is returned by New for an algorithm name not in Names.
 var ErrUnknown = errors.New("unknown algorithm")

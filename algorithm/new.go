@@ -1,11 +1,108 @@
 package algorithm
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
-// newAlgorithm builds the algorithm c names; c.Limit and c.Window are checked.
+// newAlgorithm builds the algorithm c names; c.Limit >= 1 and, except for
+// concurrency, c.Window > 0 are already checked. It checks the rest against
+// the exported bounds and fills in defaults.
 func newAlgorithm(c Config) (Algorithm, error) {
+	if c.Limit > MaxLimit {
+		return nil, fmt.Errorf("%s: limit %d is above the maximum %d", c.Algorithm, c.Limit, int64(MaxLimit))
+	}
+	if c.Window < 0 {
+		return nil, fmt.Errorf("%s: window must not be negative, got %v", c.Algorithm, c.Window)
+	}
+	if c.Window > MaxWindow {
+		return nil, fmt.Errorf("%s: window %v is longer than the maximum %v", c.Algorithm, c.Window, MaxWindow)
+	}
 	switch c.Algorithm {
+	case FixedWindow:
+		return newFixedWindow(c), nil
+	case SlidingWindow:
+		if c.Slices == 0 {
+			c.Slices = 12
+		}
+		if c.Slices < 1 || c.Slices > MaxSlices {
+			return nil, fmt.Errorf("%s: slices must be between 1 and %d, got %d", c.Algorithm, MaxSlices, c.Slices)
+		}
+		if int64(c.Window) < int64(c.Slices) {
+			return nil, fmt.Errorf("%s: window %v is too short for %d slices", c.Algorithm, c.Window, c.Slices)
+		}
+		return newSlidingWindow(c), nil
+	case TokenBucket:
+		if c.Capacity < 0 || c.Capacity > MaxLimit {
+			return nil, fmt.Errorf("%s: capacity must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Capacity)
+		}
+		if c.Capacity == 0 {
+			c.Capacity = c.Limit
+		}
+		interval, err := emissionInterval(&c)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkSpan(c.Algorithm, "capacity × refill interval", c.Capacity, interval); err != nil {
+			return nil, err
+		}
+		return newBucket(c, c.Capacity, c.Capacity, interval), nil
+	case GCRA:
+		if c.Burst < 0 || c.Burst > MaxLimit {
+			return nil, fmt.Errorf("%s: burst must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Burst)
+		}
+		if c.Burst == 0 {
+			c.Burst = 1
+		}
+		interval := ceilDiv(int64(c.Window), c.Limit)
+		if err := checkSpan(c.Algorithm, "burst × emission interval", c.Burst, interval); err != nil {
+			return nil, err
+		}
+		return newBucket(c, c.Limit, c.Burst, interval), nil
+	case BoundedLog:
+		if math.IsNaN(c.Tolerance) || c.Tolerance < 0 || c.Tolerance > 1 {
+			return nil, fmt.Errorf("%s: tolerance must be between 0 and 1, got %v", c.Algorithm, c.Tolerance)
+		}
+		if c.Tolerance == 0 {
+			c.Tolerance = 0.05
+		}
+		if _, size := boundedLogSize(c.Limit, c.Tolerance); size > MaxLogSize {
+			return nil, fmt.Errorf("%s: limit %d with tolerance %v needs %d entries, more than %d; raise the tolerance",
+				c.Algorithm, c.Limit, c.Tolerance, size, MaxLogSize)
+		}
+		return newBoundedLog(c), nil
 	default:
 		return nil, fmt.Errorf("%w %q: want one of %v", ErrUnknown, c.Algorithm, Names)
 	}
 }
+
+// emissionInterval returns the nanoseconds per unit of c.Rate, rounded up,
+// defaulting c.Rate to Limit per Window.
+func emissionInterval(c *Config) (int64, error) {
+	if c.Rate == 0 {
+		c.Rate = float64(c.Limit) / c.Window.Seconds()
+		return ceilDiv(int64(c.Window), c.Limit), nil
+	}
+	if math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0 {
+		return 0, fmt.Errorf("%s: rate must be a positive number of units per second, got %v", c.Algorithm, c.Rate)
+	}
+	ns := math.Ceil(1e9 / c.Rate)
+	if ns < 1 || ns > float64(2*MaxWindow) {
+		return 0, fmt.Errorf("%s: rate %v per second is out of range: want between %v and 1e9",
+			c.Algorithm, c.Rate, 1/(2*MaxWindow).Seconds())
+	}
+	return int64(ns), nil
+}
+
+// checkSpan checks that n units of interval nanoseconds each span at most
+// twice MaxWindow.
+func checkSpan(alg, what string, n, interval int64) error {
+	if interval > int64(2*MaxWindow)/n {
+		return fmt.Errorf("%s: %s is %.0fs, longer than the maximum %v",
+			alg, what, float64(n)*float64(interval)/1e9, 2*MaxWindow)
+	}
+	return nil
+}
+
+// ceilDiv returns ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

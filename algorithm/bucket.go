@@ -1,0 +1,82 @@
+package algorithm
+
+import "time"
+
+// bucket is the generic cell rate algorithm, which serves both the token
+// bucket and GCRA: a bucket of capacity units refilled one unit every
+// interval nanoseconds is the same thing as a theoretical arrival time (tat)
+// that each accepted unit pushes interval later, with a request accepted
+// when tat stays within capacity*interval of now. Everything is integer
+// arithmetic, so a Lua script can reproduce it exactly.
+//
+// State: [0] tat, [1] the latest time seen.
+type bucket struct {
+	base
+	limit    int64 // reported as Decision.Limit
+	capacity int64 // most units accepted at once
+	interval int64 // nanoseconds per unit (the emission interval)
+	span     int64 // capacity*interval: the time a bucket takes to refill
+}
+
+func newBucket(c Config, limit, capacity, interval int64) *bucket {
+	span := capacity * interval
+	return &bucket{
+		base:     base{cfg: c, words: 2, idle: time.Duration(span)},
+		limit:    limit,
+		capacity: capacity,
+		interval: interval,
+		span:     span,
+	}
+}
+
+// In redis_rate's terms: increment = cost*interval, burst_offset = span,
+// new_tat = max(tat, now) + increment, allow_at = new_tat - burst_offset,
+// diff = now - allow_at; accepted iff diff >= 0, and then remaining =
+// floor(diff/interval), reset_after = new_tat - now; rejected, retry_after =
+// -diff and reset_after = tat - now.
+func (a *bucket) decide(s []int64, now, cost int64, commit bool) Decision {
+	s = s[:2:2]
+	now = max(clampTime(now), s[1])
+	tat := max(s[0], now)
+	d := Decision{Limit: a.limit, ResetAfter: time.Duration(tat - now)}
+	if r := badCost(cost, a.capacity); r != "" {
+		d.Remaining, d.Reason = nonNeg(a.span-(tat-now))/a.interval, r
+		return d
+	}
+	newTat := tat + cost*a.interval
+	diff := now - (newTat - a.span)
+	if diff < 0 {
+		// Remaining counts what a smaller request could still take; for a
+		// request of cost 1 it is 0, as in redis_rate.
+		d.Remaining, d.Reason = nonNeg(a.span-(tat-now))/a.interval, ReasonOverLimit
+		d.RetryAfter = time.Duration(-diff)
+		return d
+	}
+	if commit {
+		s[0], s[1] = newTat, now
+	}
+	d.Allowed, d.Remaining = true, diff/a.interval
+	d.ResetAfter = time.Duration(newTat - now)
+	return d
+}
+
+func (a *bucket) Decide(s []int64, now, cost int64) Decision {
+	return a.decide(s, now, cost, true)
+}
+
+func (a *bucket) Peek(s []int64, now, cost int64) Decision {
+	return a.decide(s, now, cost, false)
+}
+
+// Record takes cost units (at most a full bucket per call) without checking;
+// the bucket may go into debt, at most maxAhead.
+func (a *bucket) Record(s []int64, now, cost int64) {
+	s = s[:2:2]
+	if cost < 1 {
+		return
+	}
+	now = clampTime(now)
+	tat := max(s[0], now) + min(cost, a.capacity)*a.interval
+	s[0] = min(tat, max(s[1], now)+maxAhead)
+	s[1] = max(s[1], now)
+}

@@ -1,0 +1,105 @@
+package algorithm
+
+import (
+	"sort"
+	"testing"
+	"time"
+)
+
+// Seed 000's window model: L = 600 per 60 s, 12 slices of 5 s, a token
+// bucket of 60 refilled at 10 per second, 180 s of traffic with integer
+// millisecond timestamps.
+const (
+	seedLimit    = 600
+	seedWindowMS = 60_000
+	seedSliceMS  = 5_000
+	seedDuration = 180_000
+)
+
+// seedPatterns builds the seed's three request patterns, in milliseconds.
+func seedPatterns() map[string][]int64 {
+	uniform := []int64{}
+	for t := int64(0); t < seedDuration; t += seedWindowMS / (2 * seedLimit) {
+		uniform = append(uniform, t)
+	}
+	piled := []int64{}
+	for _, b := range []int64{seedWindowMS, 2 * seedWindowMS} {
+		for _, start := range []int64{b - seedSliceMS, b} {
+			for i := int64(0); i < seedLimit; i++ {
+				piled = append(piled, start+i*seedSliceMS/seedLimit)
+			}
+		}
+	}
+	sort.Slice(piled, func(i, j int) bool { return piled[i] < piled[j] })
+	spaced := []int64{}
+	for k := int64(0); k < seedDuration/seedWindowMS; k++ {
+		for i := int64(0); i < seedLimit; i++ {
+			spaced = append(spaced, k*seedWindowMS+i*seedSliceMS/seedLimit)
+		}
+	}
+	return map[string][]int64{"uniform 2x": uniform, "piled at boundary": piled, "spaced at the limit": spaced}
+}
+
+// busiest returns the most timestamps inside any window-long interval, as
+// the seed measures it; times must be sorted.
+func busiest(times []int64, window int64) int {
+	peak := 0
+	for i, j := 0, 0; i < len(times); i++ {
+		for times[i]-times[j] >= window {
+			j++
+		}
+		peak = max(peak, i-j+1)
+	}
+	return peak
+}
+
+// runSeed drives alg over ms timestamps and returns accepted, rejected and
+// the busiest window.
+func runSeed(t *testing.T, alg Algorithm, times []int64) (acc, rej, peak int) {
+	t.Helper()
+	state := make([]int64, alg.Words())
+	var accepted []int64
+	for _, ms := range times {
+		if alg.Decide(state, ms*int64(time.Millisecond), 1).Allowed {
+			accepted = append(accepted, ms)
+		} else {
+			rej++
+		}
+	}
+	return len(accepted), rej, busiest(accepted, seedWindowMS)
+}
+
+func TestSeedWindowTable(t *testing.T) {
+	configs := map[string]Config{
+		FixedWindow:   {Algorithm: FixedWindow, Limit: seedLimit, Window: time.Minute},
+		SlidingWindow: {Algorithm: SlidingWindow, Limit: seedLimit, Window: time.Minute, Slices: 12},
+		TokenBucket:   {Algorithm: TokenBucket, Limit: seedLimit, Window: time.Minute, Capacity: 60, Rate: 10},
+	}
+	want := []struct {
+		pattern, alg   string
+		acc, rej, peak int
+	}{
+		{"uniform 2x", FixedWindow, 1800, 1800, 600},
+		{"piled at boundary", FixedWindow, 1800, 600, 1200},
+		{"spaced at the limit", FixedWindow, 1800, 0, 600},
+		{"uniform 2x", SlidingWindow, 1800, 1800, 600},
+		{"piled at boundary", SlidingWindow, 1200, 1200, 600},
+		{"spaced at the limit", SlidingWindow, 1800, 0, 600},
+		{"uniform 2x", TokenBucket, 1859, 1741, 659},
+		{"piled at boundary", TokenBucket, 318, 2082, 159},
+		{"spaced at the limit", TokenBucket, 327, 1473, 109},
+	}
+	patterns := seedPatterns()
+	for _, w := range want {
+		alg, err := New(configs[w.alg])
+		if err != nil {
+			t.Errorf("%s: %v", w.alg, err)
+			continue
+		}
+		acc, rej, peak := runSeed(t, alg, patterns[w.pattern])
+		if acc != w.acc || rej != w.rej || peak != w.peak {
+			t.Errorf("%s on %q: accepted/rejected/busiest = %d/%d/%d, seed 000 says %d/%d/%d",
+				w.alg, w.pattern, acc, rej, peak, w.acc, w.rej, w.peak)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package algorithm
+
+import (
+	"math"
+	"time"
+)
+
+// slidingWindow counts units in N slices of Window/N each and counts the
+// current slice and the N-1 before it, as seed 000's sliding window counter
+// does. The counted span is therefore between (N-1)/N of Window and Window.
+//
+// State: [0] the number of the newest slice (time/slice), then the N slice
+// counts packed two uint32 to a word, slice number z at ring position z%N.
+type slidingWindow struct {
+	base
+	limit  int64
+	slice  int64 // nanoseconds per slice
+	slices int64
+}
+
+func newSlidingWindow(c Config) *slidingWindow {
+	return &slidingWindow{
+		base:   base{cfg: c, words: 1 + (c.Slices+1)/2, idle: c.Window},
+		limit:  c.Limit,
+		slice:  int64(c.Window) / int64(c.Slices),
+		slices: int64(c.Slices),
+	}
+}
+
+// count returns the count of slice number z.
+func (a *slidingWindow) count(s []int64, z int64) int64 {
+	p := z % a.slices
+	return int64(uint32(uint64(s[1+p/2]) >> (32 * (p % 2))))
+}
+
+// set sets the count of slice number z to v (at most MaxUint32).
+func (a *slidingWindow) set(s []int64, z, v int64) {
+	p := z % a.slices
+	sh := 32 * (p % 2)
+	w := uint64(s[1+p/2])&^(math.MaxUint32<<sh) | uint64(min(v, math.MaxUint32))<<sh
+	s[1+p/2] = int64(w)
+}
+
+// view returns the slice now falls in (never before the newest one in s),
+// now moved forward to it if the clock went back, the oldest slice counted,
+// and the total counted.
+func (a *slidingWindow) view(s []int64, now int64) (k, t, oldest, total int64) {
+	now = clampTime(now)
+	k = now / a.slice
+	if k < s[0] {
+		k, now = s[0], s[0]*a.slice
+	}
+	oldest = max(k-a.slices+1, s[0]-a.slices+1, 0)
+	for z := oldest; z <= s[0]; z++ {
+		total += a.count(s, z)
+	}
+	return k, now, oldest, total
+}
+
+func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision {
+	s = s[:a.words:a.words]
+	k, now, oldest, total := a.view(s, now)
+	d := Decision{Limit: a.limit}
+	if r := badCost(cost, a.limit); r != "" {
+		d.Remaining, d.Reason = nonNeg(a.limit-total), r
+		d.ResetAfter = a.resetAfter(s, now, oldest, s[0])
+		return d
+	}
+	if total+cost > a.limit {
+		// Slice z stops counting when slice z+N begins.
+		need, z := total+cost-a.limit, oldest
+		for ; z < s[0]; z++ {
+			need -= a.count(s, z)
+			if need <= 0 {
+				break
+			}
+		}
+		d.Remaining, d.Reason = nonNeg(a.limit-total), ReasonOverLimit
+		d.RetryAfter = time.Duration((z+a.slices)*a.slice - now)
+		d.ResetAfter = a.resetAfter(s, now, oldest, s[0])
+		return d
+	}
+	if commit {
+		a.advance(s, k)
+		a.set(s, k, a.count(s, k)+cost)
+	}
+	d.Allowed, d.Remaining = true, a.limit-total-cost
+	d.ResetAfter = time.Duration((k+a.slices)*a.slice - now)
+	return d
+}
+
+// resetAfter returns how long until the newest non-empty slice among
+// oldest..newest stops counting.
+func (a *slidingWindow) resetAfter(s []int64, now, oldest, newest int64) time.Duration {
+	for z := newest; z >= oldest; z-- {
+		if a.count(s, z) > 0 {
+			return time.Duration((z+a.slices)*a.slice - now)
+		}
+	}
+	return 0
+}
+
+// advance makes slice k the newest, emptying the slices it passes.
+func (a *slidingWindow) advance(s []int64, k int64) {
+	if k <= s[0] {
+		return
+	}
+	for z := max(s[0]+1, k-a.slices+1); z <= k; z++ {
+		a.set(s, z, 0)
+	}
+	s[0] = k
+}
+
+func (a *slidingWindow) Decide(s []int64, now, cost int64) Decision {
+	return a.decide(s, now, cost, true)
+}
+
+func (a *slidingWindow) Peek(s []int64, now, cost int64) Decision {
+	return a.decide(s, now, cost, false)
+}
+
+// Record adds cost to the slice now falls in, if that slice still counts.
+func (a *slidingWindow) Record(s []int64, now, cost int64) {
+	s = s[:a.words:a.words]
+	if cost < 1 {
+		return
+	}
+	z := clampTime(now) / a.slice
+	if z <= s[0]-a.slices {
+		return
+	}
+	a.advance(s, z)
+	a.set(s, z, a.count(s, z)+min(cost, MaxLimit))
+}
