@@ -32,6 +32,31 @@ func newAlgorithm(c Config) (Algorithm, error) {
 			return nil, fmt.Errorf("%s: window %v is too short for %d slices", c.Algorithm, c.Window, c.Slices)
 		}
 		return newSlidingWindow(c), nil
+	case WeightedWindow:
+		return newWeightedWindow(c), nil
+	case SlidingLog:
+		if c.Limit > MaxLogSize {
+			return nil, fmt.Errorf("%s: limit %d is above %d (it keeps one timestamp per unit); use bounded-log",
+				c.Algorithm, c.Limit, MaxLogSize)
+		}
+		return newSlidingLog(c), nil
+	case LeakyBucket:
+		if c.MaxDelay < 0 || c.MaxDelay > MaxWindow {
+			return nil, fmt.Errorf("%s: max delay must be between 0 and %v, got %v", c.Algorithm, MaxWindow, c.MaxDelay)
+		}
+		if c.MaxDelay == 0 {
+			c.MaxDelay = c.Window
+		}
+		interval, err := emissionInterval(&c)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkSpan(c.Algorithm, "limit × leak interval", c.Limit, interval); err != nil {
+			return nil, err
+		}
+		return newLeakyBucket(c, interval), nil
+	case Concurrency:
+		return newConcurrency(c), nil
 	case TokenBucket:
 		if c.Capacity < 0 || c.Capacity > MaxLimit {
 			return nil, fmt.Errorf("%s: capacity must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Capacity)

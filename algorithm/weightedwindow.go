@@ -1,0 +1,132 @@
+package algorithm
+
+import "time"
+
+// weightedWindow is Cloudflare's sliding window estimate: two counters for
+// the current and previous aligned windows, the previous one weighted by how
+// much of it the sliding window still overlaps:
+//
+//	estimate = ceil(prev*(W-elapsed)/W) + curr
+//
+// Rounding up keeps the estimate from ever being below the weighted sum.
+//
+// State: [0] the current window's number, [1] its count, [2] the previous
+// window's count.
+type weightedWindow struct {
+	base
+	limit, window int64
+}
+
+func newWeightedWindow(c Config) *weightedWindow {
+	return &weightedWindow{
+		base:   base{cfg: c, words: 3, idle: 2 * c.Window},
+		limit:  c.Limit,
+		window: int64(c.Window),
+	}
+}
+
+// view returns the window now falls in (never before the one in s), the
+// time elapsed in it, and the current and previous counts as of now.
+func (a *weightedWindow) view(s []int64, now int64) (k, elapsed, curr, prev int64) {
+	now = clampTime(now)
+	k = now / a.window
+	switch {
+	case k <= s[0]: // same window, or the clock went back: use the newest
+		if k < s[0] {
+			k, now = s[0], s[0]*a.window
+		}
+		curr, prev = s[1], s[2]
+	case k == s[0]+1:
+		prev = s[1]
+	}
+	return k, now - k*a.window, curr, prev
+}
+
+// estimate returns the weighted count.
+func (a *weightedWindow) estimate(elapsed, curr, prev int64) int64 {
+	return curr + mulDivUp(prev, a.window-elapsed, a.window)
+}
+
+// reset returns how long until the estimate is 0 if nothing else comes.
+func (a *weightedWindow) reset(elapsed, curr, prev int64) time.Duration {
+	switch {
+	case curr > 0:
+		return time.Duration(2*a.window - elapsed)
+	case prev > 0:
+		return time.Duration(a.window - elapsed)
+	}
+	return 0
+}
+
+func (a *weightedWindow) decide(s []int64, now, cost int64, commit bool) Decision {
+	s = s[:3:3]
+	k, elapsed, curr, prev := a.view(s, now)
+	est := a.estimate(elapsed, curr, prev)
+	d := Decision{Limit: a.limit}
+	if r := badCost(cost, a.limit); r != "" {
+		d.Remaining, d.Reason = nonNeg(a.limit-est), r
+		d.ResetAfter = a.reset(elapsed, curr, prev)
+		return d
+	}
+	if est+cost > a.limit {
+		d.Remaining, d.Reason = nonNeg(a.limit-est), ReasonOverLimit
+		d.ResetAfter = a.reset(elapsed, curr, prev)
+		d.RetryAfter = time.Duration(a.retryAfter(elapsed, curr, prev, cost))
+		return d
+	}
+	curr += cost
+	if commit {
+		s[0], s[1], s[2] = k, curr, prev
+	}
+	d.Allowed, d.Remaining = true, nonNeg(a.limit-est-cost)
+	d.ResetAfter = a.reset(elapsed, curr, prev)
+	return d
+}
+
+// retryAfter returns the time until a request of cost is accepted, for one
+// rejected now. ceil(p*(W-e)/W) <= r holds iff W-e <= floor(r*W/p), so the
+// earliest such elapsed time is W - floor(r*W/p).
+func (a *weightedWindow) retryAfter(elapsed, curr, prev, cost int64) int64 {
+	w := a.window
+	if r := a.limit - curr - cost; r >= 0 {
+		// Later in this window (r < prev, or it would have been accepted).
+		return w - mulDiv(r, w, prev) - elapsed
+	}
+	// In the next window, curr becomes the previous count.
+	r := a.limit - cost
+	if curr <= r {
+		return w - elapsed
+	}
+	return w - elapsed + w - mulDiv(r, w, curr)
+}
+
+func (a *weightedWindow) Decide(s []int64, now, cost int64) Decision {
+	return a.decide(s, now, cost, true)
+}
+
+func (a *weightedWindow) Peek(s []int64, now, cost int64) Decision {
+	return a.decide(s, now, cost, false)
+}
+
+// Record adds cost to the window now falls in, or to the previous count if
+// now falls in the window before the state's.
+func (a *weightedWindow) Record(s []int64, now, cost int64) {
+	s = s[:3:3]
+	if cost < 1 {
+		return
+	}
+	cost = min(cost, MaxLimit)
+	k := clampTime(now) / a.window
+	switch {
+	case k == s[0]-1:
+		s[2] = addSat(s[2], cost)
+		return
+	case k < s[0]:
+		return
+	case k == s[0]+1:
+		s[0], s[1], s[2] = k, 0, s[1]
+	case k > s[0]:
+		s[0], s[1], s[2] = k, 0, 0
+	}
+	s[1] = addSat(s[1], cost)
+}
