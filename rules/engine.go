@@ -1,0 +1,255 @@
+package rules
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// Engine decides requests against the current rule set. It is safe for
+// concurrent use; the rule set can be swapped while requests are checked.
+type Engine struct {
+	set    atomic.Pointer[Set]
+	store  store.Store
+	clock  func() time.Time
+	shadow bool
+}
+
+// EngineOption configures an Engine.
+type EngineOption func(*Engine)
+
+// WithClock makes the engine read time from now instead of time.Now; the
+// simulator uses it to run the real engine under a virtual clock.
+func WithClock(now func() time.Time) EngineOption { return func(e *Engine) { e.clock = now } }
+
+// WithGlobalShadow puts every rule in shadow mode when on: requests are
+// decided and counted, rejections are reported, and nothing is rejected.
+// A rule file can also turn shadow mode on for all its rules (shadow: true).
+func WithGlobalShadow(on bool) EngineOption { return func(e *Engine) { e.shadow = on } }
+
+// NewEngine returns an engine that decides with set and keeps counters in st.
+// A nil set is an empty one.
+func NewEngine(set *Set, st store.Store, opts ...EngineOption) *Engine {
+	e := &Engine{store: st, clock: time.Now}
+	for _, o := range opts {
+		o(e)
+	}
+	if set == nil {
+		set = &Set{format: FormatFloodgate}
+	}
+	e.set.Store(set)
+	return e
+}
+
+// Set returns the rule set in force.
+func (e *Engine) Set() *Set { return e.set.Load() }
+
+// Swap puts s in force for the requests checked from now on; requests
+// already being checked finish with the set they started with. Counters of
+// rules whose name, counted entries and algorithm parameters did not change
+// carry over. A nil s is ignored.
+func (e *Engine) Swap(s *Set) {
+	if s != nil {
+		e.set.Store(s)
+	}
+}
+
+// scratch holds the per-call slices, reused through a pool.
+type scratch struct {
+	apps []applied
+	reqs []store.Request
+	idx  []int // reqs[i] belongs to apps[idx[i]]
+	out  []algorithm.Decision
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// Check decides req against every rule that applies to it, in one store
+// call: the request passes only if every rule that is not in shadow mode
+// passes, and if it does not pass, no rule counts it. An error means the
+// request is malformed (see the Max bounds) or the store could not decide.
+func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
+	res := Result{Allowed: true, Tightest: -1}
+	set := e.set.Load()
+	sc := scratchPool.Get().(*scratch)
+	defer func() {
+		clear(sc.apps)
+		clear(sc.reqs)
+		sc.apps, sc.reqs, sc.idx, sc.out = sc.apps[:0], sc.reqs[:0], sc.idx[:0], sc.out[:0]
+		scratchPool.Put(sc)
+	}()
+	apps, err := set.resolve(req, sc.apps[:0])
+	sc.apps = apps
+	if err != nil {
+		return res, err
+	}
+	if len(apps) == 0 {
+		return res, nil
+	}
+	shadowAll := e.shadow || set.shadow
+	for i := range apps {
+		a := &apps[i]
+		if a.lim.unlimited {
+			continue
+		}
+		c := a.cost
+		if a.lim.block || a.costErr != "" {
+			c = a.lim.reject
+		}
+		sc.reqs = append(sc.reqs, store.Request{
+			Algorithm: a.lim.alg,
+			Key:       a.key,
+			Cost:      c,
+			Shadow:    shadowAll || a.r.shadow,
+			OnFailure: a.r.failure,
+		})
+		sc.idx = append(sc.idx, i)
+	}
+	decisions := make([]algorithm.Decision, len(apps))
+	if len(sc.reqs) > 0 {
+		now := e.clock().UnixNano()
+		if len(sc.reqs) == 1 {
+			d, err := e.store.DecideOne(ctx, now, sc.reqs[0])
+			if err != nil {
+				return res, err
+			}
+			decisions[sc.idx[0]] = d
+		} else {
+			if cap(sc.out) < len(sc.reqs) {
+				sc.out = make([]algorithm.Decision, len(sc.reqs))
+			}
+			out := sc.out[:len(sc.reqs)]
+			if err := e.store.Decide(ctx, now, sc.reqs, out); err != nil {
+				return res, err
+			}
+			for j, d := range out {
+				decisions[sc.idx[j]] = d
+			}
+		}
+	}
+
+	res.Statuses = make([]Status, len(apps))
+	limited := 0
+	for i := range apps {
+		a := &apps[i]
+		st := Status{
+			Rule:       a.r.name,
+			Descriptor: a.desc,
+			Key:        a.key,
+			Limit:      a.lim.limit,
+			Window:     a.lim.window,
+			Unlimited:  a.lim.unlimited,
+			Shadow:     shadowAll || a.r.shadow,
+			Decision:   decisions[i],
+		}
+		switch {
+		case a.lim.unlimited:
+			st.Limit, st.Window = 0, 0
+			st.Decision = algorithm.Decision{Allowed: true, Remaining: MaxLimit}
+		case a.lim.block:
+			st.Algorithm = a.lim.alg.Name()
+			st.Limit = 0
+			st.Decision = algorithm.Decision{Reason: "blocked: the rule's limit is 0",
+				ResetAfter: a.lim.window, RetryAfter: a.lim.window}
+		default:
+			limited++
+			st.Algorithm = a.lim.alg.Name()
+			if a.costErr != "" {
+				st.Decision.Allowed = false
+				st.Decision.Reason = a.costErr
+			}
+		}
+		if !st.Decision.Allowed {
+			if !st.Shadow {
+				res.Allowed = false
+			}
+			if !contains(res.Rejected, st.Rule) {
+				res.Rejected = append(res.Rejected, st.Rule)
+			}
+		}
+		res.Statuses[i] = st
+	}
+	res.Unlimited = limited == 0 && !anyBlock(apps)
+	res.Tightest = tightest(res.Statuses)
+	return res, nil
+}
+
+func anyBlock(apps []applied) bool {
+	for i := range apps {
+		if apps[i].lim.block {
+			return true
+		}
+	}
+	return false
+}
+
+// tightest picks the most restrictive status: among rejecting ones the
+// longest RetryAfter, else the least remaining relative to the limit.
+// Shadow statuses are considered only if all statuses are shadow.
+func tightest(sts []Status) int {
+	allShadow := true
+	for i := range sts {
+		if !sts[i].Shadow && !sts[i].Unlimited {
+			allShadow = false
+			break
+		}
+	}
+	best := -1
+	better := func(i, j int) bool { // is i tighter than j
+		a, b := &sts[i].Decision, &sts[j].Decision
+		if a.Allowed != b.Allowed {
+			return !a.Allowed
+		}
+		if !a.Allowed {
+			return a.RetryAfter > b.RetryAfter
+		}
+		// a.Remaining/a.Limit < b.Remaining/b.Limit, without division.
+		la, lb := max(a.Limit, 1), max(b.Limit, 1)
+		return mulLess(a.Remaining, lb, b.Remaining, la)
+	}
+	for i := range sts {
+		if sts[i].Unlimited || (sts[i].Shadow && !allShadow) {
+			continue
+		}
+		if best < 0 || better(i, best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// mulLess reports a*b < c*d for non-negative values, without overflow for
+// values up to MaxLimit (2^40): it compares in float64 when the products
+// could overflow.
+func mulLess(a, b, c, d int64) bool {
+	if a < 1<<31 && b < 1<<31 && c < 1<<31 && d < 1<<31 {
+		return a*b < c*d
+	}
+	return float64(a)*float64(b) < float64(c)*float64(d)
+}
+
+// Release gives back what req took from concurrency rules, when the request
+// ends. Call it once for each Check that allowed the request, with the same
+// request; rules of other algorithms are not touched.
+func (e *Engine) Release(ctx context.Context, req Request) error {
+	set := e.set.Load()
+	apps, err := set.resolve(req, nil)
+	if err != nil {
+		return err
+	}
+	var reqs []store.Request
+	for _, a := range apps {
+		if a.lim.unlimited || a.lim.block || a.costErr != "" || a.lim.alg.Name() != algorithm.Concurrency {
+			continue
+		}
+		reqs = append(reqs, store.Request{Algorithm: a.lim.alg, Key: a.key, Cost: a.cost, OnFailure: a.r.failure})
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	return e.store.Release(ctx, e.clock().UnixNano(), reqs)
+}

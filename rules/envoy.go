@@ -1,0 +1,362 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+)
+
+// This file reads envoyproxy/ratelimit's configuration format:
+//
+//	domain: edge
+//	descriptors:
+//	  - key: remote_address
+//	    rate_limit: {unit: second, requests_per_unit: 10}
+//	  - key: remote_address
+//	    value: 50.0.0.5
+//	    rate_limit: {unit: second, requests_per_unit: 0}
+//
+// and matches the way that service does: a request descriptor's entries are
+// walked down the nested descriptors in order; at each level an entry whose
+// key and value both match is preferred, then a wildcard value ("foo*"),
+// then the key alone; the limit is the one on the node reached by the last
+// entry. Each request descriptor gets at most one limit, counted per value
+// of every entry; replaces drops named limits when the replacing one also
+// applies. Limits are enforced with Floodgate's default algorithm.
+
+var (
+	envoyTopFields   = []string{"domain", "descriptors"}
+	envoyDescFields  = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
+	envoyLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces"}
+	envoyUnits       = map[string]time.Duration{
+		"second": time.Second,
+		"minute": time.Minute,
+		"hour":   time.Hour,
+		"day":    24 * time.Hour,
+		"week":   7 * 24 * time.Hour,
+		"month":  30 * 24 * time.Hour,
+		"year":   365 * 24 * time.Hour,
+	}
+)
+
+// envoyNode is one level of nested descriptors.
+type envoyNode struct {
+	exact    map[Entry]*envoyNode
+	keyOnly  map[string]*envoyNode
+	wildcard []*envoyNode // in file order
+	children int
+
+	key, prefix string // wildcard nodes: the key and the value before '*'
+	rule        *rule  // nil: no rate_limit here
+}
+
+func newEnvoyNode() *envoyNode {
+	return &envoyNode{exact: map[Entry]*envoyNode{}, keyOnly: map[string]*envoyNode{}}
+}
+
+// maxEnvoyDepth bounds the nesting of descriptors.
+const maxEnvoyDepth = MaxEntries
+
+func parseEnvoy(d *decoder, doc *yaml.Node) *Set {
+	s := &Set{format: FormatEnvoy, tree: newEnvoyNode()}
+	f := d.fields(doc, "the file", envoyTopFields...)
+	if v, ok := f["domain"]; ok {
+		if dom, ok := d.str(v.value, "domain"); ok {
+			if dom == "" {
+				d.errorf(v.value, "domain is empty; name the domain Envoy sends, such as domain: edge")
+			}
+			s.domain = dom
+		}
+	} else {
+		d.errorf(doc, "domain is missing; add the domain Envoy sends, such as domain: edge")
+	}
+	if v, ok := f["descriptors"]; ok {
+		d.envoyLevel(s, s.tree, v.value, nil, 0)
+	}
+	if len(s.rules) > 0 {
+		names := map[string]bool{}
+		for _, r := range s.rules {
+			if r.limitName != "" {
+				names[r.limitName] = true
+			}
+		}
+		for _, r := range s.rules {
+			for _, rep := range r.replaces {
+				if !names[rep] {
+					d.errorf(nil, "rule on line %d replaces %q, but no rate_limit has that name; fix the name or remove the replaces entry", r.line, rep)
+				}
+			}
+		}
+	}
+	return s
+}
+
+// envoyLevel parses a descriptors list into node; path holds the conditions
+// of the enclosing levels.
+func (d *decoder) envoyLevel(s *Set, node *envoyNode, n *yaml.Node, path conditions, depth int) {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "descriptors must be a list, each item starting with - key: ...; got %s", kindName(n))
+		return
+	}
+	if depth >= maxEnvoyDepth {
+		d.errorf(n, "descriptors are nested more than %d deep", maxEnvoyDepth)
+		return
+	}
+	firstLine := map[Entry]int{}
+	for _, item := range n.Content {
+		f := d.fields(item, "descriptor", envoyDescFields...)
+		if item.Kind != yaml.MappingNode {
+			continue
+		}
+		kv, ok := f["key"]
+		if !ok {
+			d.errorf(item, "descriptor has no key; every descriptor needs key: (and optionally value:)")
+			continue
+		}
+		key, ok := d.entryKey(kv.value, "descriptor key")
+		if !ok {
+			continue
+		}
+		value := ""
+		if vv, ok := f["value"]; ok {
+			value, ok = d.str(vv.value, "descriptor value")
+			if !ok {
+				continue
+			}
+		}
+		ent := Entry{key, value}
+		if line, dup := firstLine[ent]; dup {
+			d.errorf(item, "descriptor %s appears twice at this level (first on line %d); merge them", describeEntry(ent), line)
+			continue
+		}
+		firstLine[ent] = item.Line
+
+		child := newEnvoyNode()
+		cond := condition{key: key, m: matcher{kind: matchAny}}
+		switch {
+		case value == "":
+			node.keyOnly[key] = child
+		case strings.HasSuffix(value, "*"):
+			child.key, child.prefix = key, strings.TrimSuffix(value, "*")
+			node.wildcard = append(node.wildcard, child)
+			cond.m = matcher{kind: matchPrefix, s: child.prefix}
+		default:
+			node.exact[ent] = child
+			cond.m = matcher{kind: matchExact, s: value}
+		}
+		node.children++
+		here := append(append(conditions(nil), path...), cond)
+
+		shadow := false
+		if v, ok := f["shadow_mode"]; ok {
+			shadow, _ = d.boolean(v.value, "shadow_mode")
+		}
+		if v, ok := f["detailed_metric"]; ok {
+			d.boolean(v.value, "detailed_metric") // accepted; Floodgate's metrics do not label by value
+		}
+		if v, ok := f["rate_limit"]; ok {
+			if len(s.rules) >= MaxRules {
+				d.errorf(v.key, "more than %d rate limits; the most is %d", MaxRules, MaxRules)
+			} else if r := d.envoyLimit(v.value, here, len(s.rules)); r != nil {
+				r.shadow = shadow
+				child.rule = r
+				s.rules = append(s.rules, r)
+			}
+		} else if shadow {
+			d.errorf(f["shadow_mode"].key, "shadow_mode without a rate_limit on the same descriptor does nothing; move it next to the rate_limit")
+		}
+		if v, ok := f["descriptors"]; ok {
+			d.envoyLevel(s, child, v.value, here, depth+1)
+		}
+	}
+}
+
+func describeEntry(e Entry) string {
+	if e.Value == "" {
+		return fmt.Sprintf("key %q", e.Key)
+	}
+	return fmt.Sprintf("%q=%q", e.Key, e.Value)
+}
+
+// envoyID names a rate limit by its path of descriptors, as
+// key=value>key2>key3=v*, escaping the separators.
+func envoyID(path conditions) string {
+	var b strings.Builder
+	esc := func(s string) {
+		for i := 0; i < len(s); i++ {
+			switch c := s[i]; c {
+			case '\\', '>', '=':
+				b.WriteByte('\\')
+				b.WriteByte(c)
+			default:
+				b.WriteByte(c)
+			}
+		}
+	}
+	for i, c := range path {
+		if i > 0 {
+			b.WriteByte('>')
+		}
+		esc(c.key)
+		switch c.m.kind {
+		case matchExact:
+			b.WriteByte('=')
+			esc(c.m.s)
+		case matchPrefix:
+			b.WriteByte('=')
+			esc(c.m.s)
+			b.WriteByte('*')
+		}
+	}
+	return b.String()
+}
+
+// envoyLimit parses a rate_limit block.
+func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
+	before := len(d.errs)
+	f := d.fields(n, "rate_limit", envoyLimitFields...)
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	r := &rule{index: index, line: n.Line, match: path, countAll: true, cost: cost{}}
+	r.id = envoyID(path)
+	r.name = r.id
+	if v, ok := f["name"]; ok {
+		if name, ok := d.str(v.value, "rate_limit name"); ok && name != "" {
+			r.name, r.limitName = name, name
+		}
+	}
+	if v, ok := f["replaces"]; ok {
+		if v.value.Kind != yaml.SequenceNode {
+			d.errorf(v.value, "replaces must be a list of - name: ...; got %s", kindName(v.value))
+		} else {
+			for _, rn := range v.value.Content {
+				rf := d.fields(rn, "replaces entry", "name")
+				nv, ok := rf["name"]
+				if !ok {
+					if rn.Kind == yaml.MappingNode {
+						d.errorf(rn, "replaces entry has no name; write - name: the-limit-it-replaces")
+					}
+					continue
+				}
+				if name, ok := d.str(nv.value, "replaces name"); ok {
+					switch {
+					case name == "":
+						d.errorf(nv.value, "replaces name is empty; name the rate_limit it replaces")
+					case name == r.limitName:
+						d.errorf(nv.value, "a rate_limit cannot replace itself (%q); name another one", name)
+					default:
+						r.replaces = append(r.replaces, name)
+					}
+				}
+			}
+		}
+	}
+	unlimited := false
+	if v, ok := f["unlimited"]; ok {
+		unlimited, _ = d.boolean(v.value, "unlimited")
+	}
+	uv, hasUnit := f["unit"]
+	rv, hasRPU := f["requests_per_unit"]
+	cfg := algorithm.Config{Algorithm: algorithm.BoundedLog}
+	switch {
+	case unlimited && (hasUnit || hasRPU):
+		d.errorf(n, "an unlimited rate_limit takes no unit or requests_per_unit; remove them or unlimited: true")
+	case unlimited:
+		r.base.unlimited = true
+	default:
+		if hasUnit {
+			if u, ok := d.str(uv.value, "unit"); ok {
+				w, known := envoyUnits[strings.ToLower(u)]
+				if !known {
+					d.errorf(uv.value, "unit %q is not a unit; use second, minute, hour, day, week, month or year", clip(u))
+				}
+				cfg.Window = w
+			}
+		} else {
+			d.errorf(n, "rate_limit has no unit; add unit: second, minute, hour or day")
+		}
+		if hasRPU {
+			cfg.Limit, _ = d.integer(rv.value, "requests_per_unit", 0, math.MaxUint32)
+		} else {
+			d.errorf(n, "rate_limit has no requests_per_unit; add the number of requests allowed per unit (0 blocks every request)")
+		}
+	}
+	if len(d.errs) > before {
+		return nil
+	}
+	if !r.base.unlimited {
+		l, err := newLimit(cfg)
+		if err != nil {
+			d.errorf(n, "rate_limit: %v", err)
+			return nil
+		}
+		r.base = l
+	}
+	return r
+}
+
+// walk finds the rule for one request descriptor, or nil.
+func (t *envoyNode) walk(desc Descriptor) *rule {
+	node := t
+	var found *rule
+	for i, e := range desc {
+		next := node.exact[e]
+		if next == nil {
+			for _, w := range node.wildcard {
+				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+					next = w
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = node.keyOnly[e.Key]
+		}
+		if next == nil {
+			break
+		}
+		if next.rule != nil && i == len(desc)-1 {
+			found = next.rule
+		}
+		if next.children == 0 {
+			break
+		}
+		node = next
+	}
+	return found
+}
+
+// resolveEnvoy applies envoyproxy/ratelimit matching to every descriptor,
+// then drops limits replaced by another that applies.
+func (s *Set) resolveEnvoy(req Request, hits int64, out []applied) []applied {
+	start := len(out)
+	for i, d := range req.Descriptors {
+		if r := s.tree.walk(d); r != nil {
+			out = s.apply(out, r, i, d, hits)
+		}
+	}
+	mine := out[start:]
+	var replaced []string
+	for _, a := range mine {
+		replaced = append(replaced, a.r.replaces...)
+	}
+	if len(replaced) > 0 {
+		kept := mine[:0]
+		for _, a := range mine {
+			if a.r.limitName == "" || !contains(replaced, a.r.limitName) {
+				kept = append(kept, a)
+			}
+		}
+		out = out[:start+len(kept)]
+		mine = kept
+	}
+	sort.SliceStable(mine, func(i, j int) bool { return mine[i].r.index < mine[j].r.index })
+	return out
+}

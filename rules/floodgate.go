@@ -1,0 +1,451 @@
+package rules
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+var (
+	validName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
+	validDomain = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+)
+
+// Fields of Floodgate's format.
+var (
+	topFields  = []string{"domain", "shadow", "rules"}
+	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window",
+		"unlimited", "algorithm", "slices", "capacity", "rate", "burst", "tolerance", "max_delay",
+		"overrides", "cost", "shadow", "failure"}
+	overrideFields = []string{"match", "limit", "window", "unlimited"}
+	costFields     = []string{"from", "default"}
+	matchFields    = []string{"exact", "prefix", "glob", "any"}
+)
+
+// paramAlgorithms says which algorithms use each parameter field.
+var paramAlgorithms = map[string][]string{
+	"slices":    {algorithm.SlidingWindow},
+	"capacity":  {algorithm.TokenBucket, algorithm.LeakyBucket},
+	"rate":      {algorithm.TokenBucket, algorithm.LeakyBucket},
+	"burst":     {algorithm.GCRA},
+	"tolerance": {algorithm.BoundedLog},
+	"max_delay": {algorithm.LeakyBucket},
+}
+
+func parseFloodgate(d *decoder, doc *yaml.Node) *Set {
+	s := &Set{format: FormatFloodgate}
+	f := d.fields(doc, "the file", topFields...)
+	if v, ok := f["domain"]; ok {
+		if dom, ok := d.str(v.value, "domain"); ok {
+			if !validDomain.MatchString(dom) {
+				d.errorf(v.value, "domain %q must start with a letter or digit and hold only letters, digits and _ . : - (at most 128)", clip(dom))
+			}
+			s.domain = dom
+		}
+	} else {
+		d.errorf(doc, "domain is missing; add a line such as domain: api")
+	}
+	if v, ok := f["shadow"]; ok {
+		s.shadow, _ = d.boolean(v.value, "shadow")
+	}
+	rl, ok := f["rules"]
+	if !ok {
+		return s
+	}
+	if rl.value.Kind != yaml.SequenceNode {
+		d.errorf(rl.value, "rules must be a list, each item starting with - name: ...; got %s", kindName(rl.value))
+		return s
+	}
+	if len(rl.value.Content) > MaxRules {
+		d.errorf(rl.value, "%d rules; the most is %d", len(rl.value.Content), MaxRules)
+		return s
+	}
+	seen := map[string]int{}
+	for _, n := range rl.value.Content {
+		r := d.rule(n, len(s.rules))
+		if r == nil {
+			continue
+		}
+		if first, dup := seen[r.name]; dup {
+			d.errorf(n, "rule name %q is already used on line %d; give each rule its own name", r.name, first)
+			continue
+		}
+		seen[r.name] = r.line
+		s.rules = append(s.rules, r)
+	}
+	return s
+}
+
+// rule parses one rule of Floodgate's format.
+func (d *decoder) rule(n *yaml.Node, index int) *rule {
+	before := len(d.errs)
+	what := "rule"
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k, v := n.Content[i], n.Content[i+1]; k.Value == "name" && v.Kind == yaml.ScalarNode {
+				what = fmt.Sprintf("rule %q", clip(v.Value))
+			}
+		}
+	}
+	f := d.fields(n, what, ruleFields...)
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	r := &rule{index: index, line: n.Line}
+	if v, ok := f["name"]; ok {
+		if name, ok := d.str(v.value, "name"); ok {
+			if !validName.MatchString(name) {
+				d.errorf(v.value, "rule name %q must start with a letter or digit and hold only letters, digits and _ . : - (at most 64)", clip(name))
+			}
+			r.name, r.id = name, name
+		}
+	} else {
+		d.errorf(n, "rule has no name; add name: with a short unique name such as per-member")
+	}
+	if v, ok := f["description"]; ok {
+		d.str(v.value, what+": description")
+	}
+	if v, ok := f["match"]; ok {
+		r.match = d.conditions(v.value, what+": match")
+	}
+	unlimited := false
+	if v, ok := f["unlimited"]; ok {
+		unlimited, _ = d.boolean(v.value, what+": unlimited")
+	}
+	if v, ok := f["count_by"]; ok {
+		r.countBy = d.countBy(v.value, what)
+	} else if !unlimited {
+		d.errorf(n, "%s: count_by is missing; list the entries each counter is kept for (count_by: [member]), or write count_by: global for one counter shared by every request", what)
+	}
+	if v, ok := f["shadow"]; ok {
+		r.shadow, _ = d.boolean(v.value, what+": shadow")
+	}
+	if v, ok := f["failure"]; ok {
+		r.failure = d.failure(v.value, what)
+	}
+	if v, ok := f["cost"]; ok {
+		r.cost = d.cost(v.value, what)
+	}
+
+	cfg := algorithm.Config{Algorithm: algorithm.BoundedLog}
+	if v, ok := f["algorithm"]; ok {
+		if a, ok := d.str(v.value, what+": algorithm"); ok {
+			if !contains(algorithm.Names, a) {
+				d.errorf(v.value, "%s: unknown algorithm %q; use one of %s%s", what, clip(a), strings.Join(algorithm.Names, ", "), suggest(a, algorithm.Names))
+			} else {
+				cfg.Algorithm = a
+			}
+		}
+	}
+	for _, p := range sortedKeys(paramAlgorithms) {
+		v, ok := f[p]
+		if !ok {
+			continue
+		}
+		if !contains(paramAlgorithms[p], cfg.Algorithm) {
+			d.errorf(v.key, "%s: %s does not apply to %s (it is for %s); remove it or change algorithm", what, p, cfg.Algorithm, strings.Join(paramAlgorithms[p], " and "))
+			continue
+		}
+		pw := what + ": " + p
+		switch p {
+		case "slices":
+			if x, ok := d.integer(v.value, pw, 2, 3600); ok {
+				cfg.Slices = int(x)
+			}
+		case "capacity":
+			cfg.Capacity, _ = d.integer(v.value, pw, 1, MaxLimit)
+		case "rate":
+			cfg.Rate, _ = d.number(v.value, pw+" (units per second)", 0, MaxLimit)
+		case "burst":
+			cfg.Burst, _ = d.integer(v.value, pw, 1, MaxLimit)
+		case "tolerance":
+			cfg.Tolerance, _ = d.number(v.value, pw, 0, 1)
+		case "max_delay":
+			cfg.MaxDelay, _ = d.duration(v.value, pw)
+		}
+	}
+
+	lv, hasLimit := f["limit"]
+	wv, hasWindow := f["window"]
+	switch {
+	case unlimited && (hasLimit || hasWindow):
+		d.errorf(n, "%s: an unlimited rule takes no limit or window; remove them or unlimited: true", what)
+	case unlimited:
+		r.base.unlimited = true
+	default:
+		if hasLimit {
+			cfg.Limit, _ = d.integer(lv.value, what+": limit", 0, MaxLimit)
+		} else {
+			d.errorf(n, "%s: limit is missing; write the number of requests (or cost units) allowed per window, such as limit: 100", what)
+		}
+		if hasWindow {
+			cfg.Window, _ = d.duration(wv.value, what+": window")
+		} else if cfg.Algorithm != algorithm.Concurrency {
+			d.errorf(n, "%s: window is missing; write any Go duration, such as window: 1m or window: 90s", what)
+		}
+	}
+
+	if v, ok := f["overrides"]; ok {
+		if v.value.Kind != yaml.SequenceNode {
+			d.errorf(v.value, "%s: overrides must be a list of - match: {...} with limit: or unlimited: true; got %s", what, kindName(v.value))
+		} else {
+			for _, on := range v.value.Content {
+				o, ok := d.override(on, what, cfg, unlimited)
+				if ok {
+					r.overrides = append(r.overrides, o)
+				}
+			}
+		}
+	}
+	if len(d.errs) > before {
+		return nil
+	}
+	if !r.base.unlimited {
+		l, err := newLimit(cfg)
+		if err != nil {
+			d.errorf(n, "%s: %v", what, err)
+			return nil
+		}
+		r.base = l
+	}
+	if r.cost.fixed > 0 && r.cost.fixed > r.base.limit && !r.base.unlimited && !r.base.block && len(r.overrides) == 0 {
+		d.errorf(f["cost"].value, "%s: cost %d is above the limit %d, so every request would be rejected; lower the cost or raise the limit", what, r.cost.fixed, r.base.limit)
+		return nil
+	}
+	return r
+}
+
+// override parses one entry of overrides; base is the rule's algorithm
+// configuration, whose limit and window it may replace (its other
+// parameters stay the rule's).
+func (d *decoder) override(n *yaml.Node, what string, base algorithm.Config, baseUnlimited bool) (override, bool) {
+	before := len(d.errs)
+	f := d.fields(n, what+": override", overrideFields...)
+	o := override{line: n.Line}
+	if n.Kind != yaml.MappingNode {
+		return o, false
+	}
+	if v, ok := f["match"]; ok {
+		o.match = d.conditions(v.value, what+": override match")
+		if len(o.match) == 0 && len(d.errs) == before {
+			d.errorf(v.value, "%s: an override needs at least one match condition, such as match: {plan: pro}", what)
+		}
+	} else {
+		d.errorf(n, "%s: override has no match; say which requests it is for, such as match: {plan: pro}", what)
+	}
+	unlimited := false
+	if v, ok := f["unlimited"]; ok {
+		unlimited, _ = d.boolean(v.value, what+": override unlimited")
+	}
+	lv, hasLimit := f["limit"]
+	wv, hasWindow := f["window"]
+	cfg := base
+	switch {
+	case unlimited && (hasLimit || hasWindow):
+		d.errorf(n, "%s: an unlimited override takes no limit or window; remove them or unlimited: true", what)
+	case unlimited:
+		o.lim.unlimited = true
+	case !hasLimit && !hasWindow:
+		d.errorf(n, "%s: override changes nothing; give it a limit:, a window: or unlimited: true", what)
+	default:
+		if hasLimit {
+			cfg.Limit, _ = d.integer(lv.value, what+": override limit", 0, MaxLimit)
+		}
+		if hasWindow {
+			cfg.Window, _ = d.duration(wv.value, what+": override window")
+		}
+		if cfg.Window <= 0 && cfg.Algorithm != algorithm.Concurrency {
+			d.errorf(n, "%s: override of an unlimited rule needs a window too, such as window: 1m", what)
+		}
+		if baseUnlimited && !hasLimit {
+			d.errorf(n, "%s: override of an unlimited rule needs a limit too, such as limit: 100", what)
+		}
+	}
+	if len(d.errs) > before {
+		return o, false
+	}
+	if !o.lim.unlimited {
+		l, err := newLimit(cfg)
+		if err != nil {
+			d.errorf(n, "%s: override: %v", what, err)
+			return o, false
+		}
+		o.lim = l
+	}
+	return o, true
+}
+
+// conditions parses a match mapping: entry key -> pattern.
+func (d *decoder) conditions(n *yaml.Node, what string) conditions {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, "%s must be a mapping of entry: pattern, such as {path: /loan/*, member: \"*\"}; got %s", what, kindName(n))
+		return nil
+	}
+	var cs conditions
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		key, ok := d.entryKey(kn, what+" entry")
+		if !ok {
+			continue
+		}
+		if c := cs.find(key); c != nil {
+			d.errorf(kn, "%s: entry %q appears twice; write it once (a list of patterns matches any of them)", what, key)
+			continue
+		}
+		m, ok := d.pattern(vn, fmt.Sprintf("%s %s", what, key), true)
+		if ok {
+			cs = append(cs, condition{key: key, m: m})
+		}
+	}
+	return cs
+}
+
+// pattern parses a value pattern: a string ("*" any value, containing "*" a
+// glob, else exact), a mapping {exact|prefix|glob: s} or {any: true}, or,
+// when list is true, a list of those (any of them).
+func (d *decoder) pattern(n *yaml.Node, what string, list bool) (matcher, bool) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		s, ok := d.str(n, what)
+		if !ok {
+			return matcher{}, false
+		}
+		switch {
+		case s == "*":
+			return matcher{kind: matchAny}, true
+		case strings.Contains(s, "*"):
+			return newGlob(s), true
+		}
+		return matcher{kind: matchExact, s: s}, true
+	case yaml.SequenceNode:
+		if !list {
+			d.errorf(n, "%s: lists of patterns cannot be nested", what)
+			return matcher{}, false
+		}
+		if len(n.Content) == 0 {
+			d.errorf(n, "%s: the list of patterns is empty; give at least one", what)
+			return matcher{}, false
+		}
+		m := matcher{kind: matchOneOf}
+		for _, c := range n.Content {
+			a, ok := d.pattern(c, what, false)
+			if !ok {
+				return matcher{}, false
+			}
+			m.alts = append(m.alts, a)
+		}
+		return m, true
+	case yaml.MappingNode:
+		f := d.fields(n, what, matchFields...)
+		if len(f) != 1 {
+			if len(n.Content) > 0 && len(f) > 1 {
+				d.errorf(n, "%s: give exactly one of exact, prefix, glob or any", what)
+			} else if len(n.Content) == 0 {
+				d.errorf(n, "%s: empty pattern; give one of exact, prefix, glob or any", what)
+			}
+			return matcher{}, false
+		}
+		for k, v := range f {
+			if k == "any" {
+				b, ok := d.boolean(v.value, what+": any")
+				if ok && !b {
+					d.errorf(v.value, "%s: any: false matches nothing; remove the condition or write any: true", what)
+					return matcher{}, false
+				}
+				return matcher{kind: matchAny}, ok
+			}
+			s, ok := d.str(v.value, what+": "+k)
+			if !ok {
+				return matcher{}, false
+			}
+			switch k {
+			case "exact":
+				return matcher{kind: matchExact, s: s}, true
+			case "prefix":
+				return matcher{kind: matchPrefix, s: s}, true
+			default:
+				return newGlob(s), true
+			}
+		}
+	}
+	d.errorf(n, "%s: a pattern is a value, \"*\", a glob such as /loan/*, {prefix: /loan/}, or a list of these; got %s", what, kindName(n))
+	return matcher{}, false
+}
+
+func (d *decoder) countBy(n *yaml.Node, what string) []string {
+	if n.Kind == yaml.ScalarNode && n.Value == "global" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+			d.errorf(n, "%s: count_by must be a list, such as count_by: [%s], or the word global", what, clip(n.Value))
+		} else {
+			d.errorf(n, "%s: count_by must be a list of entry keys, such as [member] or [client, path], or the word global; got %s", what, kindName(n))
+		}
+		return nil
+	}
+	if len(n.Content) == 0 {
+		d.errorf(n, "%s: count_by is an empty list; list entry keys, or write count_by: global for one shared counter", what)
+		return nil
+	}
+	if len(n.Content) > MaxEntries {
+		d.errorf(n, "%s: count_by lists %d keys; the most is %d", what, len(n.Content), MaxEntries)
+		return nil
+	}
+	var keys []string
+	for _, c := range n.Content {
+		k, ok := d.entryKey(c, what+": count_by key")
+		if !ok {
+			continue
+		}
+		if contains(keys, k) {
+			d.errorf(c, "%s: count_by lists %q twice; list it once", what, k)
+			continue
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (d *decoder) failure(n *yaml.Node, what string) store.FailurePolicy {
+	s, ok := d.str(n, what+": failure")
+	if !ok {
+		return store.FailOpen
+	}
+	switch s {
+	case "open":
+		return store.FailOpen
+	case "closed":
+		return store.FailClosed
+	case "local":
+		return store.FailLocal
+	}
+	d.errorf(n, "%s: failure %q is not a policy; use open (never reject because the store is down), closed (reject while it is down) or local (enforce a share of the limit on each node)", what, clip(s))
+	return store.FailOpen
+}
+
+func (d *decoder) cost(n *yaml.Node, what string) cost {
+	if n.Kind == yaml.ScalarNode {
+		v, _ := d.integer(n, what+": cost", 1, MaxLimit)
+		return cost{fixed: v}
+	}
+	f := d.fields(n, what+": cost", costFields...)
+	c := cost{def: 1}
+	if n.Kind != yaml.MappingNode {
+		return c
+	}
+	if v, ok := f["from"]; ok {
+		c.from, _ = d.entryKey(v.value, what+": cost from")
+	} else {
+		d.errorf(n, "%s: cost needs from: naming the entry that holds it, such as from: header:x-tokens", what)
+	}
+	if v, ok := f["default"]; ok {
+		c.def, _ = d.integer(v.value, what+": cost default", 1, MaxLimit)
+	}
+	return c
+}

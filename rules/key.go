@@ -1,0 +1,70 @@
+package rules
+
+import "strings"
+
+// Counter keys have the form
+//
+//	domain|rule|key=value|key=value
+//
+// where each part has '\', '|' and '=' escaped with a backslash, so no
+// choice of values can make two different (domain, rule, entries) tuples
+// share a key: the unescaped separators mark the boundaries exactly.
+
+// keyBuilder appends escaped key parts.
+type keyBuilder struct{ b strings.Builder }
+
+func (k *keyBuilder) part(s string) {
+	if k.b.Len() > 0 {
+		k.b.WriteByte('|')
+	}
+	k.escaped(s)
+}
+
+func (k *keyBuilder) entry(key, value string) {
+	k.b.WriteByte('|')
+	k.escaped(key)
+	k.b.WriteByte('=')
+	k.escaped(value)
+}
+
+func (k *keyBuilder) escaped(s string) {
+	if !strings.ContainsAny(s, `\|=`) {
+		k.b.WriteString(s)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\', '|', '=':
+			k.b.WriteByte('\\')
+			k.b.WriteByte(c)
+		default:
+			k.b.WriteByte(c)
+		}
+	}
+}
+
+func (k *keyBuilder) String() string { return k.b.String() }
+
+// ruleKey builds the counter key of rule r for descriptor d: the domain, the
+// rule's id and the values of the entries it counts by. It reports false if
+// d lacks one of them.
+func ruleKey(domain string, r *rule, d Descriptor) (string, bool) {
+	var k keyBuilder
+	k.b.Grow(len(domain) + len(r.id) + 32)
+	k.part(domain)
+	k.part(r.id)
+	if r.countAll {
+		for _, e := range d {
+			k.entry(e.Key, e.Value)
+		}
+		return k.String(), true
+	}
+	for _, key := range r.countBy {
+		v, ok := d.Get(key)
+		if !ok {
+			return "", false
+		}
+		k.entry(key, v)
+	}
+	return k.String(), true
+}

@@ -1,0 +1,158 @@
+// Package rules maps requests to limits: it reads rule files, matches a
+// request's descriptors against them, builds the key each limit counts by,
+// and decides every applicable limit together in one store call.
+//
+// A request is described the way Envoy's Rate Limit Service describes it: a
+// domain and a list of descriptors, each an ordered list of key/value
+// entries such as client=acme, member=u4, path=/loan/list or
+// header:x-api-key=k1. A rule names the entries it matches, the entries it
+// counts by, and its limit. Several rules may apply to one request; the
+// request passes only if every one of them passes, and a rejected request is
+// counted by none of them.
+//
+// Two file formats are read: Floodgate's own (see docs/rules.md) and the
+// configuration format of envoyproxy/ratelimit, so that its users can point
+// Floodgate at the files they already have. Parse tells them apart.
+//
+// An Engine holds the current rule Set, the store and the clock. Its rule set
+// can be swapped at any time (Watch does it when the file changes) without
+// disturbing requests in flight; counters of rules that did not change
+// survive the swap, because their keys and algorithm parameters are the same.
+package rules
+
+import (
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+)
+
+// Bounds on rule files and requests. Values past them are rejected with an
+// error rather than truncated, hashed or allowed to overflow.
+const (
+	// MaxLimit is the largest limit, capacity or cost a rule may state.
+	MaxLimit = 1 << 40
+	// MaxWindow is the longest window a rule may state.
+	MaxWindow = 366 * 24 * time.Hour
+	// MaxKeyLen is the longest descriptor entry key, in bytes.
+	MaxKeyLen = 128
+	// MaxValueLen is the longest descriptor entry value, in bytes.
+	MaxValueLen = 1024
+	// MaxEntries is the most entries one descriptor may hold.
+	MaxEntries = 64
+	// MaxDescriptors is the most descriptors one request may hold.
+	MaxDescriptors = 64
+	// MaxRules is the most rules (or rate limits, in the envoyproxy/ratelimit
+	// format) one file may hold.
+	MaxRules = 10000
+	// MaxFileSize is the largest rule file Parse reads, in bytes.
+	MaxFileSize = 8 << 20
+)
+
+// Entry is one descriptor entry, such as {"member", "u4"}. Request headers
+// use the key "header:" followed by the header name in lower case, as in
+// {"header:x-api-key", "k1"}.
+type Entry struct {
+	Key, Value string
+}
+
+// Descriptor is an ordered list of entries, as in Envoy's RLS API.
+type Descriptor []Entry
+
+// Get returns the value of the first entry with the given key, and whether
+// there is one.
+func (d Descriptor) Get(key string) (string, bool) {
+	for _, e := range d {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// Request is what a front end asks about one incoming request.
+type Request struct {
+	// Domain selects the rule set; empty means the set's own domain. A
+	// request for a domain the set does not have matches no rule.
+	Domain string
+	// Descriptors are matched against the rules one by one.
+	Descriptors []Descriptor
+	// Hits is the request's weight for rules without a cost of their own;
+	// 0 means 1.
+	Hits int64
+}
+
+// Status is the outcome of one rule that applied to a request.
+type Status struct {
+	// Rule is the rule's name.
+	Rule string
+	// Descriptor is the index in Request.Descriptors of the descriptor the
+	// rule matched.
+	Descriptor int
+	// Key is the counter key, for display (top keys); it is unbounded in
+	// number, so it is no metric label.
+	Key string
+	// Limit and Window are the limit that applied, after overrides. Limit is
+	// 0 for an unlimited rule and for a rule that blocks.
+	Limit  int64
+	Window time.Duration
+	// Algorithm names the algorithm that decided; empty when no store was
+	// asked (unlimited).
+	Algorithm string
+	// Unlimited reports a rule (or override) that lets every request through
+	// without counting.
+	Unlimited bool
+	// Shadow reports that the rule's rejection did not reject the request.
+	Shadow bool
+	// Decision is the rule's decision.
+	Decision algorithm.Decision
+}
+
+// Result is the outcome of Engine.Check.
+type Result struct {
+	// Allowed is false if any rule that is not in shadow mode rejected.
+	Allowed bool
+	// Statuses holds every rule that applied, in rule-file order.
+	Statuses []Status
+	// Rejected names the rules that rejected, shadow ones included (their
+	// Status.Shadow tells them apart), each name once.
+	Rejected []string
+	// Tightest is the index in Statuses of the most restrictive status: the
+	// rejecting one with the longest RetryAfter, or else the one with the
+	// least remaining allowance relative to its limit. Shadow statuses count
+	// only when every status is a shadow one. It is -1 when no limited rule
+	// applied.
+	Tightest int
+	// Unlimited reports that rules applied and all of them were unlimited.
+	Unlimited bool
+}
+
+// RuleInfo describes one rule for listings: GET /v1/rules, the status page,
+// and floodgate check.
+type RuleInfo struct {
+	Name   string
+	Domain string
+	// Match says which descriptors the rule applies to, e.g.
+	// "path prefix /loan/, member any".
+	Match string
+	// CountBy lists the entry keys the rule counts by; empty means one
+	// bucket for everything (global).
+	CountBy []string
+	// Key describes the counter key, e.g. "member" or "global".
+	Key       string
+	Limit     int64
+	Window    time.Duration
+	Algorithm string
+	Unlimited bool
+	// Block reports a rule that rejects every request it applies to (limit 0).
+	Block bool
+	Shadow bool
+	// Failure is the failure policy's name: open, closed or local.
+	Failure string
+	// Cost describes the cost of a request, e.g. "1" or "header:x-tokens
+	// (default 1)".
+	Cost string
+	// Overrides describes the overrides, one line each.
+	Overrides []string
+	// Line is the rule's line in its file.
+	Line int
+}

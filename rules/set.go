@@ -1,0 +1,463 @@
+package rules
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// File formats Parse recognizes, as Set.Format reports them.
+const (
+	FormatFloodgate = "floodgate"
+	FormatEnvoy     = "envoy-ratelimit"
+)
+
+// Set is a parsed, validated rule set. It is immutable and safe for
+// concurrent use.
+type Set struct {
+	file   string
+	domain string
+	format string
+	shadow bool
+	rules  []*rule
+	tree   *envoyNode // envoyproxy/ratelimit format only
+}
+
+// rule is one compiled rule. In the envoyproxy/ratelimit format it is one
+// rate_limit block.
+type rule struct {
+	index int
+	// id is unique in the set and is part of every counter key.
+	id string
+	// name is what Status.Rule reports: the rule's name, or in the
+	// envoyproxy/ratelimit format the rate limit's name or else its id.
+	name string
+	line int
+	// match is the rule's conditions. In the envoyproxy/ratelimit format
+	// matching walks the tree instead; match then only describes the path.
+	match conditions
+	// countBy lists the entry keys counted by; empty with countAll false
+	// means one global bucket.
+	countBy []string
+	// countAll counts by every entry of the descriptor (envoyproxy/ratelimit).
+	countAll  bool
+	base      limit
+	overrides []override
+	cost      cost
+	shadow    bool
+	failure   store.FailurePolicy
+	// limitName and replaces implement envoyproxy/ratelimit's replaces.
+	limitName string
+	replaces  []string
+}
+
+// limit is a rule's limit, or an override's.
+type limit struct {
+	unlimited bool
+	block     bool // limit 0: reject everything
+	limit     int64
+	window    time.Duration
+	alg       algorithm.Algorithm
+	// reject is the cost that makes alg reject without counting: above its
+	// limit and capacity.
+	reject int64
+}
+
+type override struct {
+	match conditions
+	lim   limit
+	line  int
+}
+
+// cost is how much a request weighs for a rule.
+type cost struct {
+	fixed int64  // 0: not fixed
+	from  string // entry key to read the cost from
+	def   int64  // cost when the entry is missing
+}
+
+// Domain returns the set's domain.
+func (s *Set) Domain() string { return s.domain }
+
+// File returns the name the set was parsed from.
+func (s *Set) File() string { return s.file }
+
+// Format returns FormatFloodgate or FormatEnvoy.
+func (s *Set) Format() string { return s.format }
+
+// Shadow reports the file's global shadow switch.
+func (s *Set) Shadow() bool { return s.shadow }
+
+// Len returns the number of rules.
+func (s *Set) Len() int { return len(s.rules) }
+
+//go:embed default.yaml
+var defaultRules []byte
+
+var defaultSet = sync.OnceValues(func() (*Set, error) {
+	return Parse("default.yaml", defaultRules)
+})
+
+// Default returns the rules built into the binary (rules/default.yaml), used
+// when the server is given no rule file. The file is tested to parse; should
+// it ever fail, Default returns an empty set in the domain "default" rather
+// than panic, and DefaultErr says why.
+func Default() *Set {
+	s, err := defaultSet()
+	if err != nil {
+		return &Set{file: "default.yaml", domain: "default", format: FormatFloodgate}
+	}
+	return s
+}
+
+// DefaultErr returns the error, if any, of parsing the built-in rule file.
+func DefaultErr() error {
+	_, err := defaultSet()
+	return err
+}
+
+// DefaultFile returns the text of the built-in rule file.
+func DefaultFile() []byte { return bytes.Clone(defaultRules) }
+
+// Load reads and parses the rule file at path.
+func Load(path string) (*Set, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > MaxFileSize {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("file is %d bytes; the most is %d", st.Size(), MaxFileSize)}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// Parse parses a rule file's contents; name is used in error messages. It
+// reads Floodgate's format (a top-level "rules" list) and envoyproxy/
+// ratelimit's (a top-level "descriptors" list). Errors read
+// "NAME:LINE: what is wrong; how to fix it", one per line.
+func Parse(name string, data []byte) (*Set, error) {
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("file is %d bytes; the most is %d", len(data), MaxFileSize)}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(name, err)
+	}
+	d := &decoder{file: name}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		d.errorf(nil, "the file is empty; write a domain and a list of rules (see docs/rules.md)")
+		return nil, d.err()
+	}
+	doc := root.Content[0]
+	if doc.Kind != yaml.MappingNode {
+		d.errorf(doc, "a rule file is a mapping with domain: and rules: (or descriptors: for the envoyproxy/ratelimit format); got %s", kindName(doc))
+		return nil, d.err()
+	}
+	var hasRules, hasDescriptors bool
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		switch doc.Content[i].Value {
+		case "rules":
+			hasRules = true
+		case "descriptors":
+			hasDescriptors = true
+		}
+	}
+	var s *Set
+	switch {
+	case hasRules && hasDescriptors:
+		d.errorf(doc, "the file has both rules: (Floodgate format) and descriptors: (envoyproxy/ratelimit format); keep one")
+	case hasDescriptors:
+		s = parseEnvoy(d, doc)
+	case hasRules:
+		s = parseFloodgate(d, doc)
+	default:
+		d.errorf(doc, "no rules: write a rules: list (Floodgate format) or a descriptors: list (envoyproxy/ratelimit format)")
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	s.file = name
+	return s, nil
+}
+
+// yamlError turns a yaml.v3 syntax error into FILE:LINE form.
+func yamlError(name string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		err = errors.New(strings.Join(te.Errors, "; "))
+	}
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: name, Line: line, Msg: "YAML syntax: " + m[2] + "; check the indentation and quoting on this line and the one before"}
+	}
+	return &Error{File: name, Msg: strings.TrimPrefix(msg, "yaml: ") + "; the file is not valid YAML"}
+}
+
+// validKey checks a descriptor entry key written in a rule file and returns
+// it normalized (header names lower-cased).
+func (d *decoder) entryKey(n *yaml.Node, what string) (string, bool) {
+	k, ok := d.scalar(n, what)
+	if !ok {
+		return "", false
+	}
+	if k == "" {
+		d.errorf(n, "%s is empty; name a descriptor entry such as client, member, path or header:x-api-key", what)
+		return "", false
+	}
+	if len(k) > MaxKeyLen {
+		d.errorf(n, "%s is %d bytes long; the most is %d", what, len(k), MaxKeyLen)
+		return "", false
+	}
+	if h, ok := strings.CutPrefix(k, "header:"); ok {
+		if h == "" {
+			d.errorf(n, "%s %q names no header; write header:NAME, such as header:x-api-key", what, k)
+			return "", false
+		}
+		k = "header:" + strings.ToLower(h)
+	}
+	return k, true
+}
+
+// validateRequest checks a request against the bounds.
+func validateRequest(req *Request) error {
+	if len(req.Descriptors) > MaxDescriptors {
+		return fmt.Errorf("rules: request has %d descriptors; the most is %d", len(req.Descriptors), MaxDescriptors)
+	}
+	if req.Hits < 0 || req.Hits > MaxLimit {
+		return fmt.Errorf("rules: hits must be between 0 and %d; got %d", int64(MaxLimit), req.Hits)
+	}
+	for i, d := range req.Descriptors {
+		if len(d) > MaxEntries {
+			return fmt.Errorf("rules: descriptor %d has %d entries; the most is %d", i, len(d), MaxEntries)
+		}
+		for _, e := range d {
+			if len(e.Key) > MaxKeyLen {
+				return fmt.Errorf("rules: descriptor %d: entry key is %d bytes long; the most is %d", i, len(e.Key), MaxKeyLen)
+			}
+			if len(e.Value) > MaxValueLen {
+				return fmt.Errorf("rules: descriptor %d: value of %q is %d bytes long; the most is %d", i, e.Key, len(e.Value), MaxValueLen)
+			}
+		}
+	}
+	return nil
+}
+
+// applied is one rule applying to one descriptor of a request.
+type applied struct {
+	r    *rule
+	desc int
+	key  string
+	lim  *limit
+	cost int64
+	// costErr says why the cost entry could not be read; the rule then
+	// rejects.
+	costErr string
+}
+
+// resolve finds the rules that apply to req, in rule-file order.
+func (s *Set) resolve(req Request, out []applied) ([]applied, error) {
+	if err := validateRequest(&req); err != nil {
+		return out, err
+	}
+	if req.Domain != "" && req.Domain != s.domain {
+		return out, nil
+	}
+	hits := req.Hits
+	if hits == 0 {
+		hits = 1
+	}
+	if s.tree != nil {
+		return s.resolveEnvoy(req, hits, out), nil
+	}
+	for _, r := range s.rules {
+		for i, d := range req.Descriptors {
+			if !r.match.match(d) {
+				continue
+			}
+			out = s.apply(out, r, i, d, hits)
+		}
+	}
+	return out, nil
+}
+
+// apply appends rule r applied to descriptor d, unless d lacks an entry r
+// counts by or r already applies with the same key.
+func (s *Set) apply(out []applied, r *rule, i int, d Descriptor, hits int64) []applied {
+	key, ok := ruleKey(s.domain, r, d)
+	if !ok {
+		return out
+	}
+	for j := range out {
+		if out[j].r == r && out[j].key == key {
+			return out
+		}
+	}
+	a := applied{r: r, desc: i, key: key, lim: &r.base}
+	for k := range r.overrides {
+		if r.overrides[k].match.match(d) {
+			a.lim = &r.overrides[k].lim
+			break
+		}
+	}
+	switch {
+	case r.cost.fixed > 0:
+		a.cost = r.cost.fixed
+	case r.cost.from != "":
+		a.cost = r.cost.def
+		if v, ok := d.Get(r.cost.from); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > MaxLimit {
+				a.costErr = fmt.Sprintf("cost entry %s=%q is not a whole number from 1 to %d", r.cost.from, clip(v), int64(MaxLimit))
+			} else {
+				a.cost = n
+			}
+		}
+	default:
+		a.cost = hits
+	}
+	return append(out, a)
+}
+
+// RuleKey is one rule that applies to a request, with its counter key.
+type RuleKey struct {
+	Rule       string
+	Descriptor int
+	Key        string
+}
+
+// Keys returns the rules that apply to req and the keys they count by,
+// without deciding anything. floodgate check uses it to count the buckets a
+// trace creates.
+func (s *Set) Keys(req Request) ([]RuleKey, error) {
+	apps, err := s.resolve(req, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RuleKey, len(apps))
+	for i, a := range apps {
+		out[i] = RuleKey{Rule: a.r.name, Descriptor: a.desc, Key: a.key}
+	}
+	return out, nil
+}
+
+// Covering returns the names of the rules that can apply to requests for
+// path with method (empty: any method): those whose conditions on the path
+// and method entries accept them. Conditions on other entries are assumed
+// to be met. floodgate check --routes uses it to find routes no rule covers.
+func (s *Set) Covering(method, path string) []string {
+	var names []string
+	for _, r := range s.rules {
+		if r.base.unlimited && len(r.overrides) == 0 {
+			continue
+		}
+		if c := r.match.find("path"); c != nil && !c.m.match(path) {
+			continue
+		}
+		if c := r.match.find("method"); c != nil && method != "" && !c.m.match(method) {
+			continue
+		}
+		if !contains(names, r.name) {
+			names = append(names, r.name)
+		}
+	}
+	return names
+}
+
+// Rules describes every rule, in file order.
+func (s *Set) Rules() []RuleInfo {
+	out := make([]RuleInfo, 0, len(s.rules))
+	for _, r := range s.rules {
+		info := RuleInfo{
+			Name:      r.name,
+			Domain:    s.domain,
+			Match:     r.match.String(),
+			CountBy:   append([]string(nil), r.countBy...),
+			Limit:     r.base.limit,
+			Window:    r.base.window,
+			Unlimited: r.base.unlimited,
+			Block:     r.base.block,
+			Shadow:    r.shadow || s.shadow,
+			Failure:   r.failure.String(),
+			Line:      r.line,
+		}
+		if r.base.alg != nil && !r.base.block {
+			info.Algorithm = r.base.alg.Name()
+		}
+		switch {
+		case r.countAll:
+			info.Key = "every entry of the descriptor"
+		case len(r.countBy) == 0:
+			info.Key = "global"
+		default:
+			info.Key = strings.Join(r.countBy, "+")
+		}
+		switch {
+		case r.cost.fixed > 0:
+			info.Cost = strconv.FormatInt(r.cost.fixed, 10)
+		case r.cost.from != "":
+			info.Cost = fmt.Sprintf("%s (default %d)", r.cost.from, r.cost.def)
+		default:
+			info.Cost = "hits (1 per request)"
+		}
+		for _, o := range r.overrides {
+			info.Overrides = append(info.Overrides, o.match.String()+": "+o.lim.String())
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+func (l *limit) String() string {
+	switch {
+	case l.unlimited:
+		return "unlimited"
+	case l.block:
+		return "blocked (limit 0)"
+	}
+	return fmt.Sprintf("%d per %v", l.limit, l.window)
+}
+
+// newLimit builds a limit from an algorithm configuration; limit 0 blocks.
+func newLimit(c algorithm.Config) (limit, error) {
+	l := limit{limit: c.Limit, window: c.Window}
+	if c.Limit == 0 {
+		l.block = true
+		w := c.Window
+		if w <= 0 {
+			w = time.Second
+		}
+		c = algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1, Window: w}
+	}
+	alg, err := algorithm.New(c)
+	if err != nil {
+		return l, err
+	}
+	l.alg = alg
+	cfg := alg.Config()
+	l.reject = max(cfg.Limit, cfg.Capacity) + 1
+	return l, nil
+}
