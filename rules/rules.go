@@ -144,7 +144,7 @@ type RuleInfo struct {
 	Algorithm string
 	Unlimited bool
 	// Block reports a rule that rejects every request it applies to (limit 0).
-	Block bool
+	Block  bool
 	Shadow bool
 	// Failure is the failure policy's name: open, closed or local.
 	Failure string
