@@ -45,8 +45,9 @@ type Decision struct {
 	// window algorithms: until the current window's requests stop counting;
 	// for buckets: until the bucket is full again).
 	ResetAfter time.Duration
-	// RetryAfter is how long until this same request would be accepted. It is
-	// zero when Allowed is true, and negative never.
+	// RetryAfter is how long until this same request would be accepted if
+	// nothing else happened. It is zero when Allowed is true, zero when the
+	// request can never be accepted (see Reason), and negative never.
 	RetryAfter time.Duration
 	// Delay is how long an allowed request must wait before it proceeds. Only
 	// the leaky bucket sets it; it is zero otherwise.
@@ -81,7 +82,8 @@ type Algorithm interface {
 	// does nothing.
 	Release(state []int64, now int64, cost int64)
 	// IdleAfter returns how long after its last update a key's state is
-	// equivalent to a zero state, so stores may expire it.
+	// equivalent to a zero state, so stores may expire it. Zero means the
+	// state never goes idle by itself (concurrency without a Window).
 	IdleAfter() time.Duration
 }
 

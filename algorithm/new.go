@@ -111,8 +111,11 @@ func emissionInterval(c *Config) (int64, error) {
 	if math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0 {
 		return 0, fmt.Errorf("%s: rate must be a positive number of units per second, got %v", c.Algorithm, c.Rate)
 	}
+	if c.Rate > 1e9 {
+		return 0, fmt.Errorf("%s: rate %v per second is out of range: at most 1e9", c.Algorithm, c.Rate)
+	}
 	ns := math.Ceil(1e9 / c.Rate)
-	if ns < 1 || ns > float64(2*MaxWindow) {
+	if ns > float64(2*MaxWindow) {
 		return 0, fmt.Errorf("%s: rate %v per second is out of range: want between %v and 1e9",
 			c.Algorithm, c.Rate, 1/(2*MaxWindow).Seconds())
 	}

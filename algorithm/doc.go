@@ -1,0 +1,91 @@
+// Package algorithm holds Floodgate's rate-limiting algorithms as pure
+// decision functions.
+//
+// An Algorithm owns no state and reads no clock. Each key's state is a
+// fixed-length []int64 the caller keeps (its length is Words()); a zero state
+// means a key that has never been seen. Time is an int64 count of nanoseconds
+// (Unix time in production, virtual time in the simulator), and every call
+// passes it in. This lets the same code run in the memory store, in the
+// simulator under a virtual clock, and be mirrored by the Redis scripts. All
+// arithmetic is on integers; New rejects parameters (see MaxLimit, MaxWindow,
+// MaxLogSize) for which it could overflow.
+//
+// # Common rules
+//
+// A request's cost is at least 1; a smaller cost is rejected with
+// ReasonBadCost, and a cost larger than the limit (or the bucket's capacity)
+// with ReasonCostOverLimit, since it could never be accepted. Both leave
+// RetryAfter zero. Otherwise RetryAfter is exactly how long until the same
+// request would be accepted if nothing else happened, and zero when the
+// request is allowed.
+//
+// If now is earlier than the latest time the state has seen (callers with
+// skewed clocks), the algorithms decide as if it were that latest time, or
+// the start of the newest window or slice: a clock going back never frees
+// allowance. Times before 0 count as 0 and times after MaxTime as MaxTime.
+//
+// # The algorithms
+//
+// In what follows L is Config.Limit and W is Config.Window. "Busiest window"
+// is the most units accepted inside any W-long interval.
+//
+// fixed-window (2 words): one counter per window [kW, (k+1)W). Busiest
+// window at most 2L, reached by piling L just before and L just after a
+// boundary. ResetAfter is the time until the current window ends.
+//
+// sliding-window (1 + ceil(N/2) words; 7 for the default 12 slices): N
+// slices of floor(W/N), counting the current slice and the N-1 before it as
+// seed 000 does; counts are packed two uint32 to a word. The counted span is
+// shorter than W by up to one slice, so an adversary piling L units at the
+// end of the slice about to drop out and L more right after gets 2L through;
+// the busiest window is at most 2L. ResetAfter is the time until the newest
+// counted slice drops out, that is until nothing is counted.
+//
+// weighted-window (3 words): Cloudflare's estimate ceil(prev·(W-e)/W) +
+// curr, with e the time elapsed in the current window, computed with 128-bit
+// products. Accurate when traffic is even; the busiest window is at most 2L
+// (the previous window's requests all at its end). ResetAfter is the time
+// until the estimate falls to 0: the end of the next window if the current
+// one has requests, else the end of this one.
+//
+// sliding-log (L + 2 words): one timestamp per accepted unit; exact, the
+// busiest window is at most L and a request that keeps the trailing W within
+// L is never rejected. L is at most MaxLogSize. ResetAfter is the time until
+// the newest timestamp leaves the window.
+//
+// token-bucket (2 words): capacity C (default L) refilled at Rate units per
+// second (default L/W), starting full; a request takes cost tokens. It runs
+// as the theoretical arrival time tat with emission interval
+// T = ceil(1e9/Rate) ns: accept iff max(tat, now) + cost·T - now <= C·T.
+// Busiest window at most C + Rate·W. ResetAfter is the time until the bucket
+// is full again.
+//
+// gcra (2 words): the same arithmetic with T = ceil(W/L) and C = Burst
+// (default 1): requests are spaced T apart, with Burst of them allowed at
+// once; any interval of length d holds at most Burst + d/T units. Remaining,
+// RetryAfter and ResetAfter follow go-redis/redis_rate: remaining =
+// floor(diff/T), retry_after = -diff, reset_after = new_tat - now when
+// allowed and tat - now when rejected. A rejected request reports the
+// units still available (redis-cell's rule), which is 0 for a cost of 1.
+//
+// leaky-bucket (2 words): the throttling form. Requests leave one unit every
+// T = ceil(1e9/Rate) ns (Rate defaults to L/W); an accepted request carries
+// Delay, the time until its turn, and the turns of accepted requests are
+// spaced by their costs times T. A request whose Delay would exceed MaxDelay
+// (default W) is rejected with ReasonQueueFull. Remaining is how many
+// requests of cost 1 could still join the queue (at most L). ResetAfter is
+// the time until the queue is empty.
+//
+// concurrency (2 words): at most L units in flight; Release gives units
+// back. If W is positive it also guards against leaks: a state nobody has
+// touched for longer than W counts as empty, so W must exceed the longest
+// request. ResetAfter (and RetryAfter when rejected) is the time until that
+// guard empties the state, or zero if W is zero, when only a Release helps.
+//
+// bounded-log (2 + 3·(ceil(L/m)+2) words, m = max(1, floor(e·L)), e =
+// Tolerance, default 0.05): Floodgate's own, described in GUIDE.md and in
+// the source. It keeps both promises for any traffic: the busiest window is
+// at most L + m <= (1+e)·L, and a request that keeps the key's accepted
+// units in the trailing W within L is never rejected. ResetAfter is the time
+// until no entry is counted.
+package algorithm
