@@ -1,11 +1,83 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"os/signal"
+
+	"github.com/floodgate-dev/floodgate/loadgen"
 )
 
-// runLoad is not written yet; its owner replaces this file.
+// runLoad is "floodgate load": it drives the gRPC RLS or HTTP JSON front end
+// of a running server and prints throughput, latency and outcomes.
 func runLoad(args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("floodgate load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg loadgen.Config
+	fs.StringVar(&cfg.Target, "target", "grpc://127.0.0.1:8081", "front end to load: grpc://HOST:PORT (Envoy RLS) or http://HOST:PORT (JSON API /v1/check)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", loadgen.DefaultConcurrency, "clients (closed loop) or largest number of calls in flight (open loop)")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: calls per second, latency measured from each call's scheduled time (0: closed loop)")
+	fs.DurationVar(&cfg.Duration, "duration", loadgen.DefaultDuration, "how long to send calls")
+	fs.IntVar(&cfg.Keys, "keys", loadgen.DefaultKeys, "number of distinct key values, chosen uniformly at random per call")
+	fs.StringVar(&cfg.Domain, "domain", loadgen.DefaultDomain, "rate-limit domain")
+	fs.Func("descriptor", "a descriptor as key=value[,key=value...]; repeat for several descriptors per call (default key=k). The first descriptor's \"key\" entry, or its first entry, gets the key number appended", func(s string) error {
+		d, err := loadgen.ParseDescriptor(s)
+		if err != nil {
+			return err
+		}
+		cfg.Descriptors = append(cfg.Descriptors, d)
+		return nil
+	})
+	hits := fs.Uint("hits", 0, "hits per call (0 means 1)")
+	fs.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "deadline of each call")
+	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections shared by the clients")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("load: unexpected argument %q (flags only; see floodgate load -h)", fs.Arg(0))
+	}
+	if *hits > 1<<32-1 {
+		return fmt.Errorf("load: -hits %d is too large", *hits)
+	}
+	cfg.Hits = uint32(*hits)
+	if !*quiet {
+		cfg.Progress = stderr
+		cfg.ProgressCR = isTerminal(stderr)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	s, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	s.WriteText(stdout)
+	if s.Calls > 0 && s.Errors == s.Calls {
+		return fmt.Errorf("load: every call failed")
+	}
+	return nil
 }
+
+// isTerminal reports whether w is a character device, so a progress line can
+// be rewritten in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
