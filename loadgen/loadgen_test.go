@@ -452,4 +452,3 @@ func BenchmarkHistogramRecord(b *testing.B) {
 		h.Record(time.Duration(i&0xfffff) * 100)
 	}
 }
-
