@@ -105,6 +105,12 @@ func (d *decoder) fields(n *yaml.Node, what string, allowed ...string) map[strin
 // suggest returns ` (did you mean "x"?)` for a near miss among names.
 func suggest(name string, names []string) string {
 	best, bestD := "", 3
+	lower := strings.ToLower(name)
+	for _, c := range names {
+		if len(lower) >= 4 && (strings.HasPrefix(c, lower) || strings.HasPrefix(lower, c)) {
+			return fmt.Sprintf(" (did you mean %q?)", c)
+		}
+	}
 	for _, c := range names {
 		if dd := editDistance(strings.ToLower(name), c); dd < bestD {
 			best, bestD = c, dd
