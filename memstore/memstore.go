@@ -1,34 +1,803 @@
-// Package memstore is Floodgate's in-memory counter store.
+// Package memstore is Floodgate's in-memory counter store: the default store
+// of a Limiter, and the shared store that several delayed-synchronization
+// nodes in one process can exchange counts with.
+//
+// # Layout
+//
+// A Store is split into a power-of-two number of shards, each with its own
+// mutex. A key's shard is picked by the top bits of a 64-bit hash of the key
+// (hash/maphash, with a seed chosen per store, so outsiders cannot aim keys
+// at one shard or one probe chain).
+//
+// Inside a shard there is one table per distinct algorithm.Config: state
+// identity is (Config, key), so a rule reload that keeps a rule's Config keeps
+// its counters, and two rules with different Configs never share state. A
+// table is compact, with no pointer-heavy struct per key:
+//
+//   - a dense slab ([]int64) of entries, each the key's 64-bit hash followed
+//     by the algorithm's Words() state words;
+//   - a parallel []uint32 of last-use ticks (about 67 ms each), used
+//     to expire idle keys and to pick eviction victims;
+//   - an open-addressing index ([]uint32, linear probing, power-of-two size,
+//     at most 80% full) whose entries hold 8 bits of the hash beside the
+//     entry's slab position, so a probe touches the slab only on a likely
+//     match.
+//
+// A tracked key therefore costs 8·(Words()+1) + 4 bytes in the slab and tick
+// arrays, plus 4 to 10 bytes of index and a little growth slack.
+//
+// # Identity by hash
+//
+// The store keeps the key's 64-bit hash, not the key. Two distinct keys that
+// hash alike in the same table share one counter. With n keys in a table the
+// chance that any two collide is about n²/2⁶⁵: one in 10¹² for 200,000 keys,
+// one in 10⁶ for 200 million. A collision merges two clients' counts (the
+// pair is limited together); it never loses a count. Because the seed is
+// random per store and never leaves it, collisions cannot be provoked on
+// purpose.
+//
+// # Expiry and the key bound
+//
+// A key whose last use is more than its algorithm's IdleAfter() ago is
+// equivalent to a never-seen key, so the store may drop it. Idle keys are
+// reclaimed lazily: a few are checked at each insertion, a table is swept
+// whole before its index would grow, and Sweep reclaims all of them on
+// demand. Options.MaxKeys bounds the number of tracked keys; a shard that is
+// full evicts before it inserts, preferring an expired key and otherwise the
+// least recently used of a small random sample. A flood of distinct keys
+// therefore cannot grow memory without bound; it can only push out the
+// least recently seen clients (whose counts restart from zero).
 package memstore
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"reflect"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
-// Options configures a Store.
-type Options struct{}
+// DefaultMaxKeys is the key bound of a Store whose Options.MaxKeys is zero.
+// At about 48 bytes a key it holds the state of 4 million keys in roughly
+// 200 MB.
+const DefaultMaxKeys = 1 << 22
 
-// Store is not written yet; its owner replaces this file.
-type Store struct{}
-
-// New returns an empty store.
-func New(o Options) *Store { return &Store{} }
-
-// Decide implements store.Store.
-func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
-	return errors.New("not implemented yet")
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// Shards is the number of independently locked shards, rounded up to a
+	// power of two. Zero means 16 per CPU (GOMAXPROCS), at least 64.
+	Shards int
+	// MaxKeys bounds the number of keys the store tracks, over all limits
+	// together. Each shard holds at most MaxKeys/Shards (rounded up) keys,
+	// and evicts before inserting beyond that, so eviction can begin
+	// slightly before the store as a whole holds MaxKeys keys. Zero means
+	// DefaultMaxKeys.
+	MaxKeys int
 }
 
-// DecideOne implements store.Store.
+// Store is an in-memory store.Store and store.Syncer. It is safe for
+// concurrent use. The zero value is not usable; call New.
+type Store struct {
+	seed      maphash.Seed
+	shards    []shard
+	shift     uint // shard index = hash >> shift
+	maxKeys   int
+	recent    atomic.Pointer[limitCache]
+	limitsMu  sync.Mutex
+	limits    map[algorithm.Config]*limit
+	batchPool sync.Pool // *batch
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Syncer = (*Store)(nil)
+)
+
+// Errors returned for bad requests.
+var (
+	// ErrNoAlgorithm is returned for a request whose Algorithm is nil.
+	ErrNoAlgorithm = errors.New("memstore: request has no algorithm")
+	// ErrOutLength is returned by Decide when out and reqs differ in length.
+	ErrOutLength = errors.New("memstore: Decide needs len(out) == len(reqs)")
+)
+
+// New returns an empty store configured by o.
+func New(o Options) *Store {
+	n := o.Shards
+	if n <= 0 {
+		n = max(64, 16*runtime.GOMAXPROCS(0))
+	}
+	n = min(n, 1<<16)
+	shardBits := uint(bits.Len(uint(n - 1)))
+	n = 1 << shardBits
+	maxKeys := o.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	perShard := min((maxKeys+n-1)/n, maxEntries)
+	s := &Store{
+		seed:    maphash.MakeSeed(),
+		shards:  make([]shard, n),
+		shift:   64 - shardBits,
+		maxKeys: perShard * n,
+		limits:  make(map[algorithm.Config]*limit),
+	}
+	for i := range s.shards {
+		s.shards[i].max = perShard
+		s.shards[i].rng = uint64(i)*0x9e3779b97f4a7c15 | 1
+	}
+	s.batchPool.New = func() any { return new(batch) }
+	return s
+}
+
+// MaxKeys returns the most keys the store will track at once.
+func (s *Store) MaxKeys() int { return s.maxKeys }
+
+// Len returns the number of keys the store tracks now, over all limits,
+// including idle keys not yet reclaimed.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Sweep drops every key that has been idle longer than its algorithm's
+// IdleAfter() as of now (Unix nanoseconds), releases memory that tables no
+// longer need, and returns the number of keys dropped. The store reclaims
+// idle keys by itself as it inserts new ones; Sweep is for callers that want
+// memory back sooner, such as a periodic janitor.
+func (s *Store) Sweep(now int64) int {
+	tick := tickOf(now)
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, t := range sh.tables {
+			if t != nil {
+				n += t.sweepAll(tick)
+				t.shrink()
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// shardIndex returns the shard of hash h. With one shard the shift is 64,
+// which Go defines to yield 0.
+func (s *Store) shardIndex(h uint64) int { return int(h >> s.shift) }
+
+func (s *Store) shardOf(h uint64) *shard { return &s.shards[s.shardIndex(h)] }
+
+func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
+
+// DecideOne decides req at time now and counts it if allowed. It allocates
+// nothing when the key is already tracked. ctx is not consulted: an
+// in-memory decision never blocks for long.
 func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
-	return algorithm.Decision{}, errors.New("not implemented yet")
+	if req.Algorithm == nil {
+		return algorithm.Decision{}, ErrNoAlgorithm
+	}
+	l, err := s.limitFor(req.Algorithm)
+	if err != nil {
+		return algorithm.Decision{}, err
+	}
+	h := s.hash(req.Key)
+	sh := s.shardOf(h)
+	tick := tickOf(now)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.table(l)
+	if pos := t.find(h); pos >= 0 {
+		d := req.Algorithm.Decide(t.state(pos), now, req.Cost)
+		t.touch(pos, tick)
+		return d, nil
+	}
+	// A never-seen key: decide on a zero state and keep the key only if the
+	// decision changed something, so rejected first requests cost no memory.
+	st := sh.scratch[:l.words]
+	clear(st)
+	d := req.Algorithm.Decide(st, now, req.Cost)
+	if !allZero(st) {
+		pos := t.insert(h, tick)
+		copy(t.state(pos), st)
+	}
+	return d, nil
 }
 
-// Release implements store.Store.
+// Decide decides every request in reqs at time now, writing one decision per
+// request into out. Every request is decided first on a copy of its key's
+// state; only if every non-Shadow request is allowed are the new states
+// written back, so either all allowed requests are counted or none is.
+// Requests that name the same limit and key see each other's effect, in
+// order. The shards involved are locked together, in a fixed order, so the
+// check and the commit are one atomic step.
+func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	if len(out) != len(reqs) {
+		return ErrOutLength
+	}
+	switch len(reqs) {
+	case 0:
+		return nil
+	case 1:
+		d, err := s.DecideOne(ctx, now, reqs[0])
+		out[0] = d
+		return err
+	}
+	b := s.batchPool.Get().(*batch)
+	defer s.batchPool.Put(b)
+	b.items = b.items[:0]
+	b.locked = b.locked[:0]
+	for i := range reqs {
+		a := reqs[i].Algorithm
+		if a == nil {
+			return fmt.Errorf("request %d: %w", i, ErrNoAlgorithm)
+		}
+		l, err := s.limitFor(a)
+		if err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		h := s.hash(reqs[i].Key)
+		si := s.shardIndex(h)
+		b.items = append(b.items, item{l: l, h: h, sh: &s.shards[si], same: -1})
+		b.locked = append(b.locked, si)
+	}
+	// Lock each involved shard once, in index order, which rules out
+	// deadlock between concurrent multi-shard decisions.
+	slices.Sort(b.locked)
+	b.locked = slices.Compact(b.locked)
+	for _, si := range b.locked {
+		s.shards[si].mu.Lock()
+	}
+	defer func() {
+		for _, si := range b.locked {
+			s.shards[si].mu.Unlock()
+		}
+	}()
+
+	// Copy each distinct (limit, key) state into scratch; duplicates share it.
+	b.words = b.words[:0]
+	for i := range b.items {
+		it := &b.items[i]
+		for j := range i {
+			if b.items[j].l == it.l && b.items[j].h == it.h {
+				it.same = j
+				it.off = b.items[j].off
+				break
+			}
+		}
+		if it.same >= 0 {
+			continue
+		}
+		it.off = len(b.words)
+		b.words = slices.Grow(b.words, it.l.words)[:it.off+it.l.words]
+		st := b.words[it.off:]
+		t := it.sh.table(it.l)
+		if pos := t.find(it.h); pos >= 0 {
+			copy(st, t.state(pos))
+		} else {
+			clear(st)
+		}
+	}
+	commit := true
+	for i := range reqs {
+		it := &b.items[i]
+		out[i] = reqs[i].Algorithm.Decide(b.words[it.off:it.off+it.l.words], now, reqs[i].Cost)
+		if !out[i].Allowed && !reqs[i].Shadow {
+			commit = false
+		}
+	}
+	if !commit {
+		return nil
+	}
+	tick := tickOf(now)
+	for i := range b.items {
+		it := &b.items[i]
+		if it.same >= 0 {
+			continue
+		}
+		st := b.words[it.off : it.off+it.l.words]
+		t := it.sh.table(it.l)
+		pos := t.find(it.h)
+		if pos < 0 {
+			if allZero(st) {
+				continue
+			}
+			pos = t.insert(it.h, tick)
+		} else {
+			t.touch(pos, tick)
+		}
+		copy(t.state(pos), st)
+	}
+	return nil
+}
+
+// Release gives back the units of reqs (see algorithm.Algorithm.Release).
+// Keys the store does not track hold nothing, so they are skipped.
 func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) error {
-	return errors.New("not implemented yet")
+	tick := tickOf(now)
+	for i := range reqs {
+		a := reqs[i].Algorithm
+		if a == nil {
+			return fmt.Errorf("request %d: %w", i, ErrNoAlgorithm)
+		}
+		l, err := s.limitFor(a)
+		if err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		h := s.hash(reqs[i].Key)
+		sh := s.shardOf(h)
+		sh.mu.Lock()
+		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
+			t := sh.tables[l.id]
+			if pos := t.find(h); pos >= 0 {
+				a.Release(t.state(pos), now, reqs[i].Cost)
+				t.touch(pos, tick)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// Sync merges each batch's events into the store with Algorithm.Record (at
+// each event's own time) and sets the batch's State to a copy of the merged
+// state. A batch without events only reads. It is the shared-store side of
+// delayed synchronization when the nodes share one process.
+func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
+	tick := tickOf(now)
+	for i := range batches {
+		b := &batches[i]
+		if b.Algorithm == nil {
+			return fmt.Errorf("batch %d: %w", i, ErrNoAlgorithm)
+		}
+		l, err := s.limitFor(b.Algorithm)
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", i, err)
+		}
+		if cap(b.State) >= l.words {
+			b.State = b.State[:l.words]
+		} else {
+			b.State = make([]int64, l.words)
+		}
+		h := s.hash(b.Key)
+		sh := s.shardOf(h)
+		sh.mu.Lock()
+		t := sh.table(l)
+		pos := t.find(h)
+		if pos < 0 && len(b.Events) > 0 {
+			pos = t.insert(h, tick)
+		}
+		if pos >= 0 {
+			st := t.state(pos)
+			for _, e := range b.Events {
+				b.Algorithm.Record(st, e.Time, e.Cost)
+			}
+			if len(b.Events) > 0 {
+				t.touch(pos, tick)
+			}
+			copy(b.State, st)
+		} else {
+			clear(b.State)
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// A limit is one distinct algorithm.Config the store has seen.
+type limit struct {
+	id    int // index into shard.tables
+	words int
+	idle  int32 // idle ticks after which a key expires; 0 = never
+	cfg   algorithm.Config
+}
+
+// limitCache maps recently used Algorithm values to their limit without
+// hashing the Config; it is replaced, never modified.
+type limitCache struct {
+	algs   []algorithm.Algorithm
+	limits []*limit
+}
+
+const maxCached = 32
+
+// limitFor returns the limit of a's Config, registering it if new.
+func (s *Store) limitFor(a algorithm.Algorithm) (*limit, error) {
+	if c := s.recent.Load(); c != nil {
+		// Only algorithms of comparable dynamic types are cached, so this
+		// comparison cannot panic: equal types are comparable types.
+		for i, x := range c.algs {
+			if x == a {
+				return c.limits[i], nil
+			}
+		}
+	}
+	return s.limitSlow(a)
+}
+
+func (s *Store) limitSlow(a algorithm.Algorithm) (*limit, error) {
+	cfg := a.Config()
+	words := a.Words()
+	if words < 0 {
+		return nil, fmt.Errorf("memstore: algorithm %s reports %d state words", a.Name(), words)
+	}
+	s.limitsMu.Lock()
+	defer s.limitsMu.Unlock()
+	l, ok := s.limits[cfg]
+	if !ok {
+		l = &limit{id: len(s.limits), words: words, idle: idleTicks(a.IdleAfter()), cfg: cfg}
+		s.limits[cfg] = l
+	} else if l.words != words {
+		return nil, fmt.Errorf("memstore: algorithm %s reports %d state words for a config seen with %d",
+			a.Name(), words, l.words)
+	}
+	if reflect.TypeOf(a).Comparable() {
+		old := s.recent.Load()
+		c := &limitCache{}
+		if old != nil && len(old.algs) < maxCached {
+			c.algs = append(c.algs, old.algs...)
+			c.limits = append(c.limits, old.limits...)
+		}
+		c.algs = append(c.algs, a)
+		c.limits = append(c.limits, l)
+		s.recent.Store(c)
+	}
+	return l, nil
+}
+
+// Time is kept per key in ticks of 2^26 ns (about 67 ms), truncated to 32
+// bits; ages are compared as signed 32-bit differences, so they are exact up
+// to about 4.5 years and time running backwards reads as a negative age.
+const tickShift = 26
+
+func tickOf(now int64) uint32 { return uint32(now >> tickShift) }
+
+// idleTicks converts an IdleAfter duration to ticks, rounding up so a key is
+// never dropped early. Zero or negative durations, and durations over about
+// two years, mean never.
+func idleTicks(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	t := (int64(d) + 1<<tickShift - 1) >> tickShift
+	if t >= 1<<30 {
+		return 0
+	}
+	return int32(t)
+}
+
+func allZero(st []int64) bool {
+	for _, w := range st {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// shard is one lock's worth of tables.
+type shard struct {
+	mu      sync.Mutex
+	n       int // keys over all tables
+	max     int // most keys this shard may hold
+	rng     uint64
+	tables  []*table // by limit.id
+	scratch []int64  // zero state for deciding never-seen keys
+	_       [48]byte // keep hot shards on separate cache lines
+}
+
+func (sh *shard) table(l *limit) *table {
+	if l.id < len(sh.tables) {
+		if t := sh.tables[l.id]; t != nil {
+			return t
+		}
+	}
+	if l.id >= len(sh.tables) {
+		sh.tables = append(sh.tables, make([]*table, l.id+1-len(sh.tables))...)
+	}
+	t := &table{sh: sh, words: l.words, stride: l.words + 1, idle: l.idle}
+	sh.tables[l.id] = t
+	if len(sh.scratch) < l.words {
+		sh.scratch = make([]int64, l.words)
+	}
+	return t
+}
+
+func (sh *shard) rand() uint64 {
+	// xorshift64*: cheap, good enough to sample eviction candidates.
+	x := sh.rng
+	x ^= x >> 12
+	x ^= x << 25
+	x ^= x >> 27
+	sh.rng = x
+	return x * 0x2545f4914f6cdd1d
+}
+
+// evictOne drops one key of the shard: an expired one if the sample holds
+// one, else the least recently used of the sample.
+func (sh *shard) evictOne(tick uint32) {
+	const samples = 8
+	var (
+		victim *table
+		vpos   int
+		vage   int32
+		vexp   bool
+	)
+	for range samples {
+		r := int(sh.rand() % uint64(sh.n))
+		for _, t := range sh.tables {
+			if t == nil {
+				continue
+			}
+			if r >= t.n {
+				r -= t.n
+				continue
+			}
+			age := int32(tick - t.ticks[r])
+			exp := t.expired(r, tick)
+			if victim == nil || (exp && !vexp) || (exp == vexp && age > vage) {
+				victim, vpos, vage, vexp = t, r, age, exp
+			}
+			break
+		}
+	}
+	if victim != nil {
+		victim.remove(vpos)
+	}
+}
+
+// Index entries: the top 8 bits hold hash bits 32..39 (a tag that spares
+// most slab reads on a probe), the low 24 bits hold slab position + 1; zero
+// is an empty slot.
+const (
+	posBits    = 24
+	posMask    = 1<<posBits - 1
+	maxEntries = posMask - 1
+	// The index is grown when it would be more than loadNum/loadDen full.
+	loadNum = 4
+	loadDen = 5
+)
+
+func tagOf(h uint64) uint32 { return uint32(h>>32) &^ posMask }
+
+// table holds one limit's keys within one shard.
+type table struct {
+	sh     *shard
+	words  int
+	stride int   // words + 1: the hash, then the state
+	idle   int32 // see limit.idle
+	n      int
+	index  []uint32
+	slab   []int64  // n entries of stride words
+	ticks  []uint32 // last use of each entry
+	cursor int      // next entry the incremental sweep looks at
+}
+
+func (t *table) state(pos int) []int64 {
+	i := pos*t.stride + 1
+	return t.slab[i : i+t.words : i+t.words]
+}
+
+func (t *table) touch(pos int, tick uint32) {
+	if int32(tick-t.ticks[pos]) > 0 {
+		t.ticks[pos] = tick
+	}
+}
+
+func (t *table) expired(pos int, tick uint32) bool {
+	return t.idle > 0 && int32(tick-t.ticks[pos]) > t.idle
+}
+
+// find returns the slab position of hash h, or -1.
+func (t *table) find(h uint64) int {
+	if t.n == 0 {
+		return -1
+	}
+	mask := len(t.index) - 1
+	tag := tagOf(h)
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		e := t.index[i]
+		if e == 0 {
+			return -1
+		}
+		if e&^posMask == tag {
+			pos := int(e&posMask) - 1
+			if t.slab[pos*t.stride] == int64(h) {
+				return pos
+			}
+		}
+	}
+}
+
+// slotOf returns the index slot that points at slab position pos, whose
+// hash is h.
+func (t *table) slotOf(h uint64, pos int) int {
+	mask := len(t.index) - 1
+	want := uint32(pos + 1)
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		if t.index[i]&posMask == want {
+			return i
+		}
+	}
+}
+
+// insert adds hash h, which must be absent, with a zero state, and returns
+// its slab position. It evicts first if the shard is full.
+func (t *table) insert(h uint64, tick uint32) int {
+	sh := t.sh
+	// Amortized reclamation: look at two entries per insertion.
+	t.sweepSome(2, tick)
+	for sh.n >= sh.max && sh.n > 0 {
+		if t.sweepSome(16, tick) == 0 {
+			sh.evictOne(tick)
+		}
+	}
+	if (t.n+1)*loadDen > len(t.index)*loadNum {
+		// Before growing, drop idle keys: if that frees enough, the index
+		// stays its size.
+		if t.sweepAll(tick) == 0 || (t.n+1)*loadDen*8 > len(t.index)*loadNum*7 {
+			t.rebuild(max(8, 2*len(t.index)))
+		}
+	}
+	pos := t.n
+	end := (pos + 1) * t.stride
+	if end > cap(t.slab) {
+		entries := pos + 1 + max(pos/8, 4)
+		t.slab = append(slices.Grow([]int64(nil), entries*t.stride), t.slab...)
+		t.ticks = append(slices.Grow([]uint32(nil), cap(t.slab)/t.stride), t.ticks...)
+	}
+	t.slab = t.slab[:end]
+	t.slab[pos*t.stride] = int64(h)
+	clear(t.slab[pos*t.stride+1 : end])
+	t.ticks = append(t.ticks, tick)
+	t.place(h, pos)
+	t.n++
+	sh.n++
+	return pos
+}
+
+// place writes the index entry for hash h at slab position pos.
+func (t *table) place(h uint64, pos int) {
+	mask := len(t.index) - 1
+	i := int(h) & mask
+	for t.index[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.index[i] = tagOf(h) | uint32(pos+1)
+}
+
+// rebuild replaces the index with an empty one of size slots and re-adds
+// every entry.
+func (t *table) rebuild(size int) {
+	t.index = make([]uint32, size)
+	for pos := range t.n {
+		t.place(uint64(t.slab[pos*t.stride]), pos)
+	}
+}
+
+// remove drops the entry at slab position pos, moving the last entry into
+// its place.
+func (t *table) remove(pos int) {
+	h := uint64(t.slab[pos*t.stride])
+	t.deleteSlot(t.slotOf(h, pos))
+	last := t.n - 1
+	if pos != last {
+		copy(t.slab[pos*t.stride:(pos+1)*t.stride], t.slab[last*t.stride:(last+1)*t.stride])
+		t.ticks[pos] = t.ticks[last]
+		j := t.slotOf(uint64(t.slab[pos*t.stride]), last)
+		t.index[j] = t.index[j]&^posMask | uint32(pos+1)
+	}
+	t.n--
+	t.slab = t.slab[:t.n*t.stride]
+	t.ticks = t.ticks[:t.n]
+	t.sh.n--
+}
+
+// deleteSlot empties index slot i and shifts later members of its probe run
+// back, so lookups need no tombstones.
+func (t *table) deleteSlot(i int) {
+	mask := len(t.index) - 1
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		e := t.index[j]
+		if e == 0 {
+			break
+		}
+		pos := int(e&posMask) - 1
+		home := int(t.slab[pos*t.stride]) & mask
+		// The entry at j may fill the hole at i unless its home lies
+		// cyclically in (i, j].
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			t.index[i] = e
+			i = j
+		}
+	}
+	t.index[i] = 0
+}
+
+// sweepSome checks up to k entries from the rolling cursor and drops the
+// expired ones; it returns how many it dropped.
+func (t *table) sweepSome(k int, tick uint32) int {
+	if t.idle == 0 {
+		return 0
+	}
+	dropped := 0
+	for ; k > 0 && t.n > 0; k-- {
+		if t.cursor >= t.n {
+			t.cursor = 0
+		}
+		if t.expired(t.cursor, tick) {
+			t.remove(t.cursor) // the last entry moves here; look at it next
+			dropped++
+		} else {
+			t.cursor++
+		}
+	}
+	return dropped
+}
+
+// sweepAll drops every expired entry and returns how many it dropped.
+func (t *table) sweepAll(tick uint32) int {
+	if t.idle == 0 {
+		return 0
+	}
+	dropped := 0
+	for pos := 0; pos < t.n; {
+		if t.expired(pos, tick) {
+			t.remove(pos)
+			dropped++
+		} else {
+			pos++
+		}
+	}
+	return dropped
+}
+
+// shrink gives back memory a table no longer needs after many removals.
+func (t *table) shrink() {
+	if t.n == 0 {
+		t.index, t.slab, t.ticks, t.cursor = nil, nil, nil, 0
+		return
+	}
+	if cap(t.slab) > 4*len(t.slab) && cap(t.slab) > 64*t.stride {
+		entries := t.n + max(t.n/8, 4)
+		t.slab = append(slices.Grow([]int64(nil), entries*t.stride), t.slab...)
+		t.ticks = append(slices.Grow([]uint32(nil), cap(t.slab)/t.stride), t.ticks...)
+	}
+	size := len(t.index)
+	for size > 8 && t.n*loadDen*4 < size*loadNum {
+		size /= 2
+	}
+	if size != len(t.index) {
+		t.rebuild(size)
+	}
+}
+
+// batch is the scratch space of one multi-request Decide.
+type batch struct {
+	items  []item
+	locked []int // shard indexes, sorted
+	words  []int64
+}
+
+type item struct {
+	l    *limit
+	h    uint64
+	sh   *shard
+	off  int // offset of the state copy in batch.words
+	same int // index of an earlier item with the same limit and key, or -1
 }

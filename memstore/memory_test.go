@@ -1,0 +1,82 @@
+package memstore
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+)
+
+// heapPerKey returns the live heap a store holds per key after n distinct
+// keys of algorithm a were decided once each.
+func heapPerKey(t testing.TB, a algorithm.Algorithm, n int) float64 {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("client-%07d", i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := New(Options{})
+	now := 1_000 * sec
+	for _, k := range keys {
+		decide(t, s, a, k, now, 1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if s.Len() != n {
+		t.Fatalf("%s: store holds %d keys, want %d", a.Name(), s.Len(), n)
+	}
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(keys)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+}
+
+// TestMemoryPerKey measures resident heap per tracked key at 200,000 keys
+// (the seed's tracked-client count). The store's own promise is checked
+// for every algorithm: 8·(Words()+1) bytes of entry and 4 of last-use tick,
+// plus growth slack and index. The issue's targets
+// (48 bytes; 64 for a 12-slice sliding window) are printed beside the
+// figure; they also depend on how many words each algorithm's state needs.
+func TestMemoryPerKey(t *testing.T) {
+	n := 200_000
+	if raceEnabled {
+		n = 20_000 // the figure is less precise, the bound still holds
+	}
+	cases := []algorithm.Algorithm{
+		newCounter(100, time.Hour, 1),
+		newCounter(100, time.Hour, 2),
+		newCounter(100, time.Hour, 3),
+	}
+	targets := map[string]float64{
+		algorithm.FixedWindow: 48, algorithm.TokenBucket: 48, algorithm.GCRA: 48,
+		algorithm.WeightedWindow: 48, algorithm.SlidingWindow: 64,
+	}
+	for _, name := range []string{algorithm.FixedWindow, algorithm.TokenBucket, algorithm.GCRA,
+		algorithm.WeightedWindow, algorithm.SlidingWindow, algorithm.BoundedLog} {
+		a, err := algorithm.New(algorithm.Config{Algorithm: name, Limit: 600, Window: time.Minute})
+		if err != nil {
+			t.Logf("%s: not measured: %v", name, err)
+			continue
+		}
+		cases = append(cases, a)
+	}
+	for _, a := range cases {
+		start := time.Now()
+		got := heapPerKey(t, a, n)
+		// Entry and tick, up to 1/8 slab growth slack, and at most 10
+		// bytes of index (4-byte slots, at least 40% full).
+		bound := float64(8*(a.Words()+1)+4)*9/8 + 10
+		target := "-"
+		if v, ok := targets[a.Name()]; ok {
+			target = fmt.Sprintf("%.0f", v)
+		}
+		t.Logf("%-16s words %2d: %5.1f bytes/key at %d keys (store bound %.0f, issue target %s) in %v",
+			a.Name(), a.Words(), got, n, bound, target, time.Since(start).Round(time.Millisecond))
+		if got > bound {
+			t.Errorf("%s with %d words: %.1f bytes/key, over the store's bound %.0f", a.Name(), a.Words(), got, bound)
+		}
+	}
+}

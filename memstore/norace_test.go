@@ -1,0 +1,7 @@
+//go:build !race
+
+package memstore
+
+// raceEnabled reports whether the race detector is on; tests that measure
+// scale down under it, where everything runs many times slower.
+const raceEnabled = false
