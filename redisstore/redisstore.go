@@ -1,0 +1,599 @@
+// Package redisstore keeps Floodgate's counters in Redis or Redis Cluster.
+//
+// Every algorithm of package algorithm runs inside Redis as one Lua script
+// (floodgate.lua) that mirrors the Go code with time in microseconds, so a
+// decision is one atomic EVALSHA: read the key's state, decide, write the
+// state back with a TTL. By default the script reads the Redis server's
+// clock (TIME), so limiter nodes with skewed clocks agree; Options.ClientTime
+// makes it use the caller's time instead, for the simulator and tests.
+//
+// A Store implements store.Store (Decide, DecideOne, Release) and
+// store.Syncer (Sync, one round trip per Redis node for any number of keys).
+//
+// Keys have the form
+//
+//	<prefix>:{<limit>}:<key>
+//
+// where <limit> is a hash of the algorithm's whole Config, so two limits
+// never share state and all keys of one limit hash to one Cluster slot, and
+// <key> is the request's key with every byte outside [A-Za-z0-9-_.] escaped
+// as %XX (long keys are replaced by # and their SHA-256), so no key can reach
+// another's. See docs/redis.md.
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+//go:embed floodgate.lua
+var script string
+
+// scriptSHA is the SHA-1 Redis knows the script by.
+var scriptSHA = func() string {
+	h := sha1.Sum([]byte(script))
+	return hex.EncodeToString(h[:])
+}()
+
+// Defaults for Options fields left zero.
+const (
+	DefaultPrefix  = "fg"
+	DefaultTimeout = time.Second
+	// maxBatchKeys bounds the keys of one script call in Sync, so one call
+	// does not hold Redis for long.
+	maxBatchKeys = 256
+	// maxPlainKey is the longest escaped key kept readable; longer keys are
+	// hashed.
+	maxPlainKey = 128
+)
+
+// Options configures a Store.
+type Options struct {
+	// Addrs are Redis addresses, host:port. For a cluster, any subset of its
+	// nodes; the rest are discovered.
+	Addrs []string
+	// Cluster says the addresses are Redis Cluster nodes.
+	Cluster bool
+	// ClientTime makes the scripts use the time the caller passes instead
+	// of the Redis server's clock. The simulator and tests use it; in
+	// production leave it false, so that nodes with skewed clocks agree.
+	ClientTime bool
+	// Prefix starts every key (default "fg"). It must not contain '{' or '}'.
+	Prefix string
+	// Timeout bounds each call when ctx has no earlier deadline (default 1s).
+	Timeout time.Duration
+	// Username and Password authenticate, if set.
+	Username, Password string
+	// DB selects a database on a single server.
+	DB int
+	// TTLSlack is added to every key's TTL beyond its algorithm's
+	// IdleAfter (default 1s; with ClientTime, 1m, since the caller's clock
+	// may run apart from Redis's).
+	TTLSlack time.Duration
+}
+
+// Store is a counter store in Redis. It is safe for concurrent use.
+type Store struct {
+	client  rueidis.Client
+	cluster bool
+	client2 bool // ClientTime
+	prefix  string
+	timeout time.Duration
+	slack   time.Duration
+	specs   sync.Map // algorithm.Config -> *spec or error
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Syncer = (*Store)(nil)
+)
+
+// ErrOutLength is returned by Decide when out and reqs differ in length.
+var ErrOutLength = errors.New("redisstore: Decide needs len(out) == len(reqs)")
+
+// ErrNoAlgorithm is returned for a request whose Algorithm is nil.
+var ErrNoAlgorithm = errors.New("redisstore: request has no algorithm")
+
+// New connects to Redis as o says and returns a Store. It fails if no
+// address answers; callers that must start while Redis is down retry New.
+func New(ctx context.Context, o Options) (*Store, error) {
+	if len(o.Addrs) == 0 {
+		return nil, errors.New("redisstore: Options.Addrs is empty: give at least one host:port")
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would change the Cluster hash tag", o.Prefix)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.TTLSlack <= 0 {
+		o.TTLSlack = time.Second
+		if o.ClientTime {
+			o.TTLSlack = time.Minute
+		}
+	}
+	copt := rueidis.ClientOption{
+		InitAddress:       o.Addrs,
+		Username:          o.Username,
+		Password:          o.Password,
+		SelectDB:          o.DB,
+		DisableCache:      true,
+		DisableRetry:      true, // a script that may have run must not run twice
+		ForceSingleClient: !o.Cluster,
+		Dialer:            netDialer(o.Timeout),
+		ConnWriteTimeout:  max(o.Timeout, time.Second),
+	}
+	c, err := rueidis.NewClient(copt)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connecting to %v: %w", o.Addrs, err)
+	}
+	s := &Store{client: c, cluster: o.Cluster, client2: o.ClientTime,
+		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
+	if err := s.Ping(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if o.Cluster && c.Mode() != rueidis.ClientModeCluster {
+		c.Close()
+		return nil, fmt.Errorf("redisstore: Options.Cluster is set but %v is not a Redis Cluster", o.Addrs)
+	}
+	return s, nil
+}
+
+// Ping checks that every Redis node answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	for addr, n := range s.client.Nodes() {
+		if err := n.Do(ctx, n.B().Ping().Build()).Error(); err != nil {
+			return fmt.Errorf("redisstore: PING %s: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the connections.
+func (s *Store) Close() error {
+	s.client.Close()
+	return nil
+}
+
+// deadline applies the store's timeout to ctx unless ctx ends sooner.
+func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// specFor returns the script spec of a, building and caching it.
+func (s *Store) specFor(a algorithm.Algorithm) (*spec, error) {
+	if a == nil {
+		return nil, ErrNoAlgorithm
+	}
+	c := a.Config()
+	if v, ok := s.specs.Load(c); ok {
+		if err, isErr := v.(error); isErr {
+			return nil, err
+		}
+		return v.(*spec), nil
+	}
+	sp, err := newSpec(a, s.slack)
+	if err != nil {
+		s.specs.Store(c, err)
+		return nil, err
+	}
+	s.specs.Store(c, sp)
+	return sp, nil
+}
+
+// Key returns the Redis key that holds the state of key under a's limit.
+func (s *Store) Key(a algorithm.Algorithm, key string) (string, error) {
+	sp, err := s.specFor(a)
+	if err != nil {
+		return "", err
+	}
+	return s.key(sp, key), nil
+}
+
+func (s *Store) key(sp *spec, key string) string {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(sp.tag) + 5 + len(key))
+	b.WriteString(s.prefix)
+	b.WriteString(":{")
+	b.WriteString(sp.tag)
+	b.WriteString("}:")
+	writeKey(&b, key)
+	return b.String()
+}
+
+// writeKey writes key escaped: bytes outside [A-Za-z0-9-_.] become %XX. An
+// escaped key longer than maxPlainKey is written as '#' and the hex SHA-256
+// of key instead. '%' and '#' are always escaped, so the two forms never
+// meet and distinct keys give distinct names.
+func writeKey(b *strings.Builder, key string) {
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if plain(key[i]) {
+			n++
+		} else {
+			n += 3
+		}
+	}
+	if n > maxPlainKey {
+		h := sha256.Sum256([]byte(key))
+		b.WriteByte('#')
+		b.WriteString(hex.EncodeToString(h[:]))
+		return
+	}
+	const hexdigits = "0123456789ABCDEF"
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if plain(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexdigits[c>>4])
+		b.WriteByte(hexdigits[c&15])
+	}
+}
+
+func plain(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '_' || c == '.'
+}
+
+// now returns the script's time argument: the caller's time in whole
+// microseconds, or "" for the server's clock.
+func (s *Store) now(now int64) string {
+	if !s.client2 {
+		return ""
+	}
+	return itoa(floorDiv(now, usec))
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// call is one script invocation.
+type call struct {
+	keys []string
+	args []string
+}
+
+// exec runs the calls in one pipeline (one round trip per node), by SHA.
+// Calls refused with NOSCRIPT (after SCRIPT FLUSH or a restart) are sent
+// again with the script's text, which also loads it; calls refused with
+// TRYAGAIN (a multi-key call during a slot migration) are retried shortly.
+// Neither error means the script ran, so neither retry can count twice.
+func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	}
+	var res []rueidis.RedisResult
+	if len(cmds) == 1 {
+		res = []rueidis.RedisResult{s.client.Do(ctx, cmds[0])}
+	} else {
+		res = s.client.DoMulti(ctx, cmds...)
+	}
+	for attempt := 0; ; attempt++ {
+		var again []int
+		var redo rueidis.Commands
+		for i, r := range res {
+			rerr, ok := rueidis.IsRedisErr(r.Error())
+			if !ok {
+				continue
+			}
+			switch {
+			case rerr.IsNoScript():
+				c := calls[i]
+				again = append(again, i)
+				redo = append(redo, s.client.B().Eval().Script(script).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build())
+			case rerr.IsTryAgain() && attempt < 20:
+				c := calls[i]
+				again = append(again, i)
+				redo = append(redo, s.client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build())
+			}
+		}
+		if len(redo) == 0 {
+			break
+		}
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("redisstore: %w", ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		for j, r := range s.client.DoMulti(ctx, redo...) {
+			res[again[j]] = r
+		}
+	}
+	for _, r := range res {
+		if err := r.Error(); err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// request is a store.Request with its spec and Redis key resolved.
+type request struct {
+	sp  *spec
+	key string
+}
+
+func (s *Store) resolve(reqs []store.Request) ([]request, error) {
+	rs := make([]request, len(reqs))
+	for i := range reqs {
+		sp, err := s.specFor(reqs[i].Algorithm)
+		if err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+		rs[i] = request{sp: sp, key: s.key(sp, reqs[i].Key)}
+	}
+	return rs, nil
+}
+
+// decideCall builds one script call deciding reqs[idx...] with op.
+func (s *Store) decideCall(op, now string, reqs []store.Request, rs []request, idx []int) call {
+	c := call{keys: make([]string, 0, len(idx)), args: make([]string, 0, 2+len(idx)*10)}
+	c.args = append(c.args, op, now)
+	for _, i := range idx {
+		c.keys = append(c.keys, rs[i].key)
+		c.args = append(c.args, rs[i].sp.header...)
+		shadow := "0"
+		if reqs[i].Shadow {
+			shadow = "1"
+		}
+		c.args = append(c.args, itoa(reqs[i].Cost), shadow)
+	}
+	return c
+}
+
+var reasons = [...]string{"", algorithm.ReasonOverLimit, algorithm.ReasonCostOverLimit,
+	algorithm.ReasonQueueFull, algorithm.ReasonBadCost}
+
+// decisions parses a 'd' or 'p' reply into out[idx...].
+func decisions(r rueidis.RedisResult, rs []request, idx []int, out []algorithm.Decision) error {
+	v, err := r.AsIntSlice()
+	if err != nil {
+		return fmt.Errorf("redisstore: reading decisions: %w", err)
+	}
+	if len(v) != 6*len(idx) {
+		return fmt.Errorf("redisstore: script returned %d values for %d decisions", len(v), len(idx))
+	}
+	for j, i := range idx {
+		f := v[6*j : 6*j+6]
+		if f[5] < 0 || f[5] >= int64(len(reasons)) {
+			return fmt.Errorf("redisstore: script returned reason code %d", f[5])
+		}
+		out[i] = algorithm.Decision{
+			Allowed:    f[0] == 1,
+			Limit:      rs[i].sp.limit,
+			Remaining:  f[1],
+			ResetAfter: time.Duration(f[2] * usec),
+			RetryAfter: time.Duration(f[3] * usec),
+			Delay:      time.Duration(f[4] * usec),
+			Reason:     reasons[f[5]],
+		}
+	}
+	return nil
+}
+
+// DecideOne decides one request in one EVALSHA.
+func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
+	var out [1]algorithm.Decision
+	err := s.Decide(ctx, now, []store.Request{req}, out[:])
+	return out[0], err
+}
+
+// Decide decides every request and counts the allowed ones only if every
+// non-Shadow request is allowed, as store.Store says. Requests that name
+// the same limit and key see each other's effect, in order.
+//
+// On a single server, or when all requests fall in one Cluster slot, this is
+// one atomic script call. Across Cluster slots it takes two round trips: the
+// first checks every slot's requests without counting; if all pass, the
+// second decides and counts slot by slot. A request that another client
+// exhausts between the two is then rejected while the other slots' requests
+// stay counted: an overcount, never an overshoot.
+func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	if len(out) != len(reqs) {
+		return ErrOutLength
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	rs, err := s.resolve(reqs)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	t := s.now(now)
+	groups := s.groups(rs)
+	if len(groups) == 1 {
+		res, err := s.exec(ctx, []call{s.decideCall("d", t, reqs, rs, groups[0])})
+		if err != nil {
+			return err
+		}
+		return decisions(res[0], rs, groups[0], out)
+	}
+	for _, op := range []string{"p", "d"} {
+		calls := make([]call, len(groups))
+		for g, idx := range groups {
+			calls[g] = s.decideCall(op, t, reqs, rs, idx)
+		}
+		res, err := s.exec(ctx, calls)
+		if err != nil {
+			return err
+		}
+		for g, idx := range groups {
+			if err := decisions(res[g], rs, idx, out); err != nil {
+				return err
+			}
+		}
+		for i := range reqs {
+			if !out[i].Allowed && !reqs[i].Shadow {
+				return nil // the check failed: nothing is counted
+			}
+		}
+	}
+	return nil
+}
+
+// groups splits request indexes by Cluster slot, in order of first
+// appearance; on a single server all are one group.
+func (s *Store) groups(rs []request) [][]int {
+	if !s.cluster {
+		idx := make([]int, len(rs))
+		for i := range idx {
+			idx[i] = i
+		}
+		return [][]int{idx}
+	}
+	var groups [][]int
+	slots := make([]uint16, 0, 4)
+	for i, r := range rs {
+		sl := slot(r.key)
+		g := 0
+		for g < len(slots) && slots[g] != sl {
+			g++
+		}
+		if g == len(slots) {
+			slots = append(slots, sl)
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// Release gives back the units of allowed requests. Only concurrency limits
+// hold units; requests for other algorithms are skipped without a round
+// trip.
+func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) error {
+	rs, err := s.resolve(reqs)
+	if err != nil {
+		return err
+	}
+	var keep []int
+	for i := range rs {
+		if rs[i].sp.code == codeConcurrency {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	t := s.now(now)
+	var calls []call
+	for _, idx := range s.groups(rs) {
+		var sub []int
+		for _, i := range idx {
+			if rs[i].sp.code == codeConcurrency {
+				sub = append(sub, i)
+			}
+		}
+		if len(sub) > 0 {
+			calls = append(calls, s.decideCall("r", t, reqs, rs, sub))
+		}
+	}
+	_, err = s.exec(ctx, calls)
+	return err
+}
+
+// Sync records every batch's events into the shared state with the
+// algorithm's Record and returns the merged state in each batch's State.
+// All batches go out in one pipeline: one round trip per Redis node,
+// however many keys; keys of one Cluster slot share a script call (at most
+// 256 keys per call).
+func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	rs := make([]request, len(batches))
+	for i := range batches {
+		sp, err := s.specFor(batches[i].Algorithm)
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", i, err)
+		}
+		rs[i] = request{sp: sp, key: s.key(sp, batches[i].Key)}
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	t := s.now(now)
+	var calls []call
+	var parts [][]int
+	for _, idx := range s.groups(rs) {
+		for len(idx) > 0 {
+			n := min(len(idx), maxBatchKeys)
+			part := idx[:n]
+			idx = idx[n:]
+			c := call{args: []string{"s", t}}
+			for _, i := range part {
+				b := &batches[i]
+				c.keys = append(c.keys, rs[i].key)
+				c.args = append(c.args, rs[i].sp.header...)
+				c.args = append(c.args, itoa(int64(len(b.Events))))
+				for _, e := range b.Events {
+					c.args = append(c.args, itoa(floorDiv(e.Time, usec)), itoa(e.Cost))
+				}
+			}
+			calls = append(calls, c)
+			parts = append(parts, part)
+		}
+	}
+	res, err := s.exec(ctx, calls)
+	if err != nil {
+		return err
+	}
+	for p, part := range parts {
+		v, err := res[p].AsIntSlice()
+		if err != nil {
+			return fmt.Errorf("redisstore: reading synced state: %w", err)
+		}
+		for _, i := range part {
+			sp := rs[i].sp
+			if len(v) == 0 || v[0] != int64(sp.luaWords) || len(v) < 1+sp.luaWords {
+				return fmt.Errorf("redisstore: script returned a malformed state for batch %d", i)
+			}
+			b := &batches[i]
+			if len(b.State) != sp.goWords {
+				b.State = make([]int64, sp.goWords)
+			}
+			sp.toGo(v[1:1+sp.luaWords], b.State)
+			v = v[1+sp.luaWords:]
+		}
+	}
+	return nil
+}
