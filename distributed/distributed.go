@@ -1,0 +1,793 @@
+// Package distributed runs one limiter node among many that share a rule.
+//
+// A Node implements store.Store in one of three arrangements:
+//
+//   - Centralized: every decision is one atomic call to the shared store.
+//     No overshoot, one store round trip per decision.
+//   - Split: each of Nodes nodes enforces limit/Nodes on its own and never
+//     talks to the store. No store traffic, but a client whose requests land
+//     unevenly on the nodes is rejected below its limit.
+//   - Delayed: each node decides from its local view (the shared state it
+//     last pulled, with its own decisions since then applied) and every
+//     Interval pushes its new counts and pulls the merged state of the keys
+//     it touched, in one Syncer.Sync call. The overshoot is bounded by what
+//     the nodes accept in one interval without seeing each other.
+//
+// Every store call has a deadline and goes through a circuit breaker, so a
+// dead or stalled store costs at most the deadline per call, and nothing while
+// the breaker is open. What a request does while the store is unavailable is
+// its store.FailurePolicy: open decides from the last known view plus local
+// counts, closed rejects, local enforces the remaining allowance split across
+// the nodes. Counts accepted while the store was down are kept and pushed
+// when it returns.
+package distributed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// Arrangement names, as written in configuration and on the command line.
+const (
+	Centralized = "centralized"
+	Split       = "split"
+	Delayed     = "delayed"
+)
+
+// Arrangements lists the arrangement names in a stable order.
+var Arrangements = []string{Centralized, Split, Delayed}
+
+// ReasonStoreUnavailable is the Reason of a rejection made because the
+// shared store could not be reached and the rule fails closed.
+const ReasonStoreUnavailable = "store unavailable"
+
+// Defaults for Options fields left zero.
+const (
+	DefaultInterval        = 200 * time.Millisecond
+	DefaultDeadline        = 5 * time.Millisecond
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = time.Second
+)
+
+// ErrBreakerOpen is returned by Sync when the circuit breaker is open and
+// its cooldown has not passed, so no call was made.
+var ErrBreakerOpen = errors.New("distributed: circuit breaker open, shared store not called")
+
+// Options configures a Node.
+type Options struct {
+	// Arrangement is Centralized, Split or Delayed.
+	Arrangement string
+	// Nodes is the number of limiter nodes sharing the rules. Split
+	// enforces limit/Nodes on each; FailLocal uses it the same way during
+	// an outage. Zero means 1.
+	Nodes int
+	// Interval is how often a delayed node synchronizes (and how often a
+	// centralized node retries pushing counts taken during an outage).
+	// Zero means DefaultInterval.
+	Interval time.Duration
+	// Deadline bounds every call to the shared store made while deciding.
+	// Zero means DefaultDeadline.
+	Deadline time.Duration
+	// SyncDeadline bounds one Sync call to the shared store. Zero means
+	// Interval.
+	SyncDeadline time.Duration
+	// Shared is the store the nodes share. Centralized needs a store.Store
+	// (and a store.Syncer to push counts taken during an outage); Delayed
+	// needs a store.Syncer. Split ignores it.
+	Shared store.Store
+	// Syncer is the shared store's synchronization side. Nil means Shared,
+	// if it implements store.Syncer.
+	Syncer store.Syncer
+	// StoreName names the shared store in Health and logs (for example
+	// "redis://10.0.0.5:6379"). Empty means its Go type.
+	StoreName string
+	// ID names this node in logs and in the shared store's bookkeeping key
+	// that detects a store which lost its data. Empty means a random name.
+	ID string
+	// Clock is the node's clock, used for synchronization, the breaker's
+	// cooldown and Health. Nil means time.Now. The time of a decision is
+	// the now passed to Decide.
+	Clock func() time.Time
+	// Logger receives breaker and synchronization events. Nil discards.
+	Logger *slog.Logger
+	// ManualSync turns off the background loop: the caller calls Sync
+	// (tests and the simulator do, under a virtual clock).
+	ManualSync bool
+	// BreakerFailures is how many consecutive store failures open the
+	// circuit breaker. Zero means DefaultBreakerFailures.
+	BreakerFailures int
+	// BreakerCooldown is how long the breaker stays open before one probe
+	// call is let through. Zero means DefaultBreakerCooldown.
+	BreakerCooldown time.Duration
+	// Refresh makes a delayed node also pull keys it decided on within the
+	// last Refresh, not only those it decided on since its last sync. Zero
+	// pulls only the keys touched since the last sync, which is enough to
+	// bound the overshoot; the simulator sets it to the window so every node
+	// refreshes its whole view every interval, as seed 000's model does.
+	Refresh time.Duration
+}
+
+// Node is one limiter node. It implements store.Store and is safe for
+// concurrent use.
+type Node struct {
+	arr      string
+	nodes    int
+	interval time.Duration
+	deadline time.Duration
+	syncDL   time.Duration
+	refresh  time.Duration
+	shared   store.Store
+	syncer   store.Syncer
+	name     string
+	id       string
+	clock    func() time.Time
+	log      *slog.Logger
+
+	br    breaker
+	table *table
+	algs  sync.Map // algorithm.Config -> algorithm.Algorithm (limit/Nodes)
+
+	syncMu   sync.Mutex // one Sync at a time
+	seq      uint64     // syncs attempted, under syncMu
+	sentinel sentinel   // store reset detection (delayed)
+	lastGC   time.Time
+
+	pending     atomic.Int64 // events not yet pushed
+	storeErrors atomic.Uint64
+	syncs       atomic.Uint64
+	lastOK      atomic.Int64 // Unix ns of the last successful store exchange
+	errMu       sync.Mutex
+	lastErr     string
+
+	kick    chan struct{} // asks the loop to sync now
+	stop    chan struct{}
+	done    chan struct{}
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// New returns a node for o, with its background loop running unless
+// o.ManualSync. It returns an error naming what is wrong with o.
+func New(o Options) (*Node, error) {
+	n := &Node{
+		arr:      o.Arrangement,
+		nodes:    o.Nodes,
+		interval: o.Interval,
+		deadline: o.Deadline,
+		syncDL:   o.SyncDeadline,
+		refresh:  o.Refresh,
+		shared:   o.Shared,
+		syncer:   o.Syncer,
+		name:     o.StoreName,
+		id:       o.ID,
+		clock:    o.Clock,
+		log:      o.Logger,
+		table:    newTable(),
+		kick:     make(chan struct{}, 1),
+	}
+	switch {
+	case n.nodes < 0:
+		return nil, fmt.Errorf("distributed: Nodes must be at least 1, got %d", n.nodes)
+	case n.nodes == 0:
+		n.nodes = 1
+	}
+	if n.interval < 0 || n.deadline < 0 || n.syncDL < 0 || o.BreakerCooldown < 0 || o.BreakerFailures < 0 || n.refresh < 0 {
+		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh and the breaker settings must not be negative")
+	}
+	if n.interval == 0 {
+		n.interval = DefaultInterval
+	}
+	if n.deadline == 0 {
+		n.deadline = DefaultDeadline
+	}
+	if n.syncDL == 0 {
+		n.syncDL = n.interval
+	}
+	n.br.threshold, n.br.cooldown = o.BreakerFailures, o.BreakerCooldown
+	if n.br.threshold == 0 {
+		n.br.threshold = DefaultBreakerFailures
+	}
+	if n.br.cooldown == 0 {
+		n.br.cooldown = DefaultBreakerCooldown
+	}
+	if n.clock == nil {
+		n.clock = time.Now
+	}
+	if n.log == nil {
+		n.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if n.syncer == nil && n.shared != nil {
+		n.syncer, _ = n.shared.(store.Syncer)
+	}
+	if n.id == "" {
+		n.id = randomID()
+	}
+	switch n.arr {
+	case Centralized:
+		if n.shared == nil {
+			return nil, errors.New("distributed: the centralized arrangement needs a Shared store")
+		}
+	case Delayed:
+		if n.syncer == nil {
+			return nil, errors.New("distributed: the delayed arrangement needs a shared store that implements store.Syncer")
+		}
+	case Split:
+	default:
+		return nil, fmt.Errorf("distributed: unknown arrangement %q: want one of %v", n.arr, Arrangements)
+	}
+	if n.name == "" {
+		switch {
+		case n.shared != nil:
+			n.name = fmt.Sprintf("%T", n.shared)
+		case n.syncer != nil:
+			n.name = fmt.Sprintf("%T", n.syncer)
+		default:
+			n.name = "none"
+		}
+	}
+	n.sentinel.init(n.id)
+	n.lastOK.Store(n.clock().UnixNano())
+	n.lastGC = n.clock()
+	if !o.ManualSync {
+		n.stop, n.done = make(chan struct{}), make(chan struct{})
+		go n.loop()
+	}
+	return n, nil
+}
+
+// Arrangement returns the node's arrangement.
+func (n *Node) Arrangement() string { return n.arr }
+
+// loop calls Sync every interval, or sooner when kicked, until Close.
+func (n *Node) loop() {
+	defer close(n.done)
+	t := time.NewTicker(n.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		case <-n.kick:
+		}
+		if err := n.Sync(context.Background()); err != nil && !errors.Is(err, ErrBreakerOpen) {
+			n.log.Debug("floodgate: sync failed", "node", n.id, "store", n.name, "err", err)
+		}
+	}
+}
+
+// Close stops the background loop and pushes the counts not yet pushed. It
+// returns the push's error, if any; the node must not be used afterwards.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeMu.Lock()
+	if n.closed {
+		n.closeMu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.closeMu.Unlock()
+	if n.stop != nil {
+		close(n.stop)
+		<-n.done
+	}
+	if n.arr == Split {
+		return nil
+	}
+	n.syncMu.Lock()
+	defer n.syncMu.Unlock()
+	return n.syncLocked(ctx, true)
+}
+
+// Health is a node's view of itself and of the shared store.
+type Health struct {
+	// Arrangement is the node's arrangement.
+	Arrangement string
+	// Store names the shared store.
+	Store string
+	// Up reports whether the shared store is answering (the breaker is
+	// closed). A split node is always up.
+	Up bool
+	// BreakerOpen reports whether the circuit breaker is open or half-open.
+	BreakerOpen bool
+	// BreakerOpenings counts how many times the breaker has opened.
+	BreakerOpenings uint64
+	// SyncLag is the time since the last successful exchange with the
+	// shared store (zero for split).
+	SyncLag time.Duration
+	// Syncs counts successful synchronizations.
+	Syncs uint64
+	// StoreErrors counts failed or timed-out store calls.
+	StoreErrors uint64
+	// LastError is the most recent store error, empty if there was none.
+	LastError string
+	// PendingEvents is the number of accepted requests not yet pushed to
+	// the shared store.
+	PendingEvents int64
+}
+
+// Health returns the node's current health.
+func (n *Node) Health() Health {
+	h := Health{
+		Arrangement:     n.arr,
+		Store:           n.name,
+		BreakerOpen:     n.br.isOpen(),
+		BreakerOpenings: n.br.openings(),
+		Syncs:           n.syncs.Load(),
+		StoreErrors:     n.storeErrors.Load(),
+		PendingEvents:   n.pending.Load(),
+	}
+	h.Up = !h.BreakerOpen
+	if n.arr != Split {
+		if lag := n.clock().Sub(time.Unix(0, n.lastOK.Load())); lag > 0 {
+			h.SyncLag = lag
+		}
+	} else {
+		h.Store = "none"
+	}
+	n.errMu.Lock()
+	h.LastError = n.lastErr
+	n.errMu.Unlock()
+	return h
+}
+
+// storeOK records a successful store exchange.
+func (n *Node) storeOK() {
+	n.lastOK.Store(n.clock().UnixNano())
+	if n.br.success() {
+		n.log.Info("floodgate: shared store is back, circuit breaker closed", "node", n.id, "store", n.name)
+		if n.arr == Centralized && n.pending.Load() > 0 {
+			select { // push the outage's counts soon
+			case n.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// storeFailed records a failed store exchange.
+func (n *Node) storeFailed(err error) {
+	n.storeErrors.Add(1)
+	n.errMu.Lock()
+	n.lastErr = err.Error()
+	n.errMu.Unlock()
+	if n.br.failure(n.clock()) {
+		n.log.Warn("floodgate: shared store failing, circuit breaker open", "node", n.id, "store", n.name,
+			"cooldown", n.br.cooldown, "err", err)
+	}
+}
+
+// call runs f with the given deadline. If f does not return in time, call
+// returns without waiting for it (a store that ignores its context cannot
+// hold the caller past the deadline).
+func call(ctx context.Context, d time.Duration, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(cctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("shared store did not answer within %v: %w", d, cctx.Err())
+	}
+}
+
+// splitAlg returns alg with its limits divided by the node count, cached.
+func (n *Node) splitAlg(alg algorithm.Algorithm) (algorithm.Algorithm, error) {
+	if n.nodes == 1 {
+		return alg, nil
+	}
+	cfg := alg.Config()
+	if a, ok := n.algs.Load(cfg); ok {
+		return a.(algorithm.Algorithm), nil
+	}
+	a, err := algorithm.New(SplitConfig(cfg, n.nodes))
+	if err != nil {
+		return nil, fmt.Errorf("distributed: splitting %s across %d nodes: %w", cfg.Algorithm, n.nodes, err)
+	}
+	n.algs.Store(cfg, a)
+	return a, nil
+}
+
+// SplitConfig returns c with its allowance divided across nodes: Limit,
+// Capacity and Burst become their nth part (at least 1, rounded down so the
+// nodes together never grant more than c), and Rate its nth part.
+func SplitConfig(c algorithm.Config, nodes int) algorithm.Config {
+	if nodes <= 1 {
+		return c
+	}
+	n := int64(nodes)
+	part := func(v int64) int64 {
+		if v <= 0 {
+			return v
+		}
+		return max(1, v/n)
+	}
+	c.Limit = part(c.Limit)
+	c.Capacity = part(c.Capacity)
+	if c.Burst > 1 {
+		c.Burst = part(c.Burst)
+	}
+	if c.Rate > 0 {
+		c.Rate /= float64(nodes)
+	}
+	return c
+}
+
+func checkReqs(reqs []store.Request, out []algorithm.Decision) error {
+	if len(out) != len(reqs) {
+		return fmt.Errorf("distributed: %d requests but %d decision slots", len(reqs), len(out))
+	}
+	for i := range reqs {
+		if reqs[i].Algorithm == nil {
+			return fmt.Errorf("distributed: request %d (key %q) has no algorithm", i, reqs[i].Key)
+		}
+	}
+	return nil
+}
+
+// DecideOne implements store.Store.
+func (n *Node) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
+	var out [1]algorithm.Decision
+	reqs := [1]store.Request{req}
+	err := n.Decide(ctx, now, reqs[:], out[:])
+	return out[0], err
+}
+
+// Decide implements store.Store. Apart from a request without an algorithm
+// or a context that ended, it returns no error: when the shared store fails,
+// each request's failure policy decides.
+func (n *Node) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	if err := checkReqs(reqs, out); err != nil {
+		return err
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	switch n.arr {
+	case Split:
+		return n.decideSplit(now, reqs, out)
+	case Delayed:
+		down := n.br.isOpen()
+		return n.decideLocal(now, reqs, out, func(r *store.Request) how {
+			if down {
+				return policyHow(r.OnFailure)
+			}
+			return howView
+		})
+	default:
+		return n.decideCentral(ctx, now, reqs, out)
+	}
+}
+
+// Release implements store.Store. Centralized nodes release in the shared
+// store (an unreachable store leaves the units taken until they expire);
+// split and delayed nodes release in their local state only, so the
+// concurrency algorithm belongs in the centralized arrangement.
+func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) error {
+	for i := range reqs {
+		if reqs[i].Algorithm == nil {
+			return fmt.Errorf("distributed: request %d (key %q) has no algorithm", i, reqs[i].Key)
+		}
+	}
+	if n.arr == Centralized {
+		if !n.br.allow(n.clock()) {
+			return fmt.Errorf("distributed: release not sent: %w", ErrBreakerOpen)
+		}
+		err := call(ctx, n.deadline, func(c context.Context) error { return n.shared.Release(c, now, reqs) })
+		if err != nil {
+			if ctx.Err() != nil {
+				n.br.abandon()
+				return ctx.Err()
+			}
+			n.storeFailed(err)
+			return fmt.Errorf("distributed: release: %w", err)
+		}
+		n.storeOK()
+		return nil
+	}
+	for _, r := range reqs {
+		alg := r.Algorithm
+		if n.arr == Split {
+			var err error
+			if alg, err = n.splitAlg(alg); err != nil {
+				return err
+			}
+		}
+		s := &n.table.shards[n.table.shardOf(r.Key)]
+		s.mu.Lock()
+		if e := s.get(alg, r.Key, false); e != nil && e.state != nil {
+			alg.Release(e.state, now, r.Cost)
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// decideSplit decides every request against its limit/Nodes share,
+// locally.
+func (n *Node) decideSplit(now int64, reqs []store.Request, out []algorithm.Decision) error {
+	var one [1]store.Request
+	var local []store.Request
+	if len(reqs) == 1 {
+		local = one[:]
+	} else {
+		local = make([]store.Request, len(reqs))
+	}
+	copy(local, reqs)
+	for i := range local {
+		a, err := n.splitAlg(local[i].Algorithm)
+		if err != nil {
+			return err
+		}
+		local[i].Algorithm = a
+	}
+	return n.decideLocal(now, local, out, func(*store.Request) how { return howSplitOwn })
+}
+
+// decideCentral asks the shared store, and falls back on each request's
+// failure policy when the store cannot answer.
+func (n *Node) decideCentral(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	if n.br.allow(n.clock()) {
+		var err error
+		if len(reqs) == 1 {
+			var d algorithm.Decision
+			err = call(ctx, n.deadline, func(c context.Context) error {
+				var e error
+				d, e = n.shared.DecideOne(c, now, reqs[0])
+				return e
+			})
+			if err == nil {
+				out[0] = d
+			}
+		} else {
+			tmp := make([]algorithm.Decision, len(reqs))
+			err = call(ctx, n.deadline, func(c context.Context) error { return n.shared.Decide(c, now, reqs, tmp) })
+			if err == nil {
+				copy(out, tmp)
+			}
+		}
+		if err == nil {
+			n.storeOK()
+			n.noteViews(now, reqs, out)
+			return nil
+		}
+		if ctx.Err() != nil {
+			n.br.abandon()
+			return ctx.Err()
+		}
+		n.storeFailed(err)
+	}
+	return n.decideLocal(now, reqs, out, func(r *store.Request) how { return policyHow(r.OnFailure) })
+}
+
+// noteViews remembers the shared store's decisions as the last known
+// global view of each key.
+func (n *Node) noteViews(now int64, reqs []store.Request, out []algorithm.Decision) {
+	for i := range reqs {
+		s := &n.table.shards[n.table.shardOf(reqs[i].Key)]
+		s.mu.Lock()
+		e := s.get(reqs[i].Algorithm, reqs[i].Key, true)
+		e.haveView, e.viewAt, e.viewLimit, e.viewRemaining = true, now, out[i].Limit, out[i].Remaining
+		e.last = now
+		s.mu.Unlock()
+	}
+}
+
+// how says what state a request is decided on locally.
+type how uint8
+
+const (
+	howView     how = iota // the local view (delayed; fail-open)
+	howSplitOwn            // the split arrangement's own state, no events
+	howSplit               // the limit/Nodes share of the view (fail-local)
+	howClosed              // reject: the store is unavailable (fail-closed)
+)
+
+func policyHow(p store.FailurePolicy) how {
+	switch p {
+	case store.FailClosed:
+		return howClosed
+	case store.FailLocal:
+		return howSplit
+	default:
+		return howView
+	}
+}
+
+// scratch is a request's working copy of the state it is decided on.
+type scratch struct {
+	e     *entry
+	h     how
+	state []int64
+}
+
+// decideLocal decides reqs on local state: each request is decided on the
+// state howOf picks, all on copies; if every request that is not Shadow is
+// allowed, the copies are kept and the allowed requests recorded as events
+// to push, otherwise nothing changes.
+func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Decision, howOf func(*store.Request) how) error {
+	if len(reqs) == 1 {
+		// The common path: one shard, no allocation beyond the state copy.
+		r := &reqs[0]
+		s := &n.table.shards[n.table.shardOf(r.Key)]
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h := howOf(r)
+		if h == howClosed {
+			out[0] = closedDecision(r)
+			return nil
+		}
+		e := s.get(r.Algorithm, r.Key, true)
+		st, alg, err := n.target(e, h, now)
+		if err != nil {
+			return err
+		}
+		d := alg.Decide(st, now, r.Cost)
+		out[0] = d
+		e.last = now
+		if d.Allowed {
+			n.commitEvent(s, e, h, now, r.Cost)
+		} else if h != howSplitOwn {
+			s.markDirty(e) // refresh the view of a key that rejects
+		}
+		return nil
+	}
+
+	// Several requests: lock their shards in ascending order.
+	var locked [numShards]bool
+	for i := range reqs {
+		locked[n.table.shardOf(reqs[i].Key)] = true
+	}
+	for i := range locked {
+		if locked[i] {
+			n.table.shards[i].mu.Lock()
+		}
+	}
+	defer func() {
+		for i := range locked {
+			if locked[i] {
+				n.table.shards[i].mu.Unlock()
+			}
+		}
+	}()
+	type copyKey struct {
+		e     *entry
+		split bool
+	}
+	work := make([]scratch, len(reqs))
+	copies := make(map[copyKey][]int64, len(reqs)) // one working copy per real state
+	ok := true
+	for i := range reqs {
+		r := &reqs[i]
+		h := howOf(r)
+		if h == howClosed {
+			out[i] = closedDecision(r)
+			work[i].h = h
+			if !r.Shadow {
+				ok = false
+			}
+			continue
+		}
+		s := &n.table.shards[n.table.shardOf(r.Key)]
+		e := s.get(r.Algorithm, r.Key, true)
+		st, alg, err := n.target(e, h, now)
+		if err != nil {
+			return err
+		}
+		ck := copyKey{e, h == howSplit}
+		cp, seen := copies[ck]
+		if !seen {
+			cp = append([]int64(nil), st...)
+			copies[ck] = cp
+		}
+		work[i] = scratch{e: e, h: h, state: cp}
+		out[i] = alg.Decide(cp, now, r.Cost)
+		e.last = now
+		if !out[i].Allowed && !r.Shadow {
+			ok = false
+		}
+	}
+	if !ok {
+		for i := range reqs {
+			if work[i].e != nil && work[i].h != howSplitOwn {
+				n.table.shards[n.table.shardOf(reqs[i].Key)].markDirty(work[i].e)
+			}
+		}
+		for i := range out {
+			if out[i].Allowed {
+				// Not counted after all: the allowance it took is still there.
+				out[i].Remaining += reqs[i].Cost
+			}
+		}
+		return nil
+	}
+	for ck, cp := range copies {
+		if ck.split {
+			copy(ck.e.split, cp)
+		} else {
+			copy(ck.e.state, cp)
+		}
+	}
+	for i := range reqs {
+		w := &work[i]
+		if w.e == nil || !out[i].Allowed {
+			continue
+		}
+		// The states were updated by copying the decided copies back;
+		// record the event (and, for fail-local, the full view) here.
+		n.commitEvent(&n.table.shards[n.table.shardOf(reqs[i].Key)], w.e, w.h, now, reqs[i].Cost)
+	}
+	return nil
+}
+
+// target returns the state and algorithm a request on e is decided on.
+// The caller holds e's shard lock.
+func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm, error) {
+	switch h {
+	case howSplit:
+		if e.split == nil {
+			a, err := n.splitAlg(e.alg)
+			if err != nil {
+				return nil, nil, err
+			}
+			n.ensureView(e)
+			e.splitAlg = a
+			e.split = make([]int64, a.Words())
+			if u := used(e.alg, e.state, now); u > 0 {
+				share := (u + int64(n.nodes) - 1) / int64(n.nodes)
+				a.Record(e.split, now, share)
+			}
+		}
+		return e.split, e.splitAlg, nil
+	default:
+		n.ensureView(e)
+		return e.state, e.alg, nil
+	}
+}
+
+// ensureView gives e a local view to decide on. For a centralized node it
+// is built from the store's last decision on the key; otherwise it starts
+// empty.
+func (n *Node) ensureView(e *entry) {
+	if e.state != nil {
+		return
+	}
+	e.ensureState()
+	if e.haveView {
+		if u := e.viewLimit - e.viewRemaining; u > 0 {
+			e.alg.Record(e.state, e.viewAt, u)
+		}
+	}
+}
+
+// commitEvent records an allowed request decided on e's target state
+// (already updated by Decide). The caller holds s's lock.
+func (n *Node) commitEvent(s *shard, e *entry, h how, now, cost int64) {
+	if h == howSplitOwn {
+		return
+	}
+	if h == howSplit {
+		e.alg.Record(e.state, now, cost) // keep the full view current too
+	}
+	e.events = append(e.events, store.Event{Time: now, Cost: cost})
+	n.pending.Add(1)
+	s.markDirty(e)
+}
+
+func closedDecision(r *store.Request) algorithm.Decision {
+	cfg := r.Algorithm.Config()
+	return algorithm.Decision{Allowed: false, Limit: cfg.Limit, Reason: ReasonStoreUnavailable}
+}

@@ -1,0 +1,484 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+var ctx = context.Background()
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	m := memstore.New(memstore.Options{})
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{Arrangement: "gossip"}, `unknown arrangement "gossip"`},
+		{Options{Arrangement: Centralized}, "needs a Shared store"},
+		{Options{Arrangement: Delayed, Shared: noSync{m}}, "store.Syncer"},
+		{Options{Arrangement: Split, Nodes: -1}, "Nodes must be at least 1"},
+		{Options{Arrangement: Split, Deadline: -time.Second}, "must not be negative"},
+	}
+	for _, c := range cases {
+		_, err := New(c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v) = %v, want an error containing %q", c.o, err, c.want)
+		}
+	}
+}
+
+// noSync hides a store's Syncer side.
+type noSync struct{ store.Store }
+
+func TestRequestWithoutAlgorithmIsAnError(t *testing.T) {
+	n := mustNode(t, Options{Arrangement: Split, ManualSync: true})
+	if _, err := n.DecideOne(ctx, 0, store.Request{Key: "k", Cost: 1}); err == nil {
+		t.Fatal("DecideOne with no algorithm: no error")
+	}
+	out := make([]algorithm.Decision, 1)
+	if err := n.Decide(ctx, 0, make([]store.Request, 2), out); err == nil {
+		t.Fatal("Decide with len(out) != len(reqs): no error")
+	}
+}
+
+func TestSplitEnforcesLimitOverNodes(t *testing.T) {
+	alg := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute})
+	n := mustNode(t, Options{Arrangement: Split, Nodes: 8, ManualSync: true})
+	now := time.Date(2026, 7, 30, 0, 0, 0, 0, time.UTC).UnixNano()
+	accepted := 0
+	for i := 0; i < 100; i++ {
+		d, err := n.DecideOne(ctx, now+int64(i), store.Request{Algorithm: alg, Key: "client", Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			accepted++
+		} else if d.Limit != 75 {
+			t.Fatalf("rejection reports limit %d, want the node's share 75", d.Limit)
+		}
+	}
+	if accepted != 75 {
+		t.Fatalf("one split node of 8 accepted %d of 100, want 600/8 = 75", accepted)
+	}
+	if h := n.Health(); !h.Up || h.StoreErrors != 0 {
+		t.Fatalf("split health = %+v, want up with no store errors", h)
+	}
+}
+
+func TestSplitConfigNeverGrantsMoreThanTheWhole(t *testing.T) {
+	c := SplitConfig(algorithm.Config{Algorithm: algorithm.TokenBucket, Limit: 601, Capacity: 61, Rate: 10, Burst: 9}, 8)
+	if c.Limit != 75 || c.Capacity != 7 || c.Rate != 1.25 || c.Burst != 1 {
+		t.Fatalf("SplitConfig = %+v, want limit 75, capacity 7, rate 1.25, burst 1", c)
+	}
+	if c := SplitConfig(algorithm.Config{Limit: 3}, 8); c.Limit != 1 {
+		t.Fatalf("limit 3 over 8 nodes = %d, want 1 (every node may accept something)", c.Limit)
+	}
+}
+
+// lcgNode is seed 000's generator: s = s*1103515245+12345, node floor(s/2^32*n).
+type lcgNode uint32
+
+func (g *lcgNode) next(n int) int {
+	*g = *g*1103515245 + 12345
+	return int(uint64(*g) * uint64(n) >> 32)
+}
+
+// client drives a client at rate per second for dur through nodes, each
+// syncing when its own interval has passed since its last sync; node k's
+// first sync comes at k/len(nodes) of an interval, as unsynchronized
+// nodes do. decide is called for each request; it returns whether the
+// request was accepted.
+func drive(t *testing.T, clk *vclock, nodes []*Node, rate int, dur, interval time.Duration,
+	decide func(n *Node, now int64) bool, between func(elapsed time.Duration)) (accepted []int64, rejected int) {
+	t.Helper()
+	start := clk.NS()
+	next := make([]int64, len(nodes))
+	for k := range next {
+		next[k] = start + int64(interval)*int64(k+1)/int64(len(nodes))
+	}
+	g := lcgNode(20260730)
+	n := int(int64(rate) * int64(dur) / int64(time.Second))
+	for i := 0; i < n; i++ {
+		at := start + int64(i)*int64(time.Second)/int64(rate)
+		clk.ns.Store(at)
+		if between != nil {
+			between(time.Duration(at - start))
+		}
+		for k, nd := range nodes {
+			if at >= next[k] {
+				nd.Sync(ctx) // failures are the test's business: the node keeps its counts
+				next[k] = at + int64(interval)
+			}
+		}
+		if decide(nodes[g.next(len(nodes))], at) {
+			accepted = append(accepted, at)
+		} else {
+			rejected++
+		}
+	}
+	return accepted, rejected
+}
+
+func delayedNodes(t *testing.T, shared *faultStore, clk *vclock, count int, extra func(*Options)) []*Node {
+	nodes := make([]*Node, count)
+	for k := range nodes {
+		o := Options{
+			Arrangement: Delayed, Nodes: count, Shared: shared, Clock: clk.Now,
+			ManualSync: true, Deadline: time.Second, SyncDeadline: 5 * time.Second,
+		}
+		if extra != nil {
+			extra(&o)
+		}
+		nodes[k] = mustNode(t, o)
+	}
+	return nodes
+}
+
+// TestDelayedKeepsThePromise runs seed 000's scale for one key: 8 delayed
+// nodes syncing every 200ms, a bounded-log rule of 600 per 60s. A client at
+// 90/s for two minutes gets at most 1.1 x 600 in any 60 s; a client at 10/s
+// is never rejected.
+func TestDelayedKeepsThePromise(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	for _, c := range []struct {
+		rate int
+		name string
+	}{{90, "burst"}, {10, "compliant"}} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newVClock()
+			shared := newFaultStore()
+			nodes := delayedNodes(t, shared, clk, 8, nil)
+			acc, rej := drive(t, clk, nodes, c.rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+				d, err := n.DecideOne(ctx, now, store.Request{Algorithm: rule, Key: "client", Cost: 1})
+				if err != nil {
+					t.Fatalf("DecideOne: %v", err)
+				}
+				return d.Allowed
+			}, nil)
+			b := busiest(acc, time.Minute)
+			t.Logf("%d/s: accepted %d, rejected %d, busiest 60 s %d", c.rate, len(acc), rej, b)
+			if b > 660 {
+				t.Errorf("busiest 60 s = %d, want at most 660", b)
+			}
+			if c.rate == 10 && rej != 0 {
+				t.Errorf("client at 10/s (600 per 60 s) was rejected %d times, want 0", rej)
+			}
+			if c.rate == 90 && len(acc) < 1200 {
+				t.Errorf("client at 90/s got %d in two minutes, want at least the 1200 the limit grants", len(acc))
+			}
+		})
+	}
+}
+
+// counterRule counts every accepted request, so the shared store's count
+// can be compared with what the nodes accepted.
+func counterRule(t testing.TB) algorithm.Algorithm {
+	return mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: algorithm.MaxLimit, Window: 24 * time.Hour})
+}
+
+// TestDelayedOutageFailOpen takes the store down for 10 s in the middle of
+// two minutes: the fail-open rule rejects nothing because of the store, no
+// caller sees an error, and once the store is back every accepted request is
+// in the shared count.
+func TestDelayedOutageFailOpen(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	count := counterRule(t)
+	for _, rate := range []int{10, 90} {
+		clk := newVClock()
+		shared := newFaultStore()
+		nodes := delayedNodes(t, shared, clk, 8, nil)
+		wasDown := false
+		acc, rej := drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+			reqs := []store.Request{
+				{Algorithm: rule, Key: "client", Cost: 1},
+				{Algorithm: count, Key: "client-count", Cost: 1},
+			}
+			out := make([]algorithm.Decision, 2)
+			if err := n.Decide(ctx, now, reqs, out); err != nil {
+				t.Fatalf("Decide during the test: %v", err)
+			}
+			for _, d := range out {
+				if d.Reason == ReasonStoreUnavailable {
+					t.Fatalf("a fail-open rule was rejected because of the store")
+				}
+			}
+			return out[0].Allowed
+		}, func(el time.Duration) {
+			down := el >= 55*time.Second && el < 65*time.Second
+			if down != wasDown {
+				shared.setDown(down)
+				wasDown = down
+			}
+		})
+		for _, n := range nodes {
+			if h := n.Health(); h.StoreErrors == 0 {
+				t.Fatalf("%d/s: node saw no store errors; the outage did not happen", rate)
+			}
+			if err := n.Close(ctx); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		}
+		if rate == 10 && rej != 0 {
+			t.Errorf("10/s: %d rejects, want 0", rej)
+		}
+		got := sharedCount(t, shared.inner, count, "client-count", clk.NS())
+		t.Logf("%d/s: accepted %d, rejected %d, shared count %d", rate, len(acc), rej, got)
+		if got != int64(len(acc)) {
+			t.Errorf("%d/s: shared count after the outage = %d, want the %d accepted (no lost counts)", rate, got, len(acc))
+		}
+	}
+}
+
+func TestDelayedFailClosedRejectsWhileBreakerOpen(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Minute})
+	clk := newVClock()
+	shared := newFaultStore()
+	n := delayedNodes(t, shared, clk, 1, nil)[0]
+	req := store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailClosed}
+	open := req
+	open.OnFailure = store.FailOpen
+	if d, _ := n.DecideOne(ctx, clk.NS(), req); !d.Allowed {
+		t.Fatalf("before the outage: %+v", d)
+	}
+	shared.setDown(true)
+	for i := 0; i < DefaultBreakerFailures; i++ {
+		clk.Add(200 * time.Millisecond)
+		if err := n.Sync(ctx); err == nil {
+			t.Fatal("Sync against a down store: no error")
+		}
+	}
+	if h := n.Health(); !h.BreakerOpen || h.Up {
+		t.Fatalf("after %d failed syncs health = %+v, want breaker open", DefaultBreakerFailures, h)
+	}
+	d, err := n.DecideOne(ctx, clk.NS(), req)
+	if err != nil || d.Allowed || d.Reason != ReasonStoreUnavailable {
+		t.Fatalf("fail-closed during the outage = %+v, %v; want rejected with %q", d, err, ReasonStoreUnavailable)
+	}
+	if d, err := n.DecideOne(ctx, clk.NS(), open); err != nil || !d.Allowed {
+		t.Fatalf("fail-open during the outage = %+v, %v; want allowed", d, err)
+	}
+	// While the breaker is open, Sync does not call the store.
+	before := shared.calls.Load()
+	if err := n.Sync(ctx); !errors.Is(err, ErrBreakerOpen) {
+		t.Fatalf("Sync with the breaker open = %v, want ErrBreakerOpen", err)
+	}
+	if shared.calls.Load() != before {
+		t.Fatal("Sync called the store while the breaker was open")
+	}
+	shared.setDown(false)
+	clk.Add(DefaultBreakerCooldown)
+	if err := n.Sync(ctx); err != nil {
+		t.Fatalf("Sync after the store came back: %v", err)
+	}
+	if d, _ := n.DecideOne(ctx, clk.NS(), req); !d.Allowed {
+		t.Fatalf("fail-closed after recovery = %+v, want allowed", d)
+	}
+	if got := sharedCount(t, shared.inner, rule, "k", clk.NS()); got != 2 {
+		t.Fatalf("shared count = %d, want the 2 accepted before the last decision was synced", got)
+	}
+}
+
+// TestDelayedRepushesAfterStoreLosesData wipes the shared store (a restart
+// without persistence): the nodes notice and push their counts again.
+func TestDelayedRepushesAfterStoreLosesData(t *testing.T) {
+	count := counterRule(t)
+	clk := newVClock()
+	shared := newFaultStore()
+	nodes := delayedNodes(t, shared, clk, 4, nil)
+	wiped := false
+	acc, _ := drive(t, clk, nodes, 20, 20*time.Second, 200*time.Millisecond, func(n *Node, now int64) bool {
+		d, err := n.DecideOne(ctx, now, store.Request{Algorithm: count, Key: "c", Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}, func(el time.Duration) {
+		if el >= 10*time.Second && !wiped {
+			shared.wipe()
+			wiped = true
+		}
+	})
+	for _, n := range nodes {
+		if err := n.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sharedCount(t, shared.inner, count, "c", clk.NS()); got != int64(len(acc)) {
+		t.Fatalf("shared count after a wipe = %d, want all %d accepted", got, len(acc))
+	}
+}
+
+func centralNode(t *testing.T, shared *faultStore, clk *vclock, nodes int) *Node {
+	return mustNode(t, Options{
+		Arrangement: Centralized, Nodes: nodes, Shared: shared, Clock: clk.Now,
+		ManualSync: true, Deadline: time.Second,
+	})
+}
+
+func TestCentralizedFailOpenDecidesFromLastViewAndPushesLater(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := newVClock()
+	shared := newFaultStore()
+	n := centralNode(t, shared, clk, 4)
+	req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
+	for i := 0; i < 90; i++ {
+		if d, err := n.DecideOne(ctx, clk.NS(), req); err != nil || !d.Allowed {
+			t.Fatalf("request %d with the store up: %+v, %v", i, d, err)
+		}
+	}
+	shared.setDown(true)
+	accepted := 0
+	for i := 0; i < 20; i++ {
+		clk.Add(time.Millisecond)
+		d, err := n.DecideOne(ctx, clk.NS(), req)
+		if err != nil {
+			t.Fatalf("fail-open decision returned an error: %v", err)
+		}
+		if d.Allowed {
+			accepted++
+		} else if d.Reason == ReasonStoreUnavailable {
+			t.Fatalf("fail-open rule rejected because of the store")
+		}
+	}
+	if accepted != 10 {
+		t.Fatalf("during the outage the node accepted %d, want the 10 its last view (90 of 100) left", accepted)
+	}
+	if h := n.Health(); h.PendingEvents != 10 || !h.BreakerOpen {
+		t.Fatalf("health during the outage = %+v, want 10 pending events and the breaker open", h)
+	}
+	shared.setDown(false)
+	clk.Add(DefaultBreakerCooldown)
+	if err := n.Sync(ctx); err != nil {
+		t.Fatalf("pushing the outage's counts: %v", err)
+	}
+	if got := sharedCount(t, shared.inner, rule, "k", clk.NS()); got != 100 {
+		t.Fatalf("shared count after the push = %d, want 100", got)
+	}
+	if h := n.Health(); h.PendingEvents != 0 || !h.Up {
+		t.Fatalf("health after recovery = %+v", h)
+	}
+	if d, _ := n.DecideOne(ctx, clk.NS(), req); d.Allowed {
+		t.Fatalf("after recovery the store's count is full, got %+v", d)
+	}
+}
+
+func TestCentralizedFailClosedAndFailLocal(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := newVClock()
+	shared := newFaultStore()
+	n := centralNode(t, shared, clk, 4)
+	for i := 0; i < 60; i++ {
+		n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1})
+	}
+	shared.setDown(true)
+	d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailClosed})
+	if err != nil || d.Allowed || d.Reason != ReasonStoreUnavailable || d.Limit != 100 {
+		t.Fatalf("fail-closed = %+v, %v; want rejected, %q, limit 100", d, err, ReasonStoreUnavailable)
+	}
+	accepted := 0
+	for i := 0; i < 40; i++ {
+		d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailLocal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			accepted++
+		}
+	}
+	if accepted != 10 {
+		t.Fatalf("fail-local accepted %d, want the remaining 40 split over 4 nodes = 10", accepted)
+	}
+}
+
+func TestBreakerStopsCallingThenProbes(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := newVClock()
+	shared := newFaultStore()
+	n := centralNode(t, shared, clk, 1)
+	req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
+	shared.setDown(true)
+	for i := 0; i < 10; i++ {
+		if _, err := n.DecideOne(ctx, clk.NS(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := shared.calls.Load(); c != DefaultBreakerFailures {
+		t.Fatalf("%d calls reached a down store, want %d before the breaker opened", c, DefaultBreakerFailures)
+	}
+	clk.Add(DefaultBreakerCooldown)
+	n.DecideOne(ctx, clk.NS(), req) // the probe, which fails
+	n.DecideOne(ctx, clk.NS(), req)
+	if c := shared.calls.Load(); c != DefaultBreakerFailures+1 {
+		t.Fatalf("after the cooldown %d calls, want exactly one probe more", c)
+	}
+	shared.setDown(false)
+	clk.Add(DefaultBreakerCooldown)
+	if d, _ := n.DecideOne(ctx, clk.NS(), req); !d.Allowed {
+		t.Fatal("probe after recovery not allowed")
+	}
+	if h := n.Health(); !h.Up || h.BreakerOpenings != 1 || h.StoreErrors != DefaultBreakerFailures+1 || h.LastError == "" {
+		t.Fatalf("health = %+v", h)
+	}
+}
+
+// TestStalledStoreCostsAtMostTheDeadline uses a store that hangs and ignores
+// its context: each decision still returns by the deadline, and once the
+// breaker opens no call waits at all.
+func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	shared := newFaultStore()
+	const deadline = 50 * time.Millisecond
+	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: deadline})
+	req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
+	shared.startStall()
+	defer shared.endStall()
+	for i := 0; i < 6; i++ {
+		start := time.Now()
+		d, err := n.DecideOne(ctx, time.Now().UnixNano(), req)
+		took := time.Since(start)
+		if err != nil || !d.Allowed {
+			t.Fatalf("decision %d during the stall: %+v, %v", i, d, err)
+		}
+		// Generous slack for a loaded machine; the point is that it does not
+		// wait for the store, which never answers.
+		if took > deadline+500*time.Millisecond {
+			t.Fatalf("decision %d took %v with a %v deadline", i, took, deadline)
+		}
+	}
+	if c := shared.calls.Load(); c != DefaultBreakerFailures {
+		t.Fatalf("%d calls reached the stalled store, want %d, then none while the breaker is open", c, DefaultBreakerFailures)
+	}
+}
+
+// TestAllOrNothing checks that when one rule of a request rejects, the
+// other rules do not count it.
+func TestAllOrNothing(t *testing.T) {
+	small := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 2, Window: time.Hour})
+	big := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	for _, arr := range Arrangements {
+		clk := newVClock()
+		shared := newFaultStore()
+		n := mustNode(t, Options{Arrangement: arr, Shared: shared, Clock: clk.Now, ManualSync: true, Deadline: time.Second})
+		reqs := []store.Request{{Algorithm: big, Key: "b", Cost: 1}, {Algorithm: small, Key: "s", Cost: 1}}
+		out := make([]algorithm.Decision, 2)
+		for i := 0; i < 5; i++ {
+			if err := n.Decide(ctx, clk.NS(), reqs, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out[1].Allowed {
+			t.Fatalf("%s: small rule still allows after 5 requests", arr)
+		}
+		d, _ := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: big, Key: "b", Cost: 1})
+		if d.Remaining != 100-3 {
+			t.Fatalf("%s: big rule remaining %d, want 97 (only the 2 fully allowed requests and this one counted)", arr, d.Remaining)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// errDown is what a faultStore answers while it is down.
+var errDown = errors.New("connection refused (fault injected)")
+
+// faultStore is a real memory store behind a switch that makes it fail or
+// stall, and counts the calls that reach it. It stands for the network and
+// process faults the Redis tests inject for real.
+type faultStore struct {
+	mu    sync.Mutex
+	inner *memstore.Store
+	down  bool
+	stall chan struct{} // non-nil: calls block, ignoring their context, until it is closed
+
+	calls atomic.Int64 // calls that reached the store (successful or not)
+}
+
+func newFaultStore() *faultStore { return &faultStore{inner: memstore.New(memstore.Options{})} }
+
+func (f *faultStore) setDown(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
+
+// startStall makes calls hang until endStall.
+func (f *faultStore) startStall() { f.mu.Lock(); f.stall = make(chan struct{}); f.mu.Unlock() }
+
+func (f *faultStore) endStall() {
+	f.mu.Lock()
+	if f.stall != nil {
+		close(f.stall)
+		f.stall = nil
+	}
+	f.mu.Unlock()
+}
+
+// wipe replaces the data with an empty store, as a restart without
+// persistence does.
+func (f *faultStore) wipe() { f.mu.Lock(); f.inner = memstore.New(memstore.Options{}); f.mu.Unlock() }
+
+func (f *faultStore) enter() (*memstore.Store, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	down, stall, inner := f.down, f.stall, f.inner
+	f.mu.Unlock()
+	if stall != nil {
+		<-stall
+	}
+	if down {
+		return nil, errDown
+	}
+	return inner, nil
+}
+
+func (f *faultStore) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	s, err := f.enter()
+	if err != nil {
+		return err
+	}
+	return s.Decide(ctx, now, reqs, out)
+}
+
+func (f *faultStore) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
+	s, err := f.enter()
+	if err != nil {
+		return algorithm.Decision{}, err
+	}
+	return s.DecideOne(ctx, now, req)
+}
+
+func (f *faultStore) Release(ctx context.Context, now int64, reqs []store.Request) error {
+	s, err := f.enter()
+	if err != nil {
+		return err
+	}
+	return s.Release(ctx, now, reqs)
+}
+
+func (f *faultStore) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
+	s, err := f.enter()
+	if err != nil {
+		return err
+	}
+	return s.Sync(ctx, now, batches)
+}
+
+// vclock is a virtual clock safe for concurrent reads.
+type vclock struct{ ns atomic.Int64 }
+
+func newVClock() *vclock {
+	c := &vclock{}
+	c.ns.Store(time.Date(2026, 7, 30, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *vclock) Now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *vclock) Add(d time.Duration) int64 { return c.ns.Add(int64(d)) }
+func (c *vclock) NS() int64                 { return c.ns.Load() }
+
+func mustAlg(t testing.TB, c algorithm.Config) algorithm.Algorithm {
+	t.Helper()
+	a, err := algorithm.New(c)
+	if err != nil {
+		t.Fatalf("algorithm.New(%+v): %v", c, err)
+	}
+	return a
+}
+
+func mustNode(t testing.TB, o Options) *Node {
+	t.Helper()
+	n, err := New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	return n
+}
+
+// sharedCount returns the count the shared store holds for key under alg,
+// read with an empty sync.
+func sharedCount(t testing.TB, s store.Syncer, alg algorithm.Algorithm, key string, now int64) int64 {
+	t.Helper()
+	b := []store.SyncBatch{{Algorithm: alg, Key: key}}
+	if err := s.Sync(context.Background(), now, b); err != nil {
+		t.Fatalf("reading the shared count: %v", err)
+	}
+	return used(alg, b[0].State, now)
+}
+
+// busiest returns the largest number of times within any window-long
+// interval (t_i - t_j < window).
+func busiest(times []int64, window time.Duration) int {
+	best, j := 0, 0
+	for i := range times {
+		for times[i]-times[j] >= int64(window) {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}

@@ -1,0 +1,348 @@
+package distributed
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// gcEvery is how often Sync drops entries that have been idle for longer
+// than their algorithm's idle time.
+const gcEvery = 10 * time.Second
+
+// Sync exchanges counts with the shared store once, now.
+//
+// A delayed node pushes the requests it accepted since its last sync and
+// pulls the merged state of every key it decided on since then (and within
+// Options.Refresh), in one Syncer.Sync call. A centralized node pushes the
+// requests it accepted locally while the store was unavailable. A split
+// node only drops idle state. On failure the counts are kept for the next
+// Sync; while the circuit breaker is open Sync returns ErrBreakerOpen
+// without calling the store.
+func (n *Node) Sync(ctx context.Context) error {
+	if n.arr == Split {
+		n.gc(n.clock(), true)
+		return nil
+	}
+	n.syncMu.Lock()
+	defer n.syncMu.Unlock()
+	return n.syncLocked(ctx, false)
+}
+
+// pushedEvent is a history event: the coalesced events one sync pushed.
+type pushedEvent struct {
+	store.Event
+	seq uint64 // the sync that pushed them
+}
+
+// pushed is one entry's part of a sync in flight.
+type pushed struct {
+	e     *entry
+	count int // events pushed
+}
+
+// syncLocked is Sync with syncMu held. A final sync (Close) ignores the
+// breaker: it is the last chance to push.
+func (n *Node) syncLocked(ctx context.Context, final bool) error {
+	now := n.clock()
+	n.gc(now, false)
+	if n.sentinel.repush && n.syncer != nil {
+		if err := n.repush(ctx, now, final); err != nil {
+			return err
+		}
+	}
+	n.seq++
+	batches, parts := n.collect(now)
+	// A delayed node syncs even with nothing to push: the sync-count key
+	// still goes, so an idle node keeps checking that the store is there.
+	heartbeat := n.arr == Delayed && n.sentinel.alg != nil
+	if len(batches) == 0 && !heartbeat {
+		return nil
+	}
+	if n.syncer == nil {
+		n.release(parts)
+		return fmt.Errorf("distributed: %d keys have counts to push but the shared store %s is not a store.Syncer", len(parts), n.name)
+	}
+	if !final && !n.br.allow(now) {
+		n.release(parts)
+		return ErrBreakerOpen
+	}
+	sentinelAt := -1
+	if heartbeat {
+		sentinelAt = len(batches)
+		batches = append(batches, n.sentinel.batch(now.UnixNano()))
+	}
+	err := call(ctx, n.syncDL, func(c context.Context) error {
+		return n.syncer.Sync(c, now.UnixNano(), batches)
+	})
+	if err != nil {
+		n.release(parts)
+		if ctx.Err() != nil {
+			n.br.abandon()
+			return ctx.Err()
+		}
+		n.storeFailed(err)
+		return fmt.Errorf("distributed: sync with %s: %w", n.name, err)
+	}
+	n.storeOK()
+	n.syncs.Add(1)
+	n.apply(batches[:len(parts)], parts, now)
+	if sentinelAt >= 0 && n.sentinel.check(batches[sentinelAt].State, now.UnixNano()) {
+		// This sync's events reached the store; everything pushed before it
+		// is gone.
+		n.log.Warn("floodgate: shared store lost its counts (restart without persistence?); pushing this node's counts again",
+			"node", n.id, "store", n.name)
+		n.sentinel.repush, n.sentinel.lostAt = true, n.seq
+		return n.repush(ctx, now, final)
+	}
+	return nil
+}
+
+// collect takes the batches to push: every dirty entry (and, for a
+// delayed node, every entry decided on within the refresh period), with its
+// unpushed events marked in flight.
+func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
+	var batches []store.SyncBatch
+	var parts []pushed
+	cutoff := now.UnixNano() - int64(n.refresh)
+	for i := range n.table.shards {
+		s := &n.table.shards[i]
+		s.mu.Lock()
+		take := func(e *entry) {
+			if n.arr == Centralized && len(e.events) == 0 {
+				return
+			}
+			e.inflight = len(e.events)
+			e.mark = n.seq
+			batches = append(batches, store.SyncBatch{
+				Algorithm: e.alg,
+				Key:       e.key,
+				Events:    append([]store.Event(nil), e.events...),
+			})
+			parts = append(parts, pushed{e: e, count: e.inflight})
+		}
+		for _, e := range s.dirty {
+			e.dirty = false
+			take(e)
+		}
+		s.dirty = s.dirty[:0]
+		if n.arr == Delayed && n.refresh > 0 {
+			for _, e := range s.m {
+				if e.mark != n.seq && e.last >= cutoff {
+					take(e)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	return batches, parts
+}
+
+// release undoes collect after a failed or skipped sync: the events stay
+// pending and the entries go back on the sync list.
+func (n *Node) release(parts []pushed) {
+	for _, p := range parts {
+		s := &n.table.shards[n.table.shardOf(p.e.key)]
+		s.mu.Lock()
+		p.e.inflight = 0
+		if len(p.e.events) > 0 {
+			s.markDirty(p.e)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// apply takes in a successful sync: the pushed events leave the pending
+// list, and a delayed node's view becomes the pulled state with the events
+// accepted during the call applied again.
+func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time) {
+	var done int64
+	for i, p := range parts {
+		e := p.e
+		s := &n.table.shards[n.table.shardOf(e.key)]
+		s.mu.Lock()
+		sent := e.events[:p.count]
+		if len(sent) > 0 && n.arr == Delayed {
+			e.history = appendHistory(e.history, sent, n.seq, now.UnixNano()-int64(e.alg.IdleAfter()))
+		}
+		rest := e.events[p.count:]
+		if len(rest) == 0 {
+			e.events = e.events[:0]
+		} else {
+			e.events = append([]store.Event(nil), rest...)
+		}
+		e.inflight = 0
+		done += int64(p.count)
+		switch n.arr {
+		case Delayed:
+			if st := batches[i].State; len(st) == e.alg.Words() {
+				e.state = st
+				for _, ev := range e.events {
+					e.alg.Record(e.state, ev.Time, ev.Cost)
+				}
+			}
+			e.split, e.splitAlg = nil, nil
+		case Centralized:
+			if len(e.events) == 0 {
+				// Pushed everything: the store decides again, and the next
+				// outage builds its view afresh.
+				e.state, e.split, e.splitAlg = nil, nil, nil
+			} else {
+				s.markDirty(e)
+			}
+		}
+		s.mu.Unlock()
+	}
+	n.pending.Add(-done)
+}
+
+// appendHistory adds the events pushed by sync seq to h as one event (the
+// last time, the summed cost, which counts them no earlier than they
+// happened) and drops history at or before cutoff.
+func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64) []pushedEvent {
+	ev := pushedEvent{seq: seq}
+	for _, s := range sent {
+		ev.Cost += s.Cost
+		ev.Time = max(ev.Time, s.Time)
+	}
+	drop := 0
+	for drop < len(h) && h[drop].Time <= cutoff {
+		drop++
+	}
+	if drop > 0 {
+		h = append(h[:0], h[drop:]...)
+	}
+	return append(h, ev)
+}
+
+// repush pushes again every entry's history from before the sync that found
+// the store had lost its data. If it fails it is retried at the next sync.
+func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
+	if !final && !n.br.allow(now) {
+		return ErrBreakerOpen
+	}
+	var batches []store.SyncBatch
+	var parts []pushed
+	for i := range n.table.shards {
+		s := &n.table.shards[i]
+		s.mu.Lock()
+		for _, e := range s.m {
+			var evs []store.Event
+			for _, h := range e.history {
+				if h.seq < n.sentinel.lostAt {
+					evs = append(evs, h.Event)
+				}
+			}
+			if len(evs) == 0 {
+				continue
+			}
+			batches = append(batches, store.SyncBatch{Algorithm: e.alg, Key: e.key, Events: evs})
+			parts = append(parts, pushed{e: e, count: 0})
+		}
+		s.mu.Unlock()
+	}
+	sentinelAt := len(batches)
+	batches = append(batches, n.sentinel.batch(now.UnixNano()))
+	err := call(ctx, n.syncDL, func(c context.Context) error {
+		return n.syncer.Sync(c, now.UnixNano(), batches)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			n.br.abandon()
+			return ctx.Err()
+		}
+		n.storeFailed(err)
+		return fmt.Errorf("distributed: pushing counts again to %s: %w", n.name, err)
+	}
+	n.storeOK()
+	n.apply(batches[:len(parts)], parts, now)
+	n.sentinel.adopt(batches[sentinelAt].State, now.UnixNano())
+	n.sentinel.repush = false
+	return nil
+}
+
+// gc drops entries idle for longer than their algorithm's idle time, at
+// most every gcEvery unless force.
+func (n *Node) gc(now time.Time, force bool) {
+	if !force && now.Sub(n.lastGC) < gcEvery {
+		return
+	}
+	n.lastGC = now
+	t := now.UnixNano()
+	for i := range n.table.shards {
+		s := &n.table.shards[i]
+		s.mu.Lock()
+		for k, e := range s.m {
+			if e.dirty || e.inflight > 0 || len(e.events) > 0 {
+				continue
+			}
+			if t-e.last > int64(e.alg.IdleAfter()) {
+				delete(s.m, k)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// sentinel detects a shared store that lost its data. Each delayed sync
+// also counts one event on a key of the node's own; if the count pulled back
+// is lower than the syncs the node has made, the store forgot them, and with
+// them the node's counts, which the node then pushes again from its history.
+type sentinel struct {
+	alg      algorithm.Algorithm
+	key      string
+	expected int64  // the count after the node's last sync
+	repush   bool   // a push of the history is owed
+	lostAt   uint64 // history pushed by syncs before this one is to push again
+}
+
+func (t *sentinel) init(id string) {
+	// A concurrency counter only grows under Record and forgets only after
+	// a year without syncs, so its count is the number of syncs made.
+	a, err := algorithm.New(algorithm.Config{
+		Algorithm: algorithm.Concurrency,
+		Limit:     algorithm.MaxLimit,
+		Window:    algorithm.MaxWindow,
+	})
+	if err != nil {
+		return // cannot happen with valid constants; no reset detection
+	}
+	t.alg, t.key = a, "floodgate-node-syncs/"+id
+}
+
+func (t *sentinel) batch(now int64) store.SyncBatch {
+	return store.SyncBatch{Algorithm: t.alg, Key: t.key, Events: []store.Event{{Time: now, Cost: 1}}}
+}
+
+// check takes the pulled sentinel state after a sync and reports whether the
+// store lost data.
+func (t *sentinel) check(state []int64, now int64) (lost bool) {
+	if len(state) != t.alg.Words() {
+		return false
+	}
+	got := used(t.alg, state, now)
+	lost = got < t.expected+1
+	t.expected = got
+	return lost
+}
+
+// adopt takes the pulled sentinel state as the new baseline.
+func (t *sentinel) adopt(state []int64, now int64) {
+	if len(state) == t.alg.Words() {
+		t.expected = used(t.alg, state, now)
+	}
+}
+
+// randomID returns a short random node name.
+func randomID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("node-%d", time.Now().UnixNano())
+	}
+	return hex.EncodeToString(b[:])
+}

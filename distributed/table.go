@@ -1,0 +1,126 @@
+package distributed
+
+import (
+	"hash/maphash"
+	"sync"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// numShards is the number of independently locked parts of a node's table.
+const numShards = 64
+
+// entryKey identifies one counter: the key and the full configuration of the
+// algorithm counting it, so two rules sharing a key never share state.
+type entryKey struct {
+	key string
+	cfg algorithm.Config
+}
+
+// entry is a node's local knowledge of one counter.
+type entry struct {
+	alg algorithm.Algorithm
+	key string
+
+	// state is the local view: for delayed sync, the last pulled shared
+	// state with this node's events since then applied; for split, the
+	// node's own state; for centralized, the view built when the store
+	// failed (nil while the store answers).
+	state []int64
+	// events are requests this node accepted locally and has not yet
+	// pushed to the shared store. The first inflight of them are being
+	// pushed by a Sync that has not returned.
+	events   []store.Event
+	inflight int
+	// history is what this node pushed within the algorithm's idle time,
+	// one coalesced event per sync, kept so the counts can be pushed again
+	// if the shared store loses its data (a restart without persistence).
+	history []pushedEvent
+	// mark is the sequence number of the sync that last took the entry.
+	mark uint64
+
+	// last is the time of the last decision on this entry.
+	last int64
+	// dirty is set while the entry is on its shard's list of entries to
+	// sync.
+	dirty bool
+
+	// Centralized only: the last decision the shared store made, the
+	// "last known global view" a failure falls back on.
+	haveView      bool
+	viewAt        int64
+	viewLimit     int64
+	viewRemaining int64
+
+	// split is the state FailLocal decides on while the store is down: the
+	// algorithm with limit/N, seeded with this node's share of the usage the
+	// view showed when the outage began.
+	split    []int64
+	splitAlg algorithm.Algorithm
+}
+
+// shard is one locked part of the table.
+type shard struct {
+	mu    sync.Mutex
+	m     map[entryKey]*entry
+	dirty []*entry
+}
+
+// table is a node's local state, sharded by key.
+type table struct {
+	seed   maphash.Seed
+	shards [numShards]shard
+}
+
+func newTable() *table {
+	t := &table{seed: maphash.MakeSeed()}
+	for i := range t.shards {
+		t.shards[i].m = make(map[entryKey]*entry)
+	}
+	return t
+}
+
+// shardOf returns the index of the shard that holds key.
+func (t *table) shardOf(key string) int {
+	return int(maphash.String(t.seed, key) % numShards)
+}
+
+// get returns the entry for (alg, key), creating it if create is set. The
+// caller holds the shard's lock.
+func (s *shard) get(alg algorithm.Algorithm, key string, create bool) *entry {
+	k := entryKey{key: key, cfg: alg.Config()}
+	e := s.m[k]
+	if e == nil && create {
+		e = &entry{alg: alg, key: key}
+		s.m[k] = e
+	}
+	return e
+}
+
+// markDirty puts e on the shard's sync list once. The caller holds the lock.
+func (s *shard) markDirty(e *entry) {
+	if !e.dirty {
+		e.dirty = true
+		s.dirty = append(s.dirty, e)
+	}
+}
+
+// ensureState gives e a zero state if it has none. The caller holds the lock.
+func (e *entry) ensureState() {
+	if e.state == nil {
+		e.state = make([]int64, e.alg.Words())
+	}
+}
+
+// used returns how many cost units state holds at now, as the algorithm
+// reports it: the allowance of an empty state minus the allowance left.
+func used(alg algorithm.Algorithm, state []int64, now int64) int64 {
+	empty := alg.Peek(make([]int64, alg.Words()), now, 1).Remaining
+	d := alg.Peek(state, now, 1)
+	if !d.Allowed {
+		// Remaining is not reduced by a request that does not fit.
+		return empty + 1 - d.Remaining
+	}
+	return max(0, empty-d.Remaining)
+}
