@@ -103,7 +103,7 @@ func newVClock() *vclock {
 	return c
 }
 
-func (c *vclock) Now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *vclock) Now() time.Time            { return time.Unix(0, c.ns.Load()) }
 func (c *vclock) Add(d time.Duration) int64 { return c.ns.Add(int64(d)) }
 func (c *vclock) NS() int64                 { return c.ns.Load() }
 
