@@ -125,6 +125,16 @@ type keyReport struct {
 	FalseRejects int    `json:"false_rejects"`
 }
 
+// verifyDoc is verify's JSON report.
+type verifyDoc struct {
+	Trace     string      `json:"trace"`
+	Algorithm string      `json:"algorithm"`
+	Limit     int64       `json:"limit"`
+	WindowMS  int64       `json:"window_ms"`
+	Keys      []keyReport `json:"keys"`
+	Total     keyReport   `json:"total"`
+}
+
 // runVerify replays a CSV trace through the real limiter under a virtual
 // clock and reports the promise's measures per key and in total.
 func runVerify(args []string, stdout, stderr io.Writer) error {
@@ -171,14 +181,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	keys, total := verifyReport(reqs, outs, cfg.Limit, cfg.Window)
 	if *asJSON {
-		return writeJSON(stdout, struct {
-			Trace     string      `json:"trace"`
-			Algorithm string      `json:"algorithm"`
-			Limit     int64       `json:"limit"`
-			WindowMS  int64       `json:"window_ms"`
-			Keys      []keyReport `json:"keys"`
-			Total     keyReport   `json:"total"`
-		}{*path, cfg.Algorithm, cfg.Limit, cfg.Window.Milliseconds(), keys, total})
+		return writeJSON(stdout, verifyDoc{*path, cfg.Algorithm, cfg.Limit, cfg.Window.Milliseconds(), keys, total})
 	}
 	fmt.Fprintf(stdout, "verify %s: %d requests, %d keys; %s\n\n", *path, len(reqs), len(keys), describe(cfg))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 3, ' ', tabwriter.AlignRight)
