@@ -1,0 +1,573 @@
+// Package metrics records what the limiter decides and how its store fares,
+// for Prometheus (/metrics) and for the status page (Snapshot).
+//
+// A Recorder is fed one call of Observe per checked request. It keeps
+// per-rule counters labelled by rule name and result, a latency histogram,
+// store health and rule reloads in its own Prometheus registry, and, for the
+// status page, recent per-rule rates and a bounded top-k of the keys that
+// were rejected most (package topk). Counter keys are never metric labels:
+// their number is unbounded.
+package metrics
+
+import (
+	"net/http"
+	"runtime"
+	runtimemetrics "runtime/metrics"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/topk"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Results a rule's decision is counted under, as the "result" label of
+// floodgate_decisions_total.
+const (
+	ResultAllowed        = "allowed"
+	ResultRejected       = "rejected"
+	ResultShadowRejected = "shadow_rejected"
+)
+
+// Results a request is counted under, as the "result" label of
+// floodgate_requests_total.
+const (
+	RequestAllowed   = "allowed"
+	RequestRejected  = "rejected"
+	RequestUnmatched = "unmatched" // no rule applied
+	RequestError     = "error"     // the check failed (store error, bad request)
+)
+
+// Breaker states for StoreHealth.Breaker.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half-open"
+)
+
+// TopKeys is how many rejected keys a Snapshot lists; TopCapacity is how many
+// the sketch tracks to find them.
+const (
+	TopKeys     = 10
+	TopCapacity = 200
+)
+
+// topHalfLife is how quickly old rejections fade from the top-k: counts are
+// halved once per period.
+const topHalfLife = time.Minute
+
+// StoreHealth describes the counter store as the server sees it.
+type StoreHealth struct {
+	// Type is the store's kind: "memory", "redis" or "redis-cluster".
+	Type string `json:"type"`
+	// Arrangement is how nodes share counters: "local", "centralized",
+	// "split" or "delayed".
+	Arrangement string `json:"arrangement,omitempty"`
+	// Up reports that the store answers.
+	Up bool `json:"up"`
+	// Breaker is the circuit breaker's state (one of the Breaker constants),
+	// or empty when the store has none.
+	Breaker string `json:"breaker,omitempty"`
+	// Errors is the number of store operations that failed since start.
+	Errors uint64 `json:"errors"`
+	// SyncLag is, in delayed synchronization, how long ago the last
+	// successful exchange with the shared store ended; zero otherwise.
+	SyncLag time.Duration `json:"sync_lag_ns"`
+	// Pending is the number of local counts not yet pushed to the shared
+	// store (delayed synchronization, or counts taken during an outage).
+	Pending int64 `json:"pending"`
+	// Keys is the number of keys the store (or the local node) tracks.
+	Keys int64 `json:"keys"`
+	// Detail is a short free-form note, such as the last error.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Recorder collects metrics. It is safe for concurrent use. The zero value
+// is not usable; call New.
+type Recorder struct {
+	reg   *prometheus.Registry
+	start time.Time
+	now   func() time.Time
+
+	decisions *prometheus.CounterVec
+	requests  *prometheus.CounterVec
+	latency   prometheus.Histogram
+	reloads   *prometheus.CounterVec
+	lastLoad  prometheus.Gauge
+
+	reqAllowed, reqRejected, reqUnmatched, reqError prometheus.Counter
+
+	// rules maps a rule name to its counters; it only grows (rule names
+	// are bounded by the rule file).
+	rulesMu sync.RWMutex
+	rules   map[string]*ruleStats
+
+	totals struct {
+		allowed, rejected, unmatched, errors atomic.Uint64
+		latencyNs                            atomic.Uint64
+	}
+
+	top *topk.Sketch
+
+	storeMu   sync.Mutex
+	store     StoreHealth
+	storeFunc func() StoreHealth
+
+	reloadOK, reloadFailed atomic.Uint64
+	lastReload             atomic.Int64 // unix ns of the last successful reload
+
+	// sampling for recent rates
+	sampleMu  sync.Mutex
+	samples   []sample
+	lastDecay time.Time
+}
+
+type ruleStats struct {
+	allowed, rejected, shadow       atomic.Uint64
+	cAllowed, cRejected, cShadowRej prometheus.Counter
+}
+
+// sample is the cumulative counts at one moment, to compute rates from.
+type sample struct {
+	at                                   time.Time
+	allowed, rejected, unmatched, errors uint64
+	latencyNs                            uint64
+	rules                                map[string][3]uint64
+}
+
+// Option configures a Recorder.
+type Option func(*Recorder)
+
+// WithClock makes the recorder read time from now instead of time.Now (for
+// tests of rates and decay).
+func WithClock(now func() time.Time) Option { return func(r *Recorder) { r.now = now } }
+
+// New returns a Recorder with its own registry, which also holds the Go
+// runtime and process collectors.
+func New(opts ...Option) *Recorder {
+	r := &Recorder{
+		reg:   prometheus.NewRegistry(),
+		now:   time.Now,
+		rules: map[string]*ruleStats{},
+		top:   topk.New(TopCapacity, 0),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	r.start = r.now()
+	r.lastDecay = r.start
+	r.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_decisions_total",
+		Help: "Rule decisions by rule and result (allowed, rejected, shadow_rejected). A request counts once for every rule that applied to it.",
+	}, []string{"rule", "result"})
+	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_requests_total",
+		Help: "Checked requests by result: allowed, rejected, unmatched (no rule applied) or error.",
+	}, []string{"result"})
+	r.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "floodgate_decision_duration_seconds",
+		Help: "Time to decide a request, from the front end's call to the rule engine to its answer.",
+		Buckets: []float64{.000005, .00001, .000025, .00005, .0001, .00025, .0005,
+			.001, .0025, .005, .01, .025, .05, .1, .25, 1},
+	})
+	r.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_rule_reloads_total",
+		Help: "Rule file reloads by result (success, failure). A failed reload keeps the previous rules.",
+	}, []string{"result"})
+	r.lastLoad = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "floodgate_rule_reload_last_success_timestamp_seconds",
+		Help: "Unix time of the last successful rule reload (0 if none since start).",
+	})
+	r.reqAllowed = r.requests.WithLabelValues(RequestAllowed)
+	r.reqRejected = r.requests.WithLabelValues(RequestRejected)
+	r.reqUnmatched = r.requests.WithLabelValues(RequestUnmatched)
+	r.reqError = r.requests.WithLabelValues(RequestError)
+	r.reloads.WithLabelValues("success")
+	r.reloads.WithLabelValues("failure")
+
+	health := func(f func(StoreHealth) float64) func() float64 {
+		return func() float64 { return f(r.storeHealth()) }
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	storeCollectors := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "floodgate_store_up",
+			Help: "1 if the counter store answers, 0 if not.",
+		}, health(func(h StoreHealth) float64 { return b2f(h.Up) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "floodgate_store_breaker_open",
+			Help: "Circuit breaker in front of the shared store: 0 closed, 1 open, 0.5 half-open.",
+		}, health(func(h StoreHealth) float64 {
+			switch h.Breaker {
+			case BreakerOpen:
+				return 1
+			case BreakerHalfOpen:
+				return 0.5
+			}
+			return 0
+		})),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "floodgate_store_errors_total",
+			Help: "Counter store operations that failed.",
+		}, health(func(h StoreHealth) float64 { return float64(h.Errors) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "floodgate_sync_lag_seconds",
+			Help: "Delayed synchronization: seconds since the last successful exchange with the shared store.",
+		}, health(func(h StoreHealth) float64 { return h.SyncLag.Seconds() })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "floodgate_sync_pending",
+			Help: "Local counts not yet pushed to the shared store.",
+		}, health(func(h StoreHealth) float64 { return float64(h.Pending) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "floodgate_keys_tracked",
+			Help: "Keys the counter store (or this node's local view) holds.",
+		}, health(func(h StoreHealth) float64 { return float64(h.Keys) })),
+	}
+	r.reg.MustRegister(r.decisions, r.requests, r.latency, r.reloads, r.lastLoad,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.reg.MustRegister(storeCollectors...)
+	return r
+}
+
+// Registry returns the recorder's registry, so callers may add their own
+// collectors.
+func (r *Recorder) Registry() *prometheus.Registry { return r.reg }
+
+// Handler returns the /metrics handler in the Prometheus text format (or
+// OpenMetrics when the scraper asks for it).
+func (r *Recorder) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{
+		Registry:          r.reg,
+		EnableOpenMetrics: true,
+	})
+}
+
+func (r *Recorder) rule(name string) *ruleStats {
+	r.rulesMu.RLock()
+	rs := r.rules[name]
+	r.rulesMu.RUnlock()
+	if rs != nil {
+		return rs
+	}
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	if rs = r.rules[name]; rs == nil {
+		rs = &ruleStats{
+			cAllowed:   r.decisions.WithLabelValues(name, ResultAllowed),
+			cRejected:  r.decisions.WithLabelValues(name, ResultRejected),
+			cShadowRej: r.decisions.WithLabelValues(name, ResultShadowRejected),
+		}
+		r.rules[name] = rs
+	}
+	return rs
+}
+
+// Observe records the outcome of one checked request and how long deciding
+// it took: one decision per rule status, the request's overall result, the
+// latency, and the keys of rejecting rules (shadow ones too) for the top-k.
+func (r *Recorder) Observe(res rules.Result, elapsed time.Duration) {
+	r.latency.Observe(elapsed.Seconds())
+	if elapsed > 0 {
+		r.totals.latencyNs.Add(uint64(elapsed))
+	}
+	switch {
+	case len(res.Statuses) == 0:
+		r.reqUnmatched.Inc()
+		r.totals.unmatched.Add(1)
+	case res.Allowed:
+		r.reqAllowed.Inc()
+		r.totals.allowed.Add(1)
+	default:
+		r.reqRejected.Inc()
+		r.totals.rejected.Add(1)
+	}
+	for i := range res.Statuses {
+		st := &res.Statuses[i]
+		rs := r.rule(st.Rule)
+		switch {
+		case st.Decision.Allowed:
+			rs.allowed.Add(1)
+			rs.cAllowed.Inc()
+		case st.Shadow:
+			rs.shadow.Add(1)
+			rs.cShadowRej.Inc()
+			r.top.Add(topKey(st.Rule, st.Key, true), 1)
+		default:
+			rs.rejected.Add(1)
+			rs.cRejected.Inc()
+			r.top.Add(topKey(st.Rule, st.Key, false), 1)
+		}
+	}
+}
+
+// ObserveError records a check that failed (the store could not decide, or
+// the request was malformed) and how long it took.
+func (r *Recorder) ObserveError(elapsed time.Duration) {
+	r.latency.Observe(elapsed.Seconds())
+	if elapsed > 0 {
+		r.totals.latencyNs.Add(uint64(elapsed))
+	}
+	r.reqError.Inc()
+	r.totals.errors.Add(1)
+}
+
+// topKey joins what the top-k tracks into one string: shadow flag, rule and
+// counter key, separated by newlines (which rule names do not hold).
+func topKey(rule, key string, shadow bool) string {
+	s := "r"
+	if shadow {
+		s = "s"
+	}
+	return s + "\n" + rule + "\n" + key
+}
+
+func splitTopKey(k string) (rule, key string, shadow bool) {
+	parts := strings.SplitN(k, "\n", 3)
+	if len(parts) != 3 {
+		return "", k, false
+	}
+	return parts[1], parts[2], parts[0] == "s"
+}
+
+// SetStore records the store's current health. It is for servers that push
+// health as it changes; SetStoreFunc is the pull alternative.
+func (r *Recorder) SetStore(h StoreHealth) {
+	r.storeMu.Lock()
+	r.store = h
+	r.storeMu.Unlock()
+}
+
+// SetStoreFunc makes the recorder ask f for the store's health whenever it
+// is needed (a scrape, a snapshot), instead of using the last SetStore. f
+// must be safe for concurrent use and quick. A nil f reverts to SetStore.
+func (r *Recorder) SetStoreFunc(f func() StoreHealth) {
+	r.storeMu.Lock()
+	r.storeFunc = f
+	r.storeMu.Unlock()
+}
+
+func (r *Recorder) storeHealth() StoreHealth {
+	r.storeMu.Lock()
+	f, h := r.storeFunc, r.store
+	r.storeMu.Unlock()
+	if f != nil {
+		return f()
+	}
+	return h
+}
+
+// RuleReload records a rule file reload: ok reports whether the new rules
+// took effect.
+func (r *Recorder) RuleReload(ok bool) {
+	if ok {
+		r.reloadOK.Add(1)
+		r.reloads.WithLabelValues("success").Inc()
+		now := r.now()
+		r.lastReload.Store(now.UnixNano())
+		r.lastLoad.Set(float64(now.UnixNano()) / 1e9)
+		return
+	}
+	r.reloadFailed.Add(1)
+	r.reloads.WithLabelValues("failure").Inc()
+}
+
+// Snapshot is the recorder's state for the status page, in a JSON-friendly
+// form. Rates are over the last few seconds (RateWindow says exactly).
+type Snapshot struct {
+	// Time is when the snapshot was taken; Uptime is seconds since New.
+	Time   time.Time `json:"time"`
+	Uptime float64   `json:"uptime_s"`
+	// RateWindow is the span, in seconds, the rates are measured over.
+	RateWindow float64 `json:"rate_window_s"`
+	// Requests sums every checked request.
+	Requests RequestStats `json:"requests"`
+	// Rules has one entry per rule that decided anything, by name.
+	Rules []RuleStats `json:"rules"`
+	// TopRejected lists the keys rejected most, most first (at most
+	// TopKeys), with counts that halve every minute so recent rejections
+	// dominate.
+	TopRejected []TopKey `json:"top_rejected"`
+	// Store is the counter store's health.
+	Store StoreHealth `json:"store"`
+	// Reloads counts rule reloads since start.
+	Reloads ReloadStats `json:"reloads"`
+	// Go runtime figures.
+	Goroutines int    `json:"goroutines"`
+	HeapBytes  uint64 `json:"heap_bytes"`
+}
+
+// RequestStats counts checked requests.
+type RequestStats struct {
+	Allowed   uint64 `json:"allowed"`
+	Rejected  uint64 `json:"rejected"`
+	Unmatched uint64 `json:"unmatched"`
+	Errors    uint64 `json:"errors"`
+	// PerSec is the recent rate of checked requests of every kind.
+	PerSec float64 `json:"per_s"`
+	// RejectedPerSec is the recent rate of rejected requests.
+	RejectedPerSec float64 `json:"rejected_per_s"`
+	// MeanLatencyMs is the recent mean decision time in milliseconds.
+	MeanLatencyMs float64 `json:"mean_latency_ms"`
+}
+
+// RuleStats is one rule's decisions: totals since start and recent rates.
+type RuleStats struct {
+	Rule                 string  `json:"rule"`
+	Allowed              uint64  `json:"allowed"`
+	Rejected             uint64  `json:"rejected"`
+	ShadowRejected       uint64  `json:"shadow_rejected"`
+	AllowedPerSec        float64 `json:"allowed_per_s"`
+	RejectedPerSec       float64 `json:"rejected_per_s"`
+	ShadowRejectedPerSec float64 `json:"shadow_rejected_per_s"`
+}
+
+// TopKey is one frequently rejected counter key.
+type TopKey struct {
+	Rule string `json:"rule"`
+	Key  string `json:"key"`
+	// Shadow reports rejections by a shadow rule (not enforced).
+	Shadow bool `json:"shadow,omitempty"`
+	// Count is the decayed number of rejections, an overestimate by at most
+	// Err.
+	Count uint64 `json:"count"`
+	Err   uint64 `json:"err,omitempty"`
+}
+
+// ReloadStats counts rule reloads.
+type ReloadStats struct {
+	OK     uint64 `json:"ok"`
+	Failed uint64 `json:"failed"`
+	// Last is the time of the last successful reload, if any.
+	Last *time.Time `json:"last,omitempty"`
+}
+
+// rateWindow is the span rates are computed over; samples are kept at least
+// sampleEvery apart.
+const (
+	rateWindow  = 5 * time.Second
+	sampleEvery = time.Second
+	maxSamples  = 16
+)
+
+func (r *Recorder) current(at time.Time) sample {
+	s := sample{
+		at:        at,
+		allowed:   r.totals.allowed.Load(),
+		rejected:  r.totals.rejected.Load(),
+		unmatched: r.totals.unmatched.Load(),
+		errors:    r.totals.errors.Load(),
+		latencyNs: r.totals.latencyNs.Load(),
+		rules:     map[string][3]uint64{},
+	}
+	r.rulesMu.RLock()
+	for name, rs := range r.rules {
+		s.rules[name] = [3]uint64{rs.allowed.Load(), rs.rejected.Load(), rs.shadow.Load()}
+	}
+	r.rulesMu.RUnlock()
+	return s
+}
+
+// Snapshot returns the current figures. Rates compare the counts now with
+// the counts of the oldest kept sample at most about five seconds old (or,
+// right after start, with zero at start).
+func (r *Recorder) Snapshot() Snapshot {
+	now := r.now()
+	cur := r.current(now)
+
+	r.sampleMu.Lock()
+	base := sample{at: r.start}
+	// Drop samples older than the window, keeping the newest of them as the
+	// base if nothing younger is left.
+	for len(r.samples) > 1 && now.Sub(r.samples[1].at) >= rateWindow {
+		r.samples = r.samples[1:]
+	}
+	if len(r.samples) > 0 {
+		base = r.samples[0]
+	}
+	if len(r.samples) == 0 || now.Sub(r.samples[len(r.samples)-1].at) >= sampleEvery {
+		if len(r.samples) >= maxSamples {
+			r.samples = r.samples[1:]
+		}
+		r.samples = append(r.samples, cur)
+	}
+	// Fade the top-k: halve once per half-life that has passed.
+	for now.Sub(r.lastDecay) >= topHalfLife {
+		r.top.Decay(1, 2)
+		r.lastDecay = r.lastDecay.Add(topHalfLife)
+	}
+	r.sampleMu.Unlock()
+
+	dt := now.Sub(base.at).Seconds()
+	rate := func(a, b uint64) float64 {
+		if dt <= 0 || a < b {
+			return 0
+		}
+		return float64(a-b) / dt
+	}
+	snap := Snapshot{
+		Time:       now,
+		Uptime:     now.Sub(r.start).Seconds(),
+		RateWindow: dt,
+		Requests: RequestStats{
+			Allowed:   cur.allowed,
+			Rejected:  cur.rejected,
+			Unmatched: cur.unmatched,
+			Errors:    cur.errors,
+		},
+		Store: r.storeHealth(),
+		Reloads: ReloadStats{
+			OK:     r.reloadOK.Load(),
+			Failed: r.reloadFailed.Load(),
+		},
+		Goroutines: runtime.NumGoroutine(),
+	}
+	total := cur.allowed + cur.rejected + cur.unmatched + cur.errors
+	baseTotal := base.allowed + base.rejected + base.unmatched + base.errors
+	snap.Requests.PerSec = rate(total, baseTotal)
+	snap.Requests.RejectedPerSec = rate(cur.rejected, base.rejected)
+	if n := total - baseTotal; n > 0 && cur.latencyNs >= base.latencyNs {
+		snap.Requests.MeanLatencyMs = float64(cur.latencyNs-base.latencyNs) / float64(n) / 1e6
+	}
+	if ns := r.lastReload.Load(); ns != 0 {
+		t := time.Unix(0, ns)
+		snap.Reloads.Last = &t
+	}
+	for name, c := range cur.rules {
+		b := base.rules[name]
+		snap.Rules = append(snap.Rules, RuleStats{
+			Rule: name, Allowed: c[0], Rejected: c[1], ShadowRejected: c[2],
+			AllowedPerSec:        rate(c[0], b[0]),
+			RejectedPerSec:       rate(c[1], b[1]),
+			ShadowRejectedPerSec: rate(c[2], b[2]),
+		})
+	}
+	slices.SortFunc(snap.Rules, func(a, b RuleStats) int { return strings.Compare(a.Rule, b.Rule) })
+	for _, e := range r.top.Top(TopKeys) {
+		rule, key, shadow := splitTopKey(e.Key)
+		snap.TopRejected = append(snap.TopRejected, TopKey{Rule: rule, Key: key, Shadow: shadow, Count: e.Count, Err: e.Err})
+	}
+	if snap.Rules == nil {
+		snap.Rules = []RuleStats{}
+	}
+	if snap.TopRejected == nil {
+		snap.TopRejected = []TopKey{}
+	}
+	// runtime/metrics reads the heap size without stopping the world.
+	heap := []runtimemetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	runtimemetrics.Read(heap)
+	if heap[0].Value.Kind() == runtimemetrics.KindUint64 {
+		snap.HeapBytes = heap[0].Value.Uint64()
+	}
+	return snap
+}
