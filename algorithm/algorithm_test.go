@@ -177,11 +177,15 @@ func TestGCRABurstCost(t *testing.T) {
 // TestClockBackwards runs traffic whose clock jumps back, and checks that
 // the earlier time never gets more than the latest time would.
 func TestClockBackwards(t *testing.T) {
+	// These keep the latest time in the state and decide exactly as at it;
+	// the window counters know only the newest window or slice.
+	exact := map[string]bool{SlidingLog: true, TokenBucket: true, GCRA: true,
+		LeakyBucket: true, Concurrency: true, BoundedLog: true}
 	for _, c := range testConfigs(20, time.Second) {
 		a := mustNew(t, c)
 		rng := rand.New(rand.NewPCG(1, 2))
 		s := make([]int64, a.Words())
-		latest := int64(5e9)
+		latest, stateLatest := int64(5e9), int64(0)
 		for i := range 3000 {
 			now := latest + rng.Int64N(int64(30*time.Millisecond))
 			if i%3 == 0 {
@@ -195,11 +199,19 @@ func TestClockBackwards(t *testing.T) {
 			if back.Allowed && !ahead.Allowed {
 				t.Fatalf("%s: at %d (latest %d) allowed %+v, but the latest time rejects: %+v", a.Name(), now, latest, back, ahead)
 			}
+			if exact[a.Name()] && now < stateLatest {
+				if at := a.Peek(s, stateLatest, cost); back != at {
+					t.Fatalf("%s: at %d (state's latest %d) decided %+v, at the latest time %+v", a.Name(), now, stateLatest, back, at)
+				}
+			}
 			if back.Allowed && back.Remaining > ahead.Remaining {
 				t.Fatalf("%s: going back gave remaining %d > %d", a.Name(), back.Remaining, ahead.Remaining)
 			}
-			if d := a.Decide(s, now, cost); d.Allowed && a.Name() == Concurrency {
-				a.Release(s, now, cost)
+			if d := a.Decide(s, now, cost); d.Allowed {
+				stateLatest = max(stateLatest, now)
+				if a.Name() == Concurrency && i%2 == 0 {
+					a.Release(s, now, cost)
+				}
 			}
 		}
 	}
@@ -335,5 +347,28 @@ func TestAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per decision", a.Name(), allocs)
 		}
+	}
+}
+
+// TestLeakyBucketQueue follows a queue filling up: 10 per second, at most
+// 1 s of delay.
+func TestLeakyBucketQueue(t *testing.T) {
+	a := mustNew(t, Config{Algorithm: LeakyBucket, Limit: 10, Window: time.Second})
+	s := make([]int64, a.Words())
+	for i := range 11 {
+		d := a.Decide(s, 0, 1)
+		if want := time.Duration(i) * 100 * time.Millisecond; !d.Allowed || d.Delay != want {
+			t.Fatalf("request %d: %+v, want allowed with delay %v", i, d, want)
+		}
+	}
+	d := a.Decide(s, 0, 1)
+	if d.Allowed || d.Reason != ReasonQueueFull || d.RetryAfter != 100*time.Millisecond || d.ResetAfter != 1100*time.Millisecond {
+		t.Fatalf("12th request: %+v, want queue full, retry after 100ms, reset after 1.1s", d)
+	}
+	if d := a.Peek(s, int64(100*time.Millisecond)-1, 1); d.Allowed {
+		t.Fatalf("accepted 1ns before RetryAfter: %+v", d)
+	}
+	if d := a.Peek(s, int64(100*time.Millisecond), 1); !d.Allowed || d.Delay != time.Second {
+		t.Fatalf("at RetryAfter: %+v, want allowed with a delay of 1s", d)
 	}
 }
