@@ -1,0 +1,248 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// t0 is a realistic Unix time (late 2025) in nanoseconds, on a millisecond.
+const t0 = int64(1_764_470_000_000) * int64(time.Millisecond)
+
+// diffConfigs are limits whose time parameters are whole microseconds, so
+// the scripts (µs) and the Go algorithms (ns) must agree exactly on
+// millisecond traces.
+var diffConfigs = []algorithm.Config{
+	{Algorithm: algorithm.FixedWindow, Limit: 10, Window: time.Second},
+	{Algorithm: algorithm.SlidingWindow, Limit: 20, Window: 1200 * time.Millisecond, Slices: 12},
+	{Algorithm: algorithm.SlidingWindow, Limit: 7, Window: 900 * time.Millisecond, Slices: 3},
+	{Algorithm: algorithm.WeightedWindow, Limit: 15, Window: time.Second},
+	{Algorithm: algorithm.SlidingLog, Limit: 8, Window: 500 * time.Millisecond},
+	{Algorithm: algorithm.TokenBucket, Limit: 10, Window: time.Second, Capacity: 5},
+	{Algorithm: algorithm.TokenBucket, Limit: 10, Window: time.Second, Capacity: 3, Rate: 4},
+	{Algorithm: algorithm.GCRA, Limit: 10, Window: time.Second, Burst: 3},
+	{Algorithm: algorithm.LeakyBucket, Limit: 5, Window: time.Second, MaxDelay: 600 * time.Millisecond},
+	{Algorithm: algorithm.Concurrency, Limit: 3, Window: 2 * time.Second},
+	{Algorithm: algorithm.Concurrency, Limit: 4},
+	{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
+	{Algorithm: algorithm.BoundedLog, Limit: 5, Window: 700 * time.Millisecond, Tolerance: 0.01},
+	// Seed 000's limit (600 per 60 s) for the algorithms it compares.
+	{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute},
+	{Algorithm: algorithm.SlidingWindow, Limit: 600, Window: time.Minute, Slices: 12},
+	{Algorithm: algorithm.WeightedWindow, Limit: 600, Window: time.Minute},
+	{Algorithm: algorithm.TokenBucket, Limit: 600, Window: time.Minute, Capacity: 60},
+	{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute},
+	{Algorithm: algorithm.SlidingLog, Limit: 600, Window: time.Minute},
+}
+
+// goRef keeps a local Go state per key: the reference the store must match.
+type goRef struct {
+	alg    algorithm.Algorithm
+	states map[string][]int64
+}
+
+func (g *goRef) state(key string) []int64 {
+	s, ok := g.states[key]
+	if !ok {
+		s = make([]int64, g.alg.Words())
+		g.states[key] = s
+	}
+	return s
+}
+
+func name(c algorithm.Config) string {
+	return fmt.Sprintf("%s-%d-%v-%d-%d-%v", c.Algorithm, c.Limit, c.Window, c.Capacity, c.Burst, c.Tolerance)
+}
+
+// TestDifferentialRandom replays random millisecond traces (costs from 0 to
+// above the limit, clocks that step back, releases, and merged events)
+// through the Go algorithm on a local state and through Redis, and requires
+// every decision and every merged state to be identical.
+func TestDifferentialRandom(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	for ci, c := range diffConfigs {
+		t.Run(name(c), func(t *testing.T) {
+			a := mustAlg(t, c)
+			ref := &goRef{alg: a, states: map[string][]int64{}}
+			rng := rand.New(rand.NewPCG(uint64(ci), 7))
+			keys := []string{"a", "b", "c"}
+			now := t0
+			limit := a.Config().Limit
+			steps := 300
+			if limit >= 600 {
+				steps = 1500
+			}
+			for step := range steps {
+				switch r := rng.IntN(100); {
+				case r < 3: // the clock steps back
+					now -= int64(rng.IntN(200)) * int64(time.Millisecond)
+				case r < 10: // a pause
+					now += int64(rng.IntN(3000)) * int64(time.Millisecond)
+				default:
+					now += int64(rng.IntN(int(c.Window/time.Millisecond)/max(int(limit)/2, 1)+1)) * int64(time.Millisecond)
+				}
+				key := keys[rng.IntN(len(keys))]
+				cost := int64(1)
+				switch r := rng.IntN(100); {
+				case r < 2:
+					cost = 0
+				case r < 4:
+					cost = limit + 1
+				case r < 20:
+					cost = 1 + rng.Int64N(min(limit, 4))
+				}
+				req := store.Request{Algorithm: a, Key: key, Cost: cost}
+				switch op := rng.IntN(100); {
+				case op < 10 && c.Algorithm == algorithm.Concurrency:
+					a.Release(ref.state(key), now, cost)
+					if err := s.Release(ctx, now, []store.Request{req}); err != nil {
+						t.Fatal(err)
+					}
+				case op < 15:
+					// Merge events from elsewhere, some older than now.
+					var evs []store.Event
+					for range rng.IntN(4) {
+						at := now - int64(rng.IntN(int(c.Window/time.Millisecond)+1))*int64(time.Millisecond)
+						evs = append(evs, store.Event{Time: at, Cost: 1 + rng.Int64N(3)})
+					}
+					for _, e := range evs {
+						a.Record(ref.state(key), e.Time, e.Cost)
+					}
+					b := []store.SyncBatch{{Algorithm: a, Key: key, Events: evs}}
+					if err := s.Sync(ctx, now, b); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(b[0].State, ref.state(key)) {
+						t.Fatalf("step %d: state after merging %v:\nredis %v\ngo    %v", step, evs, b[0].State, ref.state(key))
+					}
+				default:
+					want := micros(a.Decide(ref.state(key), now, cost))
+					got, err := s.DecideOne(ctx, now, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Fatalf("step %d at +%v, key %s, cost %d:\nredis %+v\ngo    %+v",
+							step, time.Duration(now-t0), key, cost, got, want)
+					}
+				}
+			}
+			// The final states agree too.
+			for _, key := range keys {
+				b := []store.SyncBatch{{Algorithm: a, Key: key}}
+				if err := s.Sync(ctx, now, b); err != nil {
+					t.Fatal(err)
+				}
+				want := ref.state(key)
+				if c.Algorithm == algorithm.Concurrency && want[0] == 0 {
+					// Redis deletes a concurrency key with nothing in flight.
+					want = make([]int64, len(want))
+				}
+				if !slices.Equal(b[0].State, want) {
+					t.Fatalf("final state of %s:\nredis %v\ngo    %v", key, b[0].State, want)
+				}
+			}
+		})
+	}
+}
+
+// TestDifferentialSeed replays seed 000's client (one window at 10 and at
+// 90 requests per second against 600 per 60 s, request i at i/rate seconds,
+// here rounded down to the millisecond) and its boundary burst, and requires
+// identical decisions and identical totals.
+func TestDifferentialSeed(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	for _, c := range diffConfigs[len(diffConfigs)-6:] {
+		for _, rate := range []int64{10, 90} {
+			t.Run(fmt.Sprintf("%s/%d", name(c), rate), func(t *testing.T) {
+				a := mustAlg(t, c)
+				st := make([]int64, a.Words())
+				key := fmt.Sprintf("seed-%d", rate)
+				accepted := 0
+				// Past the end of the first window, into the second.
+				n := rate * 70
+				for i := range n {
+					now := t0 + i*1000/rate*int64(time.Millisecond)
+					want := micros(a.Decide(st, now, 1))
+					got, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: key, Cost: 1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Fatalf("request %d: redis %+v, go %+v", i, got, want)
+					}
+					if got.Allowed {
+						accepted++
+					}
+				}
+				t.Logf("%d of %d accepted", accepted, n)
+			})
+		}
+	}
+}
+
+// TestDecideAllOrNothing checks multi-request decisions (shadow limits,
+// the same key twice, a rejection that must leave the others uncounted)
+// against the memory store, whose semantics store.Store defines.
+func TestDecideAllOrNothing(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	mem := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	algs := []algorithm.Algorithm{
+		mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Second}),
+		mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 8, Window: time.Second}),
+		mustAlg(t, algorithm.Config{Algorithm: algorithm.TokenBucket, Limit: 4, Window: time.Second}),
+		mustAlg(t, algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: 6, Window: time.Second, Slices: 4}),
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := t0
+	for step := range 400 {
+		now += int64(rng.IntN(80)) * int64(time.Millisecond)
+		n := 1 + rng.IntN(4)
+		reqs := make([]store.Request, n)
+		for i := range reqs {
+			reqs[i] = store.Request{
+				Algorithm: algs[rng.IntN(len(algs))],
+				Key:       []string{"x", "y"}[rng.IntN(2)],
+				Cost:      1 + rng.Int64N(2),
+				Shadow:    rng.IntN(5) == 0,
+			}
+		}
+		want := make([]algorithm.Decision, n)
+		got := make([]algorithm.Decision, n)
+		if err := mem.Decide(ctx, now, reqs, want); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			want[i] = micros(want[i])
+		}
+		if err := s.Decide(ctx, now, reqs, got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d, requests %+v:\nredis %+v\nmem   %+v", step, reqs, got, want)
+		}
+	}
+}
+
+// micros rounds d's durations up to whole microseconds, the resolution of
+// the scripts. With inputs in whole microseconds the two differ only where
+// Go works below a microsecond (the concurrency guard's "+1 ns", the
+// weighted window's floor(r*W/p) in ns), and there the Go value rounded up
+// is exactly the script's.
+func micros(d algorithm.Decision) algorithm.Decision {
+	up := func(x time.Duration) time.Duration {
+		return (x + time.Microsecond - 1) / time.Microsecond * time.Microsecond
+	}
+	d.ResetAfter, d.RetryAfter, d.Delay = up(d.ResetAfter), up(d.RetryAfter), up(d.Delay)
+	return d
+}
