@@ -59,7 +59,8 @@ func rolling(events []Event, window, x0, x1 time.Duration, n int) []int64 {
 // window (grey area), the number accepted in the trailing window (coloured
 // line; for leaky-bucket at the delayed time they proceed), and the limit L
 // (dashed red line). Where the coloured line rises above the red one, the
-// promise is broken; the panel's caption gives the busiest window.
+// promise is broken; the panel's caption gives the busiest window and the
+// false rejects.
 func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 	if len(tables) == 0 || len(tables[0].Results) == 0 {
 		return fmt.Errorf("sim: nothing to draw")
@@ -67,10 +68,10 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 	const (
 		pw, ph   = 150, 110 // panel plot area
 		gapX     = 22
-		gapY     = 46
+		gapY     = 58
 		left     = 120
 		top      = 92
-		bottom   = 58
+		bottom   = 80
 		right    = 20
 		nColumns = pw // one sample per pixel
 	)
@@ -141,6 +142,9 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 			p(`<path d="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", stepPath(acc[i][j], X, Y, false), colour)
 			p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e41a1c" stroke-width="1" stroke-dasharray="5,3"/>`+"\n", x0, Y(shape.Limit), x0+pw, Y(shape.Limit))
 			p(`<text x="%d" y="%d" font-size="10">busiest %d (x%.2f)</text>`+"\n", x0+3, y0+ph+13, res.Busiest, res.Ratio)
+			if res.FalseRejects > 0 {
+				p(`<text x="%d" y="%d" font-size="10" fill="#b2182b">%d false rejects</text>`+"\n", x0+3, y0+ph+25, res.FalseRejects)
+			}
 			// Axes labels on the first column and the last row.
 			if j == 0 {
 				for _, v := range []int64{0, shape.Limit, yMax} {
@@ -150,7 +154,7 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 			if i == rows-1 {
 				for _, s := range []time.Duration{0, xMax / 2, xMax} {
 					k := int(int64(s) * nColumns / int64(xMax))
-					p(`<text x="%.1f" y="%d" font-size="9" text-anchor="middle">%gs</text>`+"\n", X(k), y0+ph+26, s.Seconds())
+					p(`<text x="%.1f" y="%d" font-size="9" text-anchor="middle">%gs</text>`+"\n", X(k), y0+ph+38, s.Seconds())
 				}
 			}
 		}
@@ -160,7 +164,7 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 		"leaky-bucket: an accepted request is counted when it proceeds, at its arrival time plus the delay it was given.",
 	}
 	for k, n := range notes {
-		p(`<text x="%d" y="%d" font-size="11" fill="#444">%s</text>`+"\n", left, height-26+k*14, html.EscapeString(n))
+		p(`<text x="%d" y="%d" font-size="11" fill="#444">%s</text>`+"\n", left, height-22+k*14, html.EscapeString(n))
 	}
 	p("</svg>\n")
 	return b.Flush()
