@@ -1,0 +1,169 @@
+// Package statuspage serves Floodgate's live status page: the loaded rules,
+// decisions per second per rule, the keys rejected most, and the counter
+// store's health.
+//
+// The page is self-contained (HTML, CSS and JavaScript embedded in the
+// binary, nothing fetched from elsewhere) and polls a JSON feed once a second
+// to update in place. Everything drawn from requests, such as rejected keys,
+// is inserted as text, never as markup.
+package statuspage
+
+import (
+	"embed"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/metrics"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// Source is what the page shows: the rules in force and the recorder's
+// current figures. Both methods are called once per poll and must be safe
+// for concurrent use.
+type Source interface {
+	Rules() []rules.RuleInfo
+	Snapshot() metrics.Snapshot
+}
+
+// Feed is the JSON document served at status.json.
+type Feed struct {
+	// Rules lists the rules in force, in file order.
+	Rules []Rule `json:"rules"`
+	// Metrics holds the recent figures.
+	Metrics metrics.Snapshot `json:"metrics"`
+}
+
+// Rule is a rule as the page shows it; see rules.RuleInfo.
+type Rule struct {
+	Name      string   `json:"name"`
+	Domain    string   `json:"domain"`
+	Match     string   `json:"match"`
+	Key       string   `json:"key"`
+	Limit     int64    `json:"limit"`
+	Window    string   `json:"window"`
+	WindowSec float64  `json:"window_s"`
+	Algorithm string   `json:"algorithm,omitempty"`
+	Unlimited bool     `json:"unlimited,omitempty"`
+	Block     bool     `json:"block,omitempty"`
+	Shadow    bool     `json:"shadow,omitempty"`
+	Failure   string   `json:"failure,omitempty"`
+	Cost      string   `json:"cost,omitempty"`
+	Overrides []string `json:"overrides,omitempty"`
+	Line      int      `json:"line,omitempty"`
+}
+
+//go:embed assets
+var assets embed.FS
+
+// files maps the page's paths to their embedded file and content type.
+var files = map[string][2]string{
+	"/":           {"assets/index.html", "text/html; charset=utf-8"},
+	"/index.html": {"assets/index.html", "text/html; charset=utf-8"},
+	"/status.css": {"assets/status.css", "text/css; charset=utf-8"},
+	"/status.js":  {"assets/status.js", "text/javascript; charset=utf-8"},
+}
+
+// csp allows the page its own script, style and feed and nothing else.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// Handler returns the status page handler. It serves the page at "/" (with
+// its script and style beside it) and the feed at "/status.json"; other
+// paths get 404. Mount it at the root, or under a prefix with
+// http.StripPrefix (the page fetches its parts by relative URL).
+func Handler(src Source) http.Handler {
+	return &handler{src: src}
+}
+
+type handler struct{ src Source }
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	if path != "/status.json" {
+		if _, ok := files[path]; !ok {
+			http.NotFound(w, r)
+			return
+		}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed: the status page is read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Content-Security-Policy", csp)
+	hdr.Set("Referrer-Policy", "no-referrer")
+	if path == "/status.json" {
+		h.serveFeed(w, r)
+		return
+	}
+	f := files[path]
+	b, err := assets.ReadFile(f[0])
+	if err != nil {
+		http.Error(w, "status page asset missing: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	hdr.Set("Content-Type", f[1])
+	hdr.Set("Cache-Control", "no-cache")
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(b)
+}
+
+func (h *handler) serveFeed(w http.ResponseWriter, r *http.Request) {
+	feed := BuildFeed(h.src)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		return
+	}
+	enc := json.NewEncoder(w)
+	enc.Encode(feed)
+}
+
+// BuildFeed gathers the feed from src.
+func BuildFeed(src Source) Feed {
+	infos := src.Rules()
+	feed := Feed{Rules: make([]Rule, 0, len(infos)), Metrics: src.Snapshot()}
+	for _, ri := range infos {
+		feed.Rules = append(feed.Rules, Rule{
+			Name:      ri.Name,
+			Domain:    ri.Domain,
+			Match:     ri.Match,
+			Key:       ri.Key,
+			Limit:     ri.Limit,
+			Window:    formatWindow(ri.Window),
+			WindowSec: ri.Window.Seconds(),
+			Algorithm: ri.Algorithm,
+			Unlimited: ri.Unlimited,
+			Block:     ri.Block,
+			Shadow:    ri.Shadow,
+			Failure:   ri.Failure,
+			Cost:      ri.Cost,
+			Overrides: ri.Overrides,
+			Line:      ri.Line,
+		})
+	}
+	return feed
+}
+
+// formatWindow writes a window the way rule files do: 1m, 1h30m, 500ms.
+func formatWindow(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
