@@ -1,0 +1,258 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// hostileKeys are request keys that must each get a counter of their own.
+func hostileKeys() []string {
+	long := strings.Repeat("0123456789", 1024) // 10 KB
+	return []string{
+		"", "a", "A", "a:b", "a", // "a" twice: the same key
+		"{a}", "{", "}", "}{", "{}", "a}:{b",
+		"fg:{x}:a", "%61", "%", "#", "#" + strings.Repeat("0", 64),
+		"line\nbreak", "line\r\nbreak", "nul\x00byte", "\xff\xfe",
+		"ключ", "a b", long, long + "1", long[:len(long)-1] + "1",
+	}
+}
+
+// TestKeysAreIsolated fills a limit of 1 for each hostile key and checks
+// that no other key was touched: each key's first request is allowed and
+// its second rejected.
+func TestKeysAreIsolated(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true, Prefix: "iso"})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Minute})
+	seen := map[string]bool{}
+	names := map[string]string{}
+	for _, k := range hostileKeys() {
+		d, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: k, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed == seen[k] {
+			t.Fatalf("key %.40q: allowed=%v, but seen before=%v: another key shares its counter", k, d.Allowed, seen[k])
+		}
+		seen[k] = true
+		name, err := s.Key(a, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := names[name]; dup && other != k {
+			t.Fatalf("keys %.40q and %.40q map to the same Redis key %q", k, other, name)
+		}
+		names[name] = k
+		// The request key cannot change the hash tag or break out of it.
+		tag := name[:strings.Index(name, "}")+1]
+		if rest := name[len(tag):]; strings.ContainsAny(rest, "{}\r\n\x00 ") || len(rest) > maxPlainKey+1 {
+			t.Fatalf("key %.40q gives Redis key suffix %.80q", k, rest)
+		}
+	}
+	// Every Redis key the store wrote is one of the names above.
+	out, err := shared.Do("KEYS", "iso:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(out, "\n")
+	if len(got) != len(names) {
+		t.Fatalf("Redis holds %d keys under the prefix, want %d", len(got), len(names))
+	}
+	for _, g := range got {
+		if _, ok := names[g]; !ok {
+			t.Fatalf("unexpected Redis key %q", g)
+		}
+	}
+}
+
+// TestLimitsDoNotShareState checks that two limits on the same request key
+// keep separate counters, and that the limit decides the hash tag.
+func TestLimitsDoNotShareState(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Minute})
+	b := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Hour})
+	for _, alg := range []algorithm.Algorithm{a, b} {
+		d, err := s.DecideOne(ctx, t0, store.Request{Algorithm: alg, Key: "k", Cost: 1})
+		if err != nil || !d.Allowed {
+			t.Fatalf("%v: first request: %+v, %v", alg.Config(), d, err)
+		}
+	}
+	ka, _ := s.Key(a, "k")
+	kb, _ := s.Key(b, "k")
+	ka2, _ := s.Key(a, "other")
+	if ka == kb {
+		t.Fatalf("two limits share the key %q", ka)
+	}
+	if slot(ka) != slot(ka2) {
+		t.Fatalf("keys of one limit fall in slots %d and %d", slot(ka), slot(ka2))
+	}
+}
+
+// TestTTL checks that a written key expires after its algorithm's idle time
+// (plus the slack), and that a rejected first request writes nothing.
+func TestTTL(t *testing.T) {
+	s := newStore(t, Options{TTLSlack: 500 * time.Millisecond})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 5, Window: 10 * time.Second})
+	if _, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: "ttl", Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := s.Key(a, "ttl")
+	pttl, err := shared.Do("PTTL", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := strconv.Atoi(pttl)
+	if want := 10500; ms <= want-1000 || ms > want {
+		t.Fatalf("PTTL = %s ms, want about %d", pttl, want)
+	}
+	// Cost above the limit: rejected, and no key is created.
+	d, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: "never", Cost: 6})
+	if err != nil || d.Allowed || d.Reason != algorithm.ReasonCostOverLimit {
+		t.Fatalf("cost 6 of 5: %+v, %v", d, err)
+	}
+	k2, _ := s.Key(a, "never")
+	if n, _ := shared.Do("EXISTS", k2); n != "0" {
+		t.Fatalf("a rejected first request created %s", k2)
+	}
+}
+
+// TestServerTime checks that by default the script reads Redis's clock: the
+// caller's time is ignored, and the window's reset matches the real clock.
+func TestServerTime(t *testing.T) {
+	s := newStore(t, Options{})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 2, Window: time.Hour})
+	// Callers with wildly different clocks share one window.
+	for i, now := range []int64{0, time.Now().UnixNano(), 1 << 62} {
+		d, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: "clock", Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != (i < 2) {
+			t.Fatalf("request %d (caller time %d): allowed=%v", i, now, d.Allowed)
+		}
+		wall := time.Now()
+		want := wall.Truncate(time.Hour).Add(time.Hour).Sub(wall)
+		if diff := d.ResetAfter - want; diff < -2*time.Second || diff > 2*time.Second {
+			t.Fatalf("ResetAfter = %v, real clock says %v", d.ResetAfter, want)
+		}
+	}
+}
+
+// TestScriptReload checks the NOSCRIPT fallback: after SCRIPT FLUSH and
+// after a restart of redis-server, decisions go on.
+func TestScriptReload(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addrs: []string{srv.Addr()}, ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Minute})
+	req := store.Request{Algorithm: a, Key: "k", Cost: 1}
+	decide := func(want bool) {
+		t.Helper()
+		d, err := s.DecideOne(ctx, t0, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed != want {
+			t.Fatalf("allowed = %v, want %v", d.Allowed, want)
+		}
+	}
+	decide(true)
+	if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	decide(true)
+	if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	// Sync and multi-key calls fall back too.
+	if err := s.Sync(ctx, t0, []store.SyncBatch{{Algorithm: a, Key: "k", Events: []store.Event{{Time: t0, Cost: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	decide(false)
+
+	srv.Restart() // empty, and without the script
+	var err error
+	for range 50 { // the client reconnects on its own
+		if _, err = s.DecideOne(ctx, t0, req); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("no decision after restart: %v", err)
+	}
+	// The data went with the restart: the loop's decision was the first of
+	// a new count of 3.
+	decide(true)
+	decide(true)
+	decide(false)
+	if out, _ := srv.Do("INFO", "commandstats"); !strings.Contains(out, "cmdstat_eval:") {
+		t.Fatalf("no EVAL fallback in commandstats:\n%s", out)
+	}
+}
+
+// TestDeadline checks that a stalled server costs a caller its deadline and
+// an error, not a hang, and that a killed one gives an error.
+func TestDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addrs: []string{srv.Addr()}, ClientTime: true, Timeout: 200 * time.Millisecond})
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Minute})
+	req := store.Request{Algorithm: a, Key: "k", Cost: 1}
+	srv.Pause()
+	_, err := s.DecideOne(context.Background(), t0, req)
+	srv.Resume()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("decision against a paused server: err = %v, want a deadline error", err)
+	}
+	srv.Kill()
+	if _, err := s.DecideOne(context.Background(), t0, req); err == nil {
+		t.Fatal("decision against a killed server returned no error")
+	}
+}
+
+// TestBadInput checks that malformed requests and options get errors.
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	if _, err := New(ctx, Options{}); err == nil {
+		t.Error("New without addresses: no error")
+	}
+	if _, err := New(ctx, Options{Addrs: []string{shared.Addr()}, Prefix: "a{b}"}); err == nil {
+		t.Error("New with braces in the prefix: no error")
+	}
+	if _, err := New(ctx, Options{Addrs: []string{shared.Addr()}, Cluster: true}); err == nil {
+		t.Error("New with Cluster set against a single server: no error")
+	}
+	s := newStore(t, Options{ClientTime: true})
+	if _, err := s.DecideOne(ctx, t0, store.Request{Key: "k", Cost: 1}); !errors.Is(err, ErrNoAlgorithm) {
+		t.Errorf("nil algorithm: err = %v", err)
+	}
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Minute})
+	if err := s.Decide(ctx, t0, []store.Request{{Algorithm: a, Key: "k", Cost: 1}}, nil); !errors.Is(err, ErrOutLength) {
+		t.Errorf("short out: err = %v", err)
+	}
+	odd := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Second + 1})
+	if _, err := s.DecideOne(ctx, t0, store.Request{Algorithm: odd, Key: "k", Cost: 1}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("window of 1s+1ns: err = %v", err)
+	}
+	sw := mustAlg(t, algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: 3, Window: time.Second, Slices: 7})
+	if _, err := s.DecideOne(ctx, t0, store.Request{Algorithm: sw, Key: "k", Cost: 1}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("1s in 7 slices: err = %v", err)
+	}
+	for _, cost := range []int64{0, -1, 4, 1 << 62} {
+		d, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "cost", Cost: cost})
+		if err != nil || d.Allowed || d.Reason == "" {
+			t.Errorf("cost %d: %+v, %v", cost, d, err)
+		}
+	}
+}
