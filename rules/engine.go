@@ -222,9 +222,8 @@ func tightest(sts []Status) int {
 	return best
 }
 
-// mulLess reports a*b < c*d for non-negative values, without overflow for
-// values up to MaxLimit (2^40): it compares in float64 when the products
-// could overflow.
+// mulLess reports a*b < c*d for non-negative values without overflow: it
+// compares in float64 when the products could overflow.
 func mulLess(a, b, c, d int64) bool {
 	if a < 1<<31 && b < 1<<31 && c < 1<<31 && d < 1<<31 {
 		return a*b < c*d

@@ -2,12 +2,14 @@ package rules
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/memstore"
 )
 
@@ -520,5 +522,49 @@ func TestClock(t *testing.T) {
 	c.advance(time.Hour + time.Second)
 	if !check(t, e, one("member=u1")).Allowed {
 		t.Fatal("not allowed after the window")
+	}
+}
+
+// A rule that blocks, or a malformed cost, rejects through the store with a
+// cost above the limit: for every algorithm nothing is counted, by that rule
+// or by the others.
+func TestLocalRejectionCountsNothing(t *testing.T) {
+	for _, alg := range algorithm.Names {
+		t.Run(alg, func(t *testing.T) {
+			e, _ := newTestEngine(t, fmt.Sprintf(`
+domain: d
+rules:
+  - name: r
+    count_by: [member]
+    limit: 3
+    window: 1m
+    algorithm: %s
+    cost: {from: header:x-cost, default: 1}
+    overrides:
+      - match: {member: banned}
+        limit: 0
+  - name: other
+    count_by: global
+    limit: 3
+    window: 1m
+    algorithm: fixed-window
+`, alg))
+			for i := 0; i < 5; i++ {
+				if r := check(t, e, one("member=u", "header:x-cost=lots")); r.Allowed {
+					t.Fatalf("malformed cost allowed")
+				}
+				r := check(t, e, one("member=banned"))
+				if r.Allowed || r.Statuses[0].Limit != 0 {
+					t.Fatalf("blocked member allowed: %+v", r)
+				}
+			}
+			want := 3
+			if alg == algorithm.GCRA {
+				want = 1 // burst 1: one at once, the next after 20s
+			}
+			if got := allowedCount(t, e, one("member=u"), 5); got != want {
+				t.Fatalf("%d of 5 allowed after rejected requests, want %d (none counted)", got, want)
+			}
+		})
 	}
 }

@@ -115,7 +115,7 @@ func TestParseErrors(t *testing.T) {
 			`test.yaml:6: rule "x": window "5 minutes" is not a duration`},
 		{"huge window", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 1, window: 10000h}\n", "window must be above 0 and at most 8784h"},
 		{"negative window", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 1, window: -1s}\n", "window must be above 0"},
-		{"huge limit", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 99999999999999, window: 1s}\n", "limit must be between 0 and 1099511627776"},
+		{"huge limit", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 99999999999999, window: 1s}\n", "limit must be between 0 and 4294967294"},
 		{"overflow limit", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 999999999999999999999, window: 1s}\n", "limit must be a whole number"},
 		{"float limit", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 1.5, window: 1s}\n", "limit must be a whole number; got \"1.5\""},
 		{"unknown algorithm", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 1, window: 1s, algorithm: token-buket}\n",

@@ -29,10 +29,12 @@ import (
 // Bounds on rule files and requests. Values past them are rejected with an
 // error rather than truncated, hashed or allowed to overflow.
 const (
-	// MaxLimit is the largest limit, capacity or cost a rule may state.
-	MaxLimit = 1 << 40
+	// MaxLimit is the largest limit, capacity or cost a rule or request may
+	// state: one below algorithm.MaxLimit, so that a cost above any limit can
+	// always be expressed.
+	MaxLimit = algorithm.MaxLimit - 1
 	// MaxWindow is the longest window a rule may state.
-	MaxWindow = 366 * 24 * time.Hour
+	MaxWindow = algorithm.MaxWindow
 	// MaxKeyLen is the longest descriptor entry key, in bytes.
 	MaxKeyLen = 128
 	// MaxValueLen is the longest descriptor entry value, in bytes.

@@ -1,0 +1,210 @@
+package rules
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/memstore"
+)
+
+// syncBuffer is a log sink safe for the watcher's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	// Write beside and rename, as editors and config managers do.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func limitFile(limit int, extra string) string {
+	return fmt.Sprintf(`
+domain: d
+rules:
+  - name: per-member
+    count_by: [member]
+    limit: %d
+    window: 1h
+    algorithm: fixed-window
+  - name: global
+    count_by: global
+    limit: 1000000
+    window: 1h
+    algorithm: fixed-window
+%s`, limit, extra)
+}
+
+func startWatch(t *testing.T, path string, e *Engine) (*syncBuffer, func()) {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Watch(ctx, path, e, log) }()
+	// Give the watcher time to register before the test changes the file.
+	time.Sleep(50 * time.Millisecond)
+	return logs, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	}
+}
+
+func TestWatchReloadsAndKeepsOldRulesOnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, limitFile(3, ""))
+	set, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClock()
+	e := NewEngine(set, memstore.New(memstore.Options{}), WithClock(c.now))
+	logs, stop := startWatch(t, path, e)
+	defer stop()
+
+	// Use two of u1's three.
+	allowedCount(t, e, one("member=u1"), 2)
+
+	// Add a rule: per-member is unchanged, so its counter survives.
+	writeFile(t, path, limitFile(3, "  - name: extra\n    count_by: [client]\n    limit: 5\n    window: 1m\n"))
+	waitFor(t, "reload", func() bool { return e.Set().Len() == 3 })
+	if got := allowedCount(t, e, one("member=u1"), 5); got != 1 {
+		t.Fatalf("after a reload that kept per-member: %d allowed, want 1 (counter survived)", got)
+	}
+
+	// A broken file keeps the rules in force and says why.
+	before := e.Set()
+	writeFile(t, path, limitFile(3, "  - name: broken\n    limit: many\n"))
+	waitFor(t, "error log", func() bool { return strings.Contains(logs.String(), "reload failed") })
+	if e.Set() != before {
+		t.Fatal("a bad file replaced the rules")
+	}
+	if !strings.Contains(logs.String(), "rules.yaml:") || !strings.Contains(logs.String(), "limit must be a whole number") {
+		t.Fatalf("log does not say what is wrong:\n%s", logs.String())
+	}
+
+	// Changing the limit gives the rule fresh counters (a new configuration).
+	writeFile(t, path, limitFile(10, ""))
+	waitFor(t, "reload", func() bool { s := e.Set(); return s != before && s.Len() == 2 })
+	if got := allowedCount(t, e, one("member=u1"), 20); got != 10 {
+		t.Fatalf("after raising the limit to 10: %d allowed, want 10", got)
+	}
+}
+
+func TestWatchSIGHUP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, limitFile(3, ""))
+	set, _ := Load(path)
+	e := NewEngine(set, memstore.New(memstore.Options{}))
+	logs, stop := startWatch(t, path, e)
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SIGHUP reload", func() bool { return e.Set() != set })
+	if !strings.Contains(logs.String(), "trigger=SIGHUP") {
+		t.Fatalf("log: %s", logs.String())
+	}
+}
+
+func TestWatchMissingDirectory(t *testing.T) {
+	e := NewEngine(nil, memstore.New(memstore.Options{}))
+	err := Watch(context.Background(), filepath.Join(t.TempDir(), "no", "such", "rules.yaml"), e, nil)
+	if err == nil {
+		t.Fatal("Watch of a missing directory did not fail")
+	}
+}
+
+// No call fails while the rules are swapped under concurrent load, and the
+// counter of a rule that stays the same is exact across every swap.
+func TestReloadUnderLoad(t *testing.T) {
+	const limit = 5000
+	a := mustParse(t, limitFile(limit, ""))
+	b := mustParse(t, limitFile(limit, "  - name: extra\n    count_by: [client]\n    limit: 1000000\n    window: 1h\n"))
+	e := NewEngine(a, memstore.New(memstore.Options{}), WithClock(newClock().now))
+
+	var allowed, calls atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := Request{Descriptors: []Descriptor{desc("member=hot", "client=c")}}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := e.Check(context.Background(), req)
+				if err != nil {
+					t.Errorf("Check during reload: %v", err)
+					return
+				}
+				calls.Add(1)
+				if r.Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	for i := 0; i < 200; i++ {
+		if i%2 == 0 {
+			e.Swap(b)
+		} else {
+			e.Swap(a)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for calls.Load() < 2*limit {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if got := allowed.Load(); got != limit {
+		t.Fatalf("per-member allowed %d of %d calls across 200 reloads, want exactly %d", got, calls.Load(), limit)
+	}
+}
