@@ -103,3 +103,69 @@ func TestSeedWindowTable(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedPatternsPromises runs the seed's patterns through the algorithms
+// that promise more than seed 000's three: the exact log and bounded-log keep
+// the busiest window within L and (1+e)·L, and accept every request of the
+// compliant "spaced at the limit" pattern.
+func TestSeedPatternsPromises(t *testing.T) {
+	for _, c := range []Config{
+		{Algorithm: SlidingLog, Limit: seedLimit, Window: time.Minute},
+		{Algorithm: BoundedLog, Limit: seedLimit, Window: time.Minute, Tolerance: 0.05},
+		{Algorithm: BoundedLog, Limit: seedLimit, Window: time.Minute, Tolerance: 0.1},
+	} {
+		alg := mustNew(t, c)
+		bound := int(float64(seedLimit) * (1 + c.Tolerance))
+		for name, times := range seedPatterns() {
+			acc, rej, peak := runSeed(t, alg, times)
+			t.Logf("%s e=%v %q: accepted %d rejected %d busiest %d", c.Algorithm, c.Tolerance, name, acc, rej, peak)
+			if peak > bound {
+				t.Errorf("%s on %q: busiest %d > %d", c.Algorithm, name, peak, bound)
+			}
+			if name == "spaced at the limit" && rej != 0 {
+				t.Errorf("%s rejected %d compliant requests", c.Algorithm, rej)
+			}
+		}
+	}
+}
+
+// TestAdversaries builds the traffic that reaches each window algorithm's
+// documented worst case, so the bounds the property tests check are known to
+// be reached, not only respected.
+func TestAdversaries(t *testing.T) {
+	burst := func(at int64, n int) []int64 {
+		out := make([]int64, n)
+		for i := range out {
+			out[i] = at
+		}
+		return out
+	}
+	cases := []struct {
+		c     Config
+		times []int64 // ms
+		want  int     // busiest window
+	}{
+		// L just before a boundary, L just after: 2L.
+		{Config{Algorithm: FixedWindow, Limit: seedLimit, Window: time.Minute},
+			append(burst(59_999, seedLimit), burst(60_000, seedLimit)...), 2 * seedLimit},
+		// L at the end of slice 0, L once slice 0 stops counting (at 60 s,
+		// only 55.001 s later): 2L.
+		{Config{Algorithm: SlidingWindow, Limit: seedLimit, Window: time.Minute},
+			append(burst(4_999, seedLimit), burst(60_000, seedLimit)...), 2 * seedLimit},
+		// One unit opens an entry at 0, m-1 more fill it at 59.999 s; at
+		// 60 s the entry straddles and is not counted, so L more pass:
+		// L + m - 1 = 629 of the (1+e)·L = 630 bound.
+		{Config{Algorithm: BoundedLog, Limit: seedLimit, Window: time.Minute},
+			append(append(burst(0, 1), burst(59_999, 29)...), burst(60_000, seedLimit)...), seedLimit + 29},
+		// The exact log gives nothing away to the same traffic.
+		{Config{Algorithm: SlidingLog, Limit: seedLimit, Window: time.Minute},
+			append(append(burst(0, 1), burst(59_999, 29)...), burst(60_000, seedLimit)...), seedLimit},
+	}
+	for _, tc := range cases {
+		a := mustNew(t, tc.c)
+		_, _, peak := runSeed(t, a, tc.times)
+		if peak != tc.want {
+			t.Errorf("%s: busiest window %d, want %d", tc.c.Algorithm, peak, tc.want)
+		}
+	}
+}

@@ -29,8 +29,12 @@ func newSlidingWindow(c Config) *slidingWindow {
 
 // count returns the count of slice number z.
 func (a *slidingWindow) count(s []int64, z int64) int64 {
-	p := z % a.slices
-	return int64(uint32(uint64(s[1+p/2]) >> (32 * (p % 2))))
+	return countAt(s, z%a.slices)
+}
+
+// countAt returns the count at ring position p.
+func countAt(s []int64, p int64) int64 {
+	return int64(uint32(uint64(s[1+p>>1]) >> (32 * (p & 1))))
 }
 
 // set sets the count of slice number z to v (at most MaxUint32).
@@ -50,9 +54,16 @@ func (a *slidingWindow) view(s []int64, now int64) (k, t, oldest, total int64) {
 	if k < s[0] {
 		k, now = s[0], s[0]*a.slice
 	}
-	oldest = max(k-a.slices+1, s[0]-a.slices+1, 0)
-	for z := oldest; z <= s[0]; z++ {
-		total += a.count(s, z)
+	oldest = max(k-a.slices+1, 0)
+	if k-s[0] >= a.slices {
+		return k, now, oldest, 0
+	}
+	// Sum every slot, then take out the slices the gap since s[0] expired.
+	for _, w := range s[1:] {
+		total += int64(uint32(w)) + int64(uint64(w)>>32)
+	}
+	for z := max(s[0]-a.slices+1, 0); z < oldest; z++ {
+		total -= a.count(s, z)
 	}
 	return k, now, oldest, total
 }
@@ -68,11 +79,14 @@ func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision
 	}
 	if total+cost > a.limit {
 		// Slice z stops counting when slice z+N begins.
-		need, z := total+cost-a.limit, oldest
+		need, z, p := total+cost-a.limit, oldest, oldest%a.slices
 		for ; z < s[0]; z++ {
-			need -= a.count(s, z)
+			need -= countAt(s, p)
 			if need <= 0 {
 				break
+			}
+			if p++; p == a.slices {
+				p = 0
 			}
 		}
 		d.Remaining, d.Reason = nonNeg(a.limit-total), ReasonOverLimit
@@ -92,9 +106,13 @@ func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision
 // resetAfter returns how long until the newest non-empty slice among
 // oldest..newest stops counting.
 func (a *slidingWindow) resetAfter(s []int64, now, oldest, newest int64) time.Duration {
+	p := newest % a.slices
 	for z := newest; z >= oldest; z-- {
-		if a.count(s, z) > 0 {
+		if countAt(s, p) > 0 {
 			return time.Duration((z+a.slices)*a.slice - now)
+		}
+		if p--; p < 0 {
+			p = a.slices - 1
 		}
 	}
 	return 0

@@ -1,0 +1,26 @@
+package algorithm
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkDecide measures one decision on one key's state, with traffic at
+// twice the limit's rate so that both accepts and rejects occur, L = 600 per
+// minute as in seed 000.
+func BenchmarkDecide(b *testing.B) {
+	for _, c := range testConfigs(600, time.Minute) {
+		b.Run(c.Algorithm, func(b *testing.B) {
+			a := mustNew(b, c)
+			s := make([]int64, a.Words())
+			now := int64(1_700_000_000e9)
+			b.ReportAllocs()
+			for b.Loop() {
+				now += int64(50 * time.Millisecond)
+				if a.Decide(s, now, 1).Allowed && c.Algorithm == Concurrency {
+					a.Release(s, now, 1)
+				}
+			}
+		})
+	}
+}
