@@ -14,17 +14,19 @@
 // its counters, and two rules with different Configs never share state. A
 // table is compact, with no pointer-heavy struct per key:
 //
-//   - a dense slab ([]int64) of entries, each the key's 64-bit hash followed
-//     by the algorithm's Words() state words;
-//   - a parallel []uint32 of last-use ticks (about 67 ms each), used
-//     to expire idle keys and to pick eviction victims;
+//   - a dense slab of entries, each the key's 64-bit hash followed by the
+//     algorithm's Words() state words, all in flat []int64 chunks of 128
+//     entries (so growing never copies the table, and the slack is at most
+//     one chunk);
+//   - beside each chunk, a []uint32 of last-use ticks (about 67 ms each),
+//     used to expire idle keys and to pick eviction victims;
 //   - an open-addressing index ([]uint32, linear probing, power-of-two size,
 //     at most 80% full) whose entries hold 8 bits of the hash beside the
 //     entry's slab position, so a probe touches the slab only on a likely
 //     match.
 //
-// A tracked key therefore costs 8·(Words()+1) + 4 bytes in the slab and tick
-// arrays, plus 4 to 10 bytes of index and a little growth slack.
+// A tracked key therefore costs 8·(Words()+1) + 4 bytes of entry and tick,
+// plus 4 to 10 bytes of index and a little slack.
 //
 // # Identity by hash
 //
@@ -548,7 +550,7 @@ func (sh *shard) evictOne(tick uint32) {
 				r -= t.n
 				continue
 			}
-			age := int32(tick - t.ticks[r])
+			age := int32(tick - *t.tickAt(r))
 			exp := t.expired(r, tick)
 			if victim == nil || (exp && !vexp) || (exp == vexp && age > vage) {
 				victim, vpos, vage, vexp = t, r, age, exp
@@ -575,32 +577,58 @@ const (
 
 func tagOf(h uint64) uint32 { return uint32(h>>32) &^ posMask }
 
+// Entries live in chunks of chunkLen; only the first chunk starts smaller
+// and grows (by copying) until it is full size.
+const (
+	chunkBits = 7
+	chunkLen  = 1 << chunkBits
+	chunkMask = chunkLen - 1
+)
+
+// chunk holds up to chunkLen entries: words has stride words per entry,
+// ticks one last-use tick per entry.
+type chunk struct {
+	words []int64
+	ticks []uint32
+}
+
 // table holds one limit's keys within one shard.
 type table struct {
 	sh     *shard
 	words  int
 	stride int   // words + 1: the hash, then the state
 	idle   int32 // see limit.idle
-	n      int
+	n      int   // entries in use: positions 0..n-1
 	index  []uint32
-	slab   []int64  // n entries of stride words
-	ticks  []uint32 // last use of each entry
-	cursor int      // next entry the incremental sweep looks at
+	chunks []chunk
+	cursor int // next entry the incremental sweep looks at
 }
 
-func (t *table) state(pos int) []int64 {
-	i := pos*t.stride + 1
-	return t.slab[i : i+t.words : i+t.words]
+func (t *table) entry(pos int) []int64 {
+	c := &t.chunks[pos>>chunkBits]
+	i := (pos & chunkMask) * t.stride
+	return c.words[i : i+t.stride : i+t.stride]
+}
+
+func (t *table) hashAt(pos int) uint64 {
+	return uint64(t.chunks[pos>>chunkBits].words[(pos&chunkMask)*t.stride])
+}
+
+func (t *table) state(pos int) []int64 { return t.entry(pos)[1:] }
+
+func (t *table) tickAt(pos int) *uint32 {
+	return &t.chunks[pos>>chunkBits].ticks[pos&chunkMask]
 }
 
 func (t *table) touch(pos int, tick uint32) {
-	if int32(tick-t.ticks[pos]) > 0 {
-		t.ticks[pos] = tick
+	p := t.tickAt(pos)
+	if int32(tick-*p) > 0 {
+		*p = tick
 	}
 }
 
 func (t *table) expired(pos int, tick uint32) bool {
-	return t.idle > 0 && int32(tick-t.ticks[pos]) > t.idle
+	return t.idle > 0 && int32(tick-*t.tickAt(pos)) > t.idle
 }
 
 // find returns the slab position of hash h, or -1.
@@ -617,7 +645,7 @@ func (t *table) find(h uint64) int {
 		}
 		if e&^posMask == tag {
 			pos := int(e&posMask) - 1
-			if t.slab[pos*t.stride] == int64(h) {
+			if t.hashAt(pos) == h {
 				return pos
 			}
 		}
@@ -655,20 +683,39 @@ func (t *table) insert(h uint64, tick uint32) int {
 		}
 	}
 	pos := t.n
-	end := (pos + 1) * t.stride
-	if end > cap(t.slab) {
-		entries := pos + 1 + max(pos/8, 4)
-		t.slab = append(slices.Grow([]int64(nil), entries*t.stride), t.slab...)
-		t.ticks = append(slices.Grow([]uint32(nil), cap(t.slab)/t.stride), t.ticks...)
-	}
-	t.slab = t.slab[:end]
-	t.slab[pos*t.stride] = int64(h)
-	clear(t.slab[pos*t.stride+1 : end])
-	t.ticks = append(t.ticks, tick)
+	t.reserve(pos)
+	e := t.entry(pos)
+	e[0] = int64(h)
+	clear(e[1:])
+	*t.tickAt(pos) = tick
 	t.place(h, pos)
 	t.n++
 	sh.n++
 	return pos
+}
+
+// reserve makes room for an entry at position pos (= t.n).
+func (t *table) reserve(pos int) {
+	ci := pos >> chunkBits
+	if ci < len(t.chunks) {
+		c := &t.chunks[ci]
+		if (pos&chunkMask)*t.stride < len(c.words) {
+			return
+		}
+		// Only the first chunk is ever short: double it.
+		entries := min(chunkLen, 2*len(c.ticks))
+		words := make([]int64, entries*t.stride)
+		copy(words, c.words)
+		ticks := make([]uint32, entries)
+		copy(ticks, c.ticks)
+		c.words, c.ticks = words, ticks
+		return
+	}
+	entries := chunkLen
+	if ci == 0 {
+		entries = 4
+	}
+	t.chunks = append(t.chunks, chunk{words: make([]int64, entries*t.stride), ticks: make([]uint32, entries)})
 }
 
 // place writes the index entry for hash h at slab position pos.
@@ -686,25 +733,23 @@ func (t *table) place(h uint64, pos int) {
 func (t *table) rebuild(size int) {
 	t.index = make([]uint32, size)
 	for pos := range t.n {
-		t.place(uint64(t.slab[pos*t.stride]), pos)
+		t.place(t.hashAt(pos), pos)
 	}
 }
 
 // remove drops the entry at slab position pos, moving the last entry into
 // its place.
 func (t *table) remove(pos int) {
-	h := uint64(t.slab[pos*t.stride])
-	t.deleteSlot(t.slotOf(h, pos))
+	t.deleteSlot(t.slotOf(t.hashAt(pos), pos))
 	last := t.n - 1
 	if pos != last {
-		copy(t.slab[pos*t.stride:(pos+1)*t.stride], t.slab[last*t.stride:(last+1)*t.stride])
-		t.ticks[pos] = t.ticks[last]
-		j := t.slotOf(uint64(t.slab[pos*t.stride]), last)
+		moved := t.entry(last)
+		copy(t.entry(pos), moved)
+		*t.tickAt(pos) = *t.tickAt(last)
+		j := t.slotOf(uint64(moved[0]), last)
 		t.index[j] = t.index[j]&^posMask | uint32(pos+1)
 	}
 	t.n--
-	t.slab = t.slab[:t.n*t.stride]
-	t.ticks = t.ticks[:t.n]
 	t.sh.n--
 }
 
@@ -718,7 +763,7 @@ func (t *table) deleteSlot(i int) {
 			break
 		}
 		pos := int(e&posMask) - 1
-		home := int(t.slab[pos*t.stride]) & mask
+		home := int(t.hashAt(pos)) & mask
 		// The entry at j may fill the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
@@ -770,13 +815,13 @@ func (t *table) sweepAll(tick uint32) int {
 // shrink gives back memory a table no longer needs after many removals.
 func (t *table) shrink() {
 	if t.n == 0 {
-		t.index, t.slab, t.ticks, t.cursor = nil, nil, nil, 0
+		t.index, t.chunks, t.cursor = nil, nil, 0
 		return
 	}
-	if cap(t.slab) > 4*len(t.slab) && cap(t.slab) > 64*t.stride {
-		entries := t.n + max(t.n/8, 4)
-		t.slab = append(slices.Grow([]int64(nil), entries*t.stride), t.slab...)
-		t.ticks = append(slices.Grow([]uint32(nil), cap(t.slab)/t.stride), t.ticks...)
+	used := (t.n + chunkMask) >> chunkBits
+	if used < len(t.chunks) {
+		clear(t.chunks[used:])
+		t.chunks = t.chunks[:used:used]
 	}
 	size := len(t.index)
 	for size > 8 && t.n*loadDen*4 < size*loadNum {

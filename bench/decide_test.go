@@ -1,0 +1,264 @@
+// Package bench compares Floodgate's in-memory decisions with other Go rate
+// limiters. It is a module of its own so that the peers it imports stay out
+// of Floodgate's go.mod.
+//
+// Every benchmark decides one request on a key that already exists, with
+// 200,000 keys (the seed's tracked-client count) visited in a scattered
+// order: a random permutation, fixed by seed, with each parallel goroutine
+// starting at its own offset. Visiting keys in order would keep the working
+// set in cache and flatter every implementation. Limits are set so high
+// that every request is allowed: the benchmark measures the bookkeeping, not
+// the rejection path.
+//
+// Run:
+//
+//	cd bench && go test -run XXX -bench . -cpu 1,2 -benchtime 2s -count 3
+//
+// Each benchmark also reports B/key: live heap after 200,000 keys minus
+// before, per key.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate"
+	"github.com/floodgate-dev/floodgate/algorithm"
+	golimiter "github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	throttledmem "github.com/throttled/throttled/v2/store/memstore"
+	ulule "github.com/ulule/limiter/v3"
+	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
+	"golang.org/x/time/rate"
+)
+
+// numKeys is the number of distinct keys each limiter tracks.
+const numKeys = 200_000
+
+// huge is a limit no benchmark reaches.
+const huge = 1 << 40
+
+var (
+	keysOnce sync.Once
+	keys     []string // keys[perm[i]] is the i-th key visited
+	perm     []int32
+)
+
+func setupKeys() {
+	keysOnce.Do(func() {
+		keys = make([]string, numKeys)
+		for i := range keys {
+			keys[i] = "client-" + strconv.Itoa(i)
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		perm = make([]int32, numKeys)
+		for i, p := range r.Perm(numKeys) {
+			perm[i] = int32(p)
+		}
+	})
+}
+
+// A limiter is one implementation under test: allow decides one request on
+// key and reports whether it was allowed.
+type limiter interface {
+	allow(ctx context.Context, key string) bool
+}
+
+type floodgateLimiter struct{ l *floodgate.Limiter }
+
+func (f floodgateLimiter) allow(ctx context.Context, key string) bool {
+	d, err := f.l.Allow(ctx, key)
+	return err == nil && d.Allowed
+}
+
+func newFloodgate(alg string) func() limiter {
+	return func() limiter {
+		cfg := floodgate.Limit{Algorithm: alg, Limit: algorithm.MaxLimit, Window: time.Hour}
+		l, err := floodgate.New(cfg)
+		if err != nil {
+			panic(err)
+		}
+		return floodgateLimiter{l}
+	}
+}
+
+// xrateMutex is golang.org/x/time/rate with one *rate.Limiter per key in a
+// map under a mutex.
+type xrateMutex struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func (x *xrateMutex) allow(_ context.Context, key string) bool {
+	x.mu.Lock()
+	l, ok := x.m[key]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(huge), huge)
+		x.m[key] = l
+	}
+	x.mu.Unlock()
+	return l.Allow()
+}
+
+// xrateSyncMap is golang.org/x/time/rate with the per-key limiters in a
+// sync.Map.
+type xrateSyncMap struct{ m sync.Map }
+
+func (x *xrateSyncMap) allow(_ context.Context, key string) bool {
+	v, ok := x.m.Load(key)
+	if !ok {
+		v, _ = x.m.LoadOrStore(key, rate.NewLimiter(rate.Limit(huge), huge))
+	}
+	return v.(*rate.Limiter).Allow()
+}
+
+type sethvargo struct{ s golimiter.Store }
+
+func (s sethvargo) allow(ctx context.Context, key string) bool {
+	_, _, _, ok, err := s.s.Take(ctx, key)
+	return err == nil && ok
+}
+
+func newSethvargo() limiter {
+	s, err := memorystore.New(&memorystore.Config{Tokens: huge, Interval: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	return sethvargo{s}
+}
+
+type throttledGCRA struct{ l *throttled.GCRARateLimiterCtx }
+
+func (t throttledGCRA) allow(ctx context.Context, key string) bool {
+	limited, _, err := t.l.RateLimitCtx(ctx, key, 1)
+	return err == nil && !limited
+}
+
+func newThrottled() limiter {
+	// maxKeys 0: a plain map under a mutex, the store's fastest form (a
+	// positive bound switches it to an LRU list).
+	st, err := throttledmem.NewCtx(0)
+	if err != nil {
+		panic(err)
+	}
+	l, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerSec(1_000_000), MaxBurst: 1 << 30})
+	if err != nil {
+		panic(err)
+	}
+	return throttledGCRA{l}
+}
+
+type ululeLimiter struct{ l *ulule.Limiter }
+
+func (u ululeLimiter) allow(ctx context.Context, key string) bool {
+	c, err := u.l.Get(ctx, key)
+	return err == nil && !c.Reached
+}
+
+func newUlule() limiter {
+	return ululeLimiter{ulule.New(ululemem.NewStore(), ulule.Rate{Period: time.Hour, Limit: huge})}
+}
+
+// implementations lists every limiter benchmarked, Floodgate's first.
+var implementations = []struct {
+	name string
+	make func() limiter
+}{
+	{"floodgate/fixed-window", newFloodgate(algorithm.FixedWindow)},
+	{"floodgate/token-bucket", newFloodgate(algorithm.TokenBucket)},
+	{"floodgate/gcra", newFloodgate(algorithm.GCRA)},
+	{"floodgate/bounded-log", newFloodgate(algorithm.BoundedLog)},
+	{"floodgate/sliding-window", newFloodgate(algorithm.SlidingWindow)},
+	{"x-time-rate/mutex-map", func() limiter { return &xrateMutex{m: make(map[string]*rate.Limiter)} }},
+	{"x-time-rate/sync-map", func() limiter { return &xrateSyncMap{} }},
+	{"sethvargo-go-limiter/memorystore", newSethvargo},
+	{"throttled-v2/gcra-memstore", newThrottled},
+	{"ulule-limiter-v3/memory", newUlule},
+}
+
+// built keeps the limiter of the benchmark that is running, so the calls Go
+// makes with growing b.N do not rebuild 200,000 keys each time, and only one
+// implementation's keys are live at once (a peer that allocates pays for
+// garbage collection in proportion to the live heap).
+var built struct {
+	name     string
+	lim      limiter
+	heapPerK float64
+}
+
+func prepare(b *testing.B, name string, mk func() limiter) (limiter, float64) {
+	if built.name == name {
+		return built.lim, built.heapPerK
+	}
+	built.lim, built.name = nil, ""
+	setupKeys()
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	lim := mk()
+	for _, k := range keys {
+		if !lim.allow(ctx, k) {
+			b.Fatalf("%s: first request on %s rejected", name, k)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	built.name, built.lim = name, lim
+	built.heapPerK = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / numKeys
+	return lim, built.heapPerK
+}
+
+// BenchmarkDecide decides one request on an existing key per operation.
+func BenchmarkDecide(b *testing.B) {
+	for _, impl := range implementations {
+		b.Run(impl.name, func(b *testing.B) {
+			lim, perKey := prepare(b, impl.name, impl.make)
+			var next atomic.Uint64
+			var rejected atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				// Each goroutine walks the permutation from its own
+				// offset, so goroutines do not share a cache-warm path.
+				i := int(next.Add(1)*7919*131) % numKeys
+				for pb.Next() {
+					if !lim.allow(ctx, keys[perm[i]]) {
+						rejected.Add(1)
+					}
+					if i++; i == numKeys {
+						i = 0
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(perKey, "B/key")
+			if n := rejected.Load(); n > 0 {
+				b.Fatalf("%d requests rejected; the limits are meant never to be reached", n)
+			}
+		})
+	}
+}
+
+// TestImplementationsAllow is a quick check, run by go test without -bench,
+// that every implementation is wired up and allows a first request.
+func TestImplementationsAllow(t *testing.T) {
+	ctx := context.Background()
+	for _, impl := range implementations {
+		lim := impl.make()
+		for i := range 3 {
+			if !lim.allow(ctx, fmt.Sprint("k", i)) {
+				t.Errorf("%s: first request rejected", impl.name)
+			}
+		}
+	}
+}
