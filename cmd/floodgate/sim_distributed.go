@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/sim"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -76,7 +77,7 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	intervals := fs.String("intervals", "200ms,1s,2s,5s",
 		"delayed-sync intervals for the sweep, comma-separated; the first is used in the arrangement tables")
 	seed := fs.Uint64("seed", 20260730, "seed of the generator that assigns requests to nodes")
-	storeURL := fs.String("store", "", "shared store: empty for an in-process memory store, or redis://HOST:PORT (client time)")
+	storeURL := fs.String("store", "", "shared store: empty for an in-process memory store, redis://HOST:PORT or redis-cluster://HOST:PORT,... (the simulator's clock is passed to Redis)")
 	asJSON := fs.Bool("json", false, "print the tables as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim distributed [flags]")
@@ -193,13 +194,15 @@ func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 		}
 	}
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
+	runs := 0
 	run := func(arr string, rate int, interval time.Duration) (distRow, error) {
 		sh, done, err := open()
 		if err != nil {
 			return distRow{}, err
 		}
 		defer done()
-		key := fmt.Sprintf("sim-distributed/%s/%s/%d/%d/client", runID, arr, rate, interval.Milliseconds())
+		runs++ // a fresh key per run, so runs sharing a Redis do not meet
+		key := fmt.Sprintf("sim-distributed/%s/%d/%s/%d/%d/client", runID, runs, arr, rate, interval.Milliseconds())
 		return simRun(ctx, p, sh, arr, rate, interval, key)
 	}
 	for _, rate := range p.rates {
@@ -471,7 +474,34 @@ func printDistributed(w io.Writer, doc distDoc) {
 	}
 }
 
-// openSimStore connects to the shared store a --store URL names.
-func openSimStore(ctx context.Context, url string) (store.Store, store.Syncer, func(), error) {
-	return nil, nil, nil, errors.New("--store: a Redis shared store is not available in this build yet")
+// openSimStore connects to the shared store a --store URL names:
+// redis://HOST:PORT for one server, redis-cluster://HOST:PORT[,HOST:PORT...]
+// for a Redis Cluster. The simulator passes its virtual time to Redis
+// (ClientTime) and keeps its keys under the prefix fg-sim.
+func openSimStore(ctx context.Context, raw string) (store.Store, store.Syncer, func(), error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--store %q: %w", raw, err)
+	}
+	var cluster bool
+	switch u.Scheme {
+	case "redis":
+	case "redis-cluster":
+		cluster = true
+	default:
+		return nil, nil, nil, fmt.Errorf("--store %q: want redis://HOST:PORT or redis-cluster://HOST:PORT[,HOST:PORT...]", raw)
+	}
+	if u.Host == "" {
+		return nil, nil, nil, fmt.Errorf("--store %q: no HOST:PORT", raw)
+	}
+	o := redisstore.Options{Addrs: strings.Split(u.Host, ","), Cluster: cluster, ClientTime: true, Prefix: "fg-sim"}
+	if u.User != nil {
+		o.Username = u.User.Username()
+		o.Password, _ = u.User.Password()
+	}
+	rs, err := redisstore.New(ctx, o)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--store %q: %w", raw, err)
+	}
+	return rs, rs, func() { rs.Close() }, nil
 }
