@@ -88,8 +88,16 @@ func (a *boundedLog) view(s []int64, now int64) (t, drop, start, sum int64) {
 	return now, drop, start, sum
 }
 
+// repair zeroes a state whose header no boundedLog could have written.
+func (a *boundedLog) repair(s []int64) {
+	if s[0] < 0 || s[0] > a.size || s[1] < 0 || s[1] >= a.size {
+		clear(s)
+	}
+}
+
 func (a *boundedLog) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:a.words:a.words]
+	a.repair(s)
 	now, drop, start, sum := a.view(s, now)
 	n := s[0]
 	d := Decision{Limit: a.limit}
@@ -181,6 +189,7 @@ func (a *boundedLog) Record(s []int64, now, cost int64) {
 	if cost < 1 {
 		return
 	}
+	a.repair(s)
 	cost = min(cost, MaxLimit)
 	latest, drop, _, _ := a.view(s, now)
 	s[1] = (s[1] + drop) % a.size

@@ -34,8 +34,16 @@ func newBucket(c Config, limit, capacity, interval int64) *bucket {
 // diff = now - allow_at; accepted iff diff >= 0, and then remaining =
 // floor(diff/interval), reset_after = new_tat - now; rejected, retry_after =
 // -diff and reset_after = tat - now.
+// repairTAT zeroes a bucket state no bucket could have written.
+func repairTAT(s []int64) {
+	if s[0] < 0 || s[0] > MaxTime+maxAhead || s[1] < 0 || s[1] > MaxTime {
+		clear(s)
+	}
+}
+
 func (a *bucket) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:2:2]
+	repairTAT(s)
 	now = max(clampTime(now), s[1])
 	tat := max(s[0], now)
 	d := Decision{Limit: a.limit, ResetAfter: time.Duration(tat - now)}
@@ -75,6 +83,7 @@ func (a *bucket) Record(s []int64, now, cost int64) {
 	if cost < 1 {
 		return
 	}
+	repairTAT(s)
 	now = clampTime(now)
 	tat := max(s[0], now) + min(cost, a.capacity)*a.interval
 	s[0] = min(tat, max(s[1], now)+maxAhead)

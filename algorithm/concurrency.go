@@ -25,8 +25,12 @@ func newConcurrency(c Config) *concurrency {
 	}
 }
 
-// view returns now (never before the last change) and the units in flight.
+// view returns now (never before the last change) and the units in
+// flight, first zeroing a state no concurrency could have written.
 func (a *concurrency) view(s []int64, now int64) (t, n int64) {
+	if s[0] < 0 || s[1] < 0 || s[1] > MaxTime {
+		clear(s)
+	}
 	now = max(clampTime(now), s[1])
 	n = s[0]
 	if a.window > 0 && now-s[1] > a.window {

@@ -23,6 +23,8 @@
 // skewed clocks), the algorithms decide as if it were that latest time, or
 // the start of the newest window or slice: a clock going back never frees
 // allowance. Times before 0 count as 0 and times after MaxTime as MaxTime.
+// A state whose header no algorithm could have written (a corrupted one) is
+// reset to the zero state, even by Peek, rather than read out of bounds.
 //
 // # The algorithms
 //

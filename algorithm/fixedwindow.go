@@ -32,8 +32,16 @@ func (a *fixedWindow) view(s []int64, now int64) (k, n, t int64) {
 	return k, n, now
 }
 
+// repair zeroes a state no fixedWindow could have written.
+func (a *fixedWindow) repair(s []int64) {
+	if s[0] < 0 || s[0] > MaxTime/a.window || s[1] < 0 {
+		clear(s)
+	}
+}
+
 func (a *fixedWindow) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:2:2]
+	a.repair(s)
 	k, n, now := a.view(s, now)
 	d := Decision{Limit: a.limit, ResetAfter: time.Duration((k+1)*a.window - now)}
 	if r := badCost(cost, a.limit); r != "" {
@@ -68,6 +76,7 @@ func (a *fixedWindow) Record(s []int64, now, cost int64) {
 	if cost < 1 {
 		return
 	}
+	a.repair(s)
 	now = clampTime(now)
 	k := now / a.window
 	switch {

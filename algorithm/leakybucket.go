@@ -37,6 +37,7 @@ func (a *leakyBucket) remaining(now, free int64) int64 {
 
 func (a *leakyBucket) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:2:2]
+	repairTAT(s)
 	now = max(clampTime(now), s[1])
 	free := max(s[0], now)
 	wait := free - now
@@ -74,6 +75,7 @@ func (a *leakyBucket) Record(s []int64, now, cost int64) {
 	if cost < 1 {
 		return
 	}
+	repairTAT(s)
 	now = clampTime(now)
 	free := max(s[0], now) + min(cost, a.limit)*a.interval
 	s[0] = min(free, max(s[1], now)+maxAhead)

@@ -42,8 +42,16 @@ func (a *slidingLog) view(s []int64, now int64) (t, drop int64) {
 	return now, drop
 }
 
+// repair zeroes a state whose header no slidingLog could have written.
+func (a *slidingLog) repair(s []int64) {
+	if s[0] < 0 || s[0] > a.limit || s[1] < 0 || s[1] >= a.limit {
+		clear(s)
+	}
+}
+
 func (a *slidingLog) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:a.words:a.words]
+	a.repair(s)
 	now, drop := a.view(s, now)
 	n := s[0] - drop
 	d := Decision{Limit: a.limit}
@@ -87,6 +95,7 @@ func (a *slidingLog) Record(s []int64, now, cost int64) {
 	if cost < 1 {
 		return
 	}
+	a.repair(s)
 	latest, drop := a.view(s, now)
 	s[1] = (s[1] + drop) % a.limit
 	s[0] -= drop

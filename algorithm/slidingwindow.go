@@ -68,8 +68,16 @@ func (a *slidingWindow) view(s []int64, now int64) (k, t, oldest, total int64) {
 	return k, now, oldest, total
 }
 
+// repair zeroes a state no slidingWindow could have written.
+func (a *slidingWindow) repair(s []int64) {
+	if s[0] < 0 || s[0] > MaxTime/a.slice {
+		clear(s)
+	}
+}
+
 func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:a.words:a.words]
+	a.repair(s)
 	k, now, oldest, total := a.view(s, now)
 	d := Decision{Limit: a.limit}
 	if r := badCost(cost, a.limit); r != "" {
@@ -143,6 +151,7 @@ func (a *slidingWindow) Record(s []int64, now, cost int64) {
 	if cost < 1 {
 		return
 	}
+	a.repair(s)
 	z := clampTime(now) / a.slice
 	if z <= s[0]-a.slices {
 		return

@@ -58,8 +58,16 @@ func (a *weightedWindow) reset(elapsed, curr, prev int64) time.Duration {
 	return 0
 }
 
+// repair zeroes a state no weightedWindow could have written.
+func (a *weightedWindow) repair(s []int64) {
+	if s[0] < 0 || s[0] > MaxTime/a.window || s[1] < 0 || s[2] < 0 {
+		clear(s)
+	}
+}
+
 func (a *weightedWindow) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:3:3]
+	a.repair(s)
 	k, elapsed, curr, prev := a.view(s, now)
 	est := a.estimate(elapsed, curr, prev)
 	d := Decision{Limit: a.limit}
@@ -115,6 +123,7 @@ func (a *weightedWindow) Record(s []int64, now, cost int64) {
 	if cost < 1 {
 		return
 	}
+	a.repair(s)
 	cost = min(cost, MaxLimit)
 	k := clampTime(now) / a.window
 	switch {
