@@ -60,7 +60,7 @@ const (
 	DefaultConcurrency = 32
 	DefaultDuration    = 10 * time.Second
 	DefaultKeys        = 1000
-	DefaultDomain      = "floodgate"
+	DefaultDomain      = "default"
 	DefaultTimeout     = 2 * time.Second
 	DefaultKeyEntry    = "key"
 )
@@ -82,12 +82,14 @@ type Config struct {
 	// Keys is the number of distinct key values the calls spread over,
 	// uniformly at random. Default 1000.
 	Keys int
-	// Domain is the RLS domain. Default "floodgate".
+	// Domain is the RLS domain. Default "default", the domain of the
+	// server's built-in rules.
 	Domain string
 	// Descriptors are sent with every call. The value of the entry named
 	// "key" in the first descriptor (or, if it has none, of its first entry)
 	// gets the key number appended, so calls spread over Keys values. Default
-	// one descriptor with the single entry key=k.
+	// one descriptor with the single entry client=client-, which the
+	// server's built-in per-client rule (600 a minute) counts by.
 	Descriptors []Descriptor
 	// Hits is the request's hits_addend; zero means 1.
 	Hits uint32
@@ -130,7 +132,7 @@ func (c *Config) fill() error {
 		c.ProgressEvery = time.Second
 	}
 	if len(c.Descriptors) == 0 {
-		c.Descriptors = []Descriptor{{{Key: DefaultKeyEntry, Value: "k"}}}
+		c.Descriptors = []Descriptor{{{Key: "client", Value: "client-"}}}
 	}
 	switch {
 	case c.Concurrency < 1:
