@@ -1,0 +1,226 @@
+package distributed
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/redisstore"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// redisShared connects a store to srv. With clientTime the nodes' virtual
+// clock is Redis's clock too.
+func redisShared(t *testing.T, srv *redistest.Server, clientTime bool) *redisstore.Store {
+	t.Helper()
+	rs, err := redisstore.New(ctx, redisstore.Options{Addrs: []string{srv.Addr()}, ClientTime: clientTime, Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("redisstore.New: %v", err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return rs
+}
+
+func redisDelayedNodes(t *testing.T, shared *redisstore.Store, clk *vclock, count int) []*Node {
+	nodes := make([]*Node, count)
+	for k := range nodes {
+		nodes[k] = mustNode(t, Options{
+			Arrangement: Delayed, Nodes: count, Shared: shared, Clock: clk.Now, ManualSync: true,
+			Deadline: time.Second, SyncDeadline: 500 * time.Millisecond, ID: fmt.Sprintf("%s-%d", t.Name(), k),
+		})
+	}
+	return nodes
+}
+
+// TestRedisDelayedKeepsThePromise: 8 delayed nodes on a real Redis, sync
+// every 200ms, bounded-log 600/60s. At 90/s for two minutes no 60 s holds
+// more than 660 accepted; at 10/s nothing is rejected.
+func TestRedisDelayedKeepsThePromise(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := redisShared(t, srv, true)
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	for _, rate := range []int{90, 10} {
+		clk := newVClock()
+		nodes := redisDelayedNodes(t, shared, clk, 8)
+		key := fmt.Sprintf("promise-%d", rate)
+		acc, rej := drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+			d, err := n.DecideOne(ctx, now, store.Request{Algorithm: rule, Key: key, Cost: 1})
+			if err != nil {
+				t.Fatalf("DecideOne: %v", err)
+			}
+			return d.Allowed
+		}, nil)
+		for _, n := range nodes {
+			if h := n.Health(); h.StoreErrors != 0 {
+				t.Fatalf("store errors with Redis up: %+v", h)
+			}
+		}
+		b := busiest(acc, time.Minute)
+		t.Logf("redis %d/s: accepted %d, rejected %d, busiest 60 s %d", rate, len(acc), rej, b)
+		if b > 660 {
+			t.Errorf("%d/s: busiest 60 s = %d, want at most 660", rate, b)
+		}
+		if rate == 10 && rej != 0 {
+			t.Errorf("10/s: %d rejects, want 0", rej)
+		}
+	}
+}
+
+// TestRedisDelayedKillFailOpen kills redis-server for 10 s (virtual) in the
+// middle of two minutes and restarts it empty. The fail-open rule rejects
+// nothing because of the store, no caller sees an error, and after the
+// restart the shared count equals what the nodes accepted: the outage's
+// counts are pushed, and the counts the restart wiped are pushed again.
+func TestRedisDelayedKillFailOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := redisShared(t, srv, true)
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	count := counterRule(t)
+	for _, rate := range []int{10, 90} {
+		clk := newVClock()
+		nodes := redisDelayedNodes(t, shared, clk, 8)
+		key := fmt.Sprintf("outage-%d", rate)
+		down := false
+		acc, rej := drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+			reqs := []store.Request{{Algorithm: rule, Key: key, Cost: 1}, {Algorithm: count, Key: key + "-count", Cost: 1}}
+			out := make([]algorithm.Decision, 2)
+			if err := n.Decide(ctx, now, reqs, out); err != nil {
+				t.Fatalf("a caller saw an error (Redis down: %v): %v", down, err)
+			}
+			if out[0].Reason == ReasonStoreUnavailable || out[1].Reason == ReasonStoreUnavailable {
+				t.Fatal("a fail-open rule was rejected because of the store")
+			}
+			return out[0].Allowed
+		}, func(el time.Duration) {
+			switch {
+			case !down && el >= 55*time.Second && el < 65*time.Second:
+				srv.Kill()
+				down = true
+			case down && el >= 65*time.Second:
+				srv.Restart()
+				down = false
+			}
+		})
+		var errs uint64
+		for _, n := range nodes {
+			errs += n.Health().StoreErrors
+			if err := n.Close(ctx); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		}
+		if errs == 0 {
+			t.Fatal("no node saw a store error: the kill did not happen")
+		}
+		got := sharedCount(t, shared, count, key+"-count", clk.NS())
+		b := busiest(acc, time.Minute)
+		t.Logf("redis killed 10 s, %d/s: accepted %d, rejected %d, busiest 60 s %d, store errors %d, shared count %d",
+			rate, len(acc), rej, b, errs, got)
+		if rate == 10 && rej != 0 {
+			t.Errorf("10/s: %d rejects, want 0", rej)
+		}
+		if got != int64(len(acc)) {
+			t.Errorf("%d/s: shared count after restart = %d, want the %d accepted (no lost counts)", rate, got, len(acc))
+		}
+	}
+}
+
+// TestRedisCentralizedKill runs a centralized node in real time against a
+// Redis that is killed: fail-open requests are allowed without error,
+// fail-closed ones rejected; after the restart the counts taken during the
+// outage are pushed.
+func TestRedisCentralizedKill(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := redisShared(t, srv, false)
+	count := counterRule(t)
+	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true,
+		Deadline: 200 * time.Millisecond, BreakerCooldown: 100 * time.Millisecond})
+	open := store.Request{Algorithm: count, Key: "central", Cost: 1}
+	closed := store.Request{Algorithm: count, Key: "central-closed", Cost: 1, OnFailure: store.FailClosed}
+	decide := func(r store.Request) algorithm.Decision {
+		t.Helper()
+		d, err := n.DecideOne(ctx, time.Now().UnixNano(), r)
+		if err != nil {
+			t.Fatalf("DecideOne: %v", err)
+		}
+		return d
+	}
+	for i := 0; i < 10; i++ {
+		if !decide(open).Allowed || !decide(closed).Allowed {
+			t.Fatal("rejected with Redis up")
+		}
+	}
+	srv.Kill()
+	for i := 0; i < 20; i++ {
+		if d := decide(open); !d.Allowed {
+			t.Fatalf("fail-open request %d rejected during the outage: %+v", i, d)
+		}
+		if d := decide(closed); d.Allowed || d.Reason != ReasonStoreUnavailable {
+			t.Fatalf("fail-closed request %d during the outage: %+v, want rejected with %q", i, d, ReasonStoreUnavailable)
+		}
+	}
+	if h := n.Health(); h.Up || h.PendingEvents != 20 {
+		t.Fatalf("health during the outage = %+v, want down with 20 pending", h)
+	}
+	srv.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.Health().PendingEvents > 0 && time.Now().Before(deadline) {
+		time.Sleep(150 * time.Millisecond) // past the breaker's cooldown
+		n.Sync(ctx)
+	}
+	if h := n.Health(); !h.Up || h.PendingEvents != 0 {
+		t.Fatalf("health after the restart = %+v, want up with nothing pending", h)
+	}
+	// The restart wiped the 10 counted before the kill (no persistence);
+	// the 20 taken during the outage are back in Redis.
+	if got := sharedCount(t, shared, count, "central", time.Now().UnixNano()); got != 20 {
+		t.Fatalf("shared count after the restart = %d, want the 20 accepted during the outage", got)
+	}
+}
+
+// TestRedisPauseCostsAtMostTheDeadline stops redis-server with SIGSTOP: a
+// decision waits at most the deadline, and once the breaker is open none
+// waits at all.
+func TestRedisPauseCostsAtMostTheDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := redisShared(t, srv, false)
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1_000_000, Window: time.Hour})
+	const deadline = 30 * time.Millisecond
+	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true,
+		Deadline: deadline, BreakerCooldown: time.Hour})
+	req := store.Request{Algorithm: rule, Key: "paused", Cost: 1}
+	if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	var slowest time.Duration
+	for i := 0; i < DefaultBreakerFailures; i++ {
+		start := time.Now()
+		d, err := n.DecideOne(ctx, time.Now().UnixNano(), req)
+		slowest = max(slowest, time.Since(start))
+		if err != nil || !d.Allowed {
+			t.Fatalf("decision during the stall: %+v, %v", d, err)
+		}
+	}
+	if !n.Health().BreakerOpen {
+		t.Fatalf("breaker still closed after %d timeouts", DefaultBreakerFailures)
+	}
+	start := time.Now()
+	for i := 0; i < 1000; i++ {
+		if d, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil || !d.Allowed {
+			t.Fatalf("decision with the breaker open: %+v, %v", d, err)
+		}
+	}
+	open := time.Since(start)
+	t.Logf("stalled Redis: slowest decision %v (deadline %v); 1000 decisions with the breaker open took %v", slowest, deadline, open)
+	// Slack for a loaded machine; without the deadline a decision would
+	// wait for the store's own 1 s timeout, and 1000 of them for 1000 s.
+	if slowest > deadline+300*time.Millisecond {
+		t.Errorf("a decision took %v with a %v deadline", slowest, deadline)
+	}
+	if open > deadline+300*time.Millisecond {
+		t.Errorf("1000 decisions with the breaker open took %v: they should not wait for the store", open)
+	}
+}
