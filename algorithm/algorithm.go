@@ -35,8 +35,8 @@ const (
 type Decision struct {
 	// Allowed reports whether the request may proceed (after Delay, if any).
 	Allowed bool
-	// Limit is the number of requests (cost units) the limit grants per window,
-	// or the capacity for bucket algorithms.
+	// Limit is the number of requests (cost units) the limit grants per window
+	// (Config.Limit), or the capacity for the token bucket.
 	Limit int64
 	// Remaining is how many cost units could still be accepted right now
 	// after this decision. It is never negative.

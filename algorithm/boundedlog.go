@@ -173,10 +173,12 @@ func (a *boundedLog) add(s []int64, now, cost, cut int64) {
 	}
 }
 
+// Decide decides and, if allowed, records the request.
 func (a *boundedLog) Decide(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, true)
 }
 
+// Peek is Decide without changing the state.
 func (a *boundedLog) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)
 }

@@ -68,10 +68,12 @@ func (a *bucket) decide(s []int64, now, cost int64, commit bool) Decision {
 	return d
 }
 
+// Decide decides and, if allowed, records the request.
 func (a *bucket) Decide(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, true)
 }
 
+// Peek is Decide without changing the state.
 func (a *bucket) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)
 }

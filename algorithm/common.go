@@ -13,9 +13,16 @@ type base struct {
 	idle  time.Duration
 }
 
-func (b *base) Name() string             { return b.cfg.Algorithm }
-func (b *base) Config() Config           { return b.cfg }
-func (b *base) Words() int               { return b.words }
+// Name returns the algorithm's name.
+func (b *base) Name() string { return b.cfg.Algorithm }
+
+// Config returns the checked parameters, defaults filled in.
+func (b *base) Config() Config { return b.cfg }
+
+// Words returns the state's length.
+func (b *base) Words() int { return b.words }
+
+// IdleAfter returns how long an untouched state takes to equal a zero one.
 func (b *base) IdleAfter() time.Duration { return b.idle }
 
 // Release does nothing: only the concurrency algorithm holds units.

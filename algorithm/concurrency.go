@@ -71,10 +71,12 @@ func (a *concurrency) decide(s []int64, now, cost int64, commit bool) Decision {
 	return d
 }
 
+// Decide decides and, if allowed, records the request.
 func (a *concurrency) Decide(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, true)
 }
 
+// Peek is Decide without changing the state.
 func (a *concurrency) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)
 }

@@ -61,10 +61,12 @@ func (a *leakyBucket) decide(s []int64, now, cost int64, commit bool) Decision {
 	return d
 }
 
+// Decide decides and, if allowed, records the request.
 func (a *leakyBucket) Decide(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, true)
 }
 
+// Peek is Decide without changing the state.
 func (a *leakyBucket) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)
 }

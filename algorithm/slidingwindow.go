@@ -137,10 +137,12 @@ func (a *slidingWindow) advance(s []int64, k int64) {
 	s[0] = k
 }
 
+// Decide decides and, if allowed, records the request.
 func (a *slidingWindow) Decide(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, true)
 }
 
+// Peek is Decide without changing the state.
 func (a *slidingWindow) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)
 }

@@ -108,10 +108,12 @@ func (a *weightedWindow) retryAfter(elapsed, curr, prev, cost int64) int64 {
 	return w - elapsed + w - mulDiv(r, w, curr)
 }
 
+// Decide decides and, if allowed, records the request.
 func (a *weightedWindow) Decide(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, true)
 }
 
+// Peek is Decide without changing the state.
 func (a *weightedWindow) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)
 }
