@@ -12,8 +12,10 @@
 //	}
 //
 // The algorithm defaults to bounded-log; see package algorithm for the
-// others. State lives in an in-memory store unless WithStore says otherwise.
-// Rule sets with several limits per request are in package rules.
+// others and for what each Decision field means. State lives in a private
+// in-memory store (package memstore) unless WithStore says otherwise; a
+// decision on a key already seen allocates nothing. Rule sets with several
+// limits per request are in package rules.
 package floodgate
 
 import (
@@ -44,14 +46,24 @@ type Limiter struct {
 type Option func(*Limiter)
 
 // WithStore makes the limiter keep its counters in s instead of a private
-// in-memory store.
+// in-memory store. Limiters sharing a store share a key's counter only when
+// their Limits are equal: state is identified by the limit and the key.
+// A nil s means the default.
 func WithStore(s store.Store) Option { return func(l *Limiter) { l.store = s } }
 
 // WithClock makes the limiter read time from now instead of time.Now; the
-// simulator uses it to run the real limiter under a virtual clock.
-func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.clock = now } }
+// simulator uses it to run the real limiter under a virtual clock. Wait
+// still sleeps in real time. A nil now means time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(l *Limiter) {
+		if now != nil {
+			l.clock = now
+		}
+	}
+}
 
-// New returns a limiter for limit, or an error naming what is wrong with it.
+// New returns a limiter for limit, or an error naming what is wrong with it
+// (an unknown algorithm, a limit below 1, a window that is not positive).
 func New(limit Limit, opts ...Option) (*Limiter, error) {
 	alg, err := algorithm.New(limit)
 	if err != nil {
@@ -71,20 +83,24 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 func (l *Limiter) Limit() Limit { return l.alg.Config() }
 
 // Allow reports whether one request for key may proceed now, and counts it
-// if so. It is AllowN(ctx, key, 1).
+// if so. It is AllowN(ctx, key, 1). Keys are any strings; the limiter does
+// not keep them, only a hash of them.
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	return l.AllowN(ctx, key, 1)
 }
 
 // AllowN reports whether a request of cost n for key may proceed now, and
-// counts it if so. An error means the store could not decide.
+// counts it if so. A cost below 1, or above what the limit could ever
+// grant, is rejected with a Reason saying so. An error means the store
+// could not decide; the memory store never fails.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	return l.store.DecideOne(ctx, l.clock().UnixNano(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
 }
 
 // Wait is AllowN that, when the decision carries a Delay (leaky-bucket),
-// sleeps for it or until ctx is done, whichever comes first. It returns
-// ctx's error if ctx ends during the delay; the request has been counted.
+// sleeps for it or until ctx is done, whichever comes first. A rejected
+// request returns at once with Allowed false. It returns ctx's error if ctx
+// ends during the delay; the request has been counted all the same.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
 	d, err := l.AllowN(ctx, key, n)
 	if err != nil || !d.Allowed || d.Delay <= 0 {

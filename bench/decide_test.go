@@ -82,6 +82,9 @@ func (f floodgateLimiter) allow(ctx context.Context, key string) bool {
 func newFloodgate(alg string) func() limiter {
 	return func() limiter {
 		cfg := floodgate.Limit{Algorithm: alg, Limit: algorithm.MaxLimit, Window: time.Hour}
+		if alg == algorithm.GCRA {
+			cfg.Burst = algorithm.MaxLimit // else the key is idle after one emission interval
+		}
 		l, err := floodgate.New(cfg)
 		if err != nil {
 			panic(err)
