@@ -10,6 +10,11 @@ import (
 	"github.com/floodgate-dev/floodgate"
 )
 
+// MaxWorstLimit is the largest limit Worst searches with its default
+// pattern size: each candidate runs up to four times the limit requests
+// through the limiter, hundreds of times.
+const MaxWorstLimit = 10_000
+
 // WorstConfig says what Worst searches and how hard.
 type WorstConfig struct {
 	// Limit is the limit under attack, algorithm and parameters included.
@@ -21,7 +26,7 @@ type WorstConfig struct {
 	// 300).
 	Budget int
 	// MaxRequests caps the requests in one pattern (default 4·Limit, at
-	// least 16).
+	// least 16, at most 4·MaxWorstLimit).
 	MaxRequests int
 	// Horizon is the span patterns are drawn in (default 3·Window).
 	Horizon time.Duration
@@ -73,7 +78,13 @@ func Worst(ctx context.Context, cfg WorstConfig) (WorstResult, error) {
 		cfg.Budget = 300
 	}
 	if cfg.MaxRequests <= 0 {
-		cfg.MaxRequests = int(min(4*full.Limit, 1_000_000))
+		if full.Limit > MaxWorstLimit {
+			return WorstResult{}, fmt.Errorf("sim: a limit of %d is too large to search in seconds (at most %d): scale the limit and window down together, keeping their ratio", full.Limit, MaxWorstLimit)
+		}
+		cfg.MaxRequests = int(4 * full.Limit)
+	}
+	if cfg.MaxRequests > 4*MaxWorstLimit {
+		return WorstResult{}, fmt.Errorf("sim: at most %d requests per pattern, got %d", 4*MaxWorstLimit, cfg.MaxRequests)
 	}
 	cfg.MaxRequests = max(cfg.MaxRequests, 16)
 	if cfg.Horizon <= 0 {

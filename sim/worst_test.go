@@ -2,6 +2,7 @@ package sim
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,16 @@ func TestWorstBadConfig(t *testing.T) {
 		if _, err := Worst(ctx, c); err == nil {
 			t.Errorf("Worst(%+v) succeeded, want an error", c)
 		}
+	}
+}
+
+func TestWorstRefusesHugeSearches(t *testing.T) {
+	c := floodgate.Limit{Algorithm: algorithm.GCRA, Limit: MaxWorstLimit + 1, Window: time.Hour}
+	if _, err := Worst(ctx, WorstConfig{Limit: c}); err == nil || !strings.Contains(err.Error(), "scale the limit and window down") {
+		t.Errorf("limit %d: error %v, want advice to scale down", c.Limit, err)
+	}
+	c.Limit = 10
+	if _, err := Worst(ctx, WorstConfig{Limit: c, MaxRequests: 4*MaxWorstLimit + 1}); err == nil {
+		t.Errorf("MaxRequests %d accepted", 4*MaxWorstLimit+1)
 	}
 }

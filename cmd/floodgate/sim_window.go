@@ -50,7 +50,7 @@ func runSimWindow(args []string, stdout, stderr io.Writer) error {
 	}
 	tables, err := sim.Window(context.Background(), shape, limits)
 	if err != nil {
-		return fmt.Errorf("sim window: %w", err)
+		return err // sim's errors name the package already
 	}
 	if *svg != "" {
 		f, err := os.Create(*svg)

@@ -59,7 +59,7 @@ func runSimWorst(args []string, stdout, stderr io.Writer) error {
 		Limit: cfg, Seed: *seed, Budget: *budget, MaxRequests: *maxReq, Horizon: *horizon,
 	})
 	if err != nil {
-		return fmt.Errorf("sim worst: %w", err)
+		return err // sim's errors name the package already
 	}
 	elapsed := time.Since(start)
 	L := cfg.Limit
