@@ -342,11 +342,15 @@ func (s *Set) apply(out []applied, r *rule, i int, d Descriptor, hits int64) []a
 	return append(out, a)
 }
 
-// RuleKey is one rule that applies to a request, with its counter key.
+// RuleKey is one rule that applies to a request, with its counter key and
+// the limit that applies to it (after overrides).
 type RuleKey struct {
 	Rule       string
 	Descriptor int
 	Key        string
+	Limit      int64
+	Window     time.Duration
+	Unlimited  bool
 }
 
 // Keys returns the rules that apply to req and the keys they count by,
@@ -359,7 +363,8 @@ func (s *Set) Keys(req Request) ([]RuleKey, error) {
 	}
 	out := make([]RuleKey, len(apps))
 	for i, a := range apps {
-		out[i] = RuleKey{Rule: a.r.name, Descriptor: a.desc, Key: a.key}
+		out[i] = RuleKey{Rule: a.r.name, Descriptor: a.desc, Key: a.key,
+			Limit: a.lim.limit, Window: a.lim.window, Unlimited: a.lim.unlimited}
 	}
 	return out, nil
 }
@@ -407,13 +412,20 @@ func (s *Set) Rules() []RuleInfo {
 		if r.base.alg != nil && !r.base.block {
 			info.Algorithm = r.base.alg.Name()
 		}
+		if r.countAll {
+			// The descriptor has exactly the entries of the rule's path; those
+			// matched by one exact value add no buckets.
+			for _, c := range r.match {
+				if c.m.kind != matchExact {
+					info.CountBy = append(info.CountBy, c.key)
+				}
+			}
+		}
 		switch {
-		case r.countAll:
-			info.Key = "every entry of the descriptor"
+		case len(info.CountBy) > 0:
+			info.Key = strings.Join(info.CountBy, "+")
 		case len(r.countBy) == 0:
 			info.Key = "global"
-		default:
-			info.Key = strings.Join(r.countBy, "+")
 		}
 		switch {
 		case r.cost.fixed > 0:
@@ -438,7 +450,19 @@ func (l *limit) String() string {
 	case l.block:
 		return "blocked (limit 0)"
 	}
-	return fmt.Sprintf("%d per %v", l.limit, l.window)
+	return fmt.Sprintf("%d per %s", l.limit, shortDuration(l.window))
+}
+
+// shortDuration prints 1m and 2h rather than 1m0s and 2h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
 }
 
 // newLimit builds a limit from an algorithm configuration; limit 0 blocks.

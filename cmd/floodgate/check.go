@@ -1,11 +1,528 @@
 package main
 
 import (
+	"bufio"
+	"encoding/csv"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"math"
+	"math/big"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
-// runCheck is not written yet; its owner replaces this file.
+// cardinalityFlag collects --cardinality key=N flags.
+type cardinalityFlag map[string]int64
+
+func (c cardinalityFlag) String() string {
+	var s []string
+	for _, k := range sortedKeys(c) {
+		s = append(s, fmt.Sprintf("%s=%d", k, c[k]))
+	}
+	return strings.Join(s, ",")
+}
+
+func (c cardinalityFlag) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		k, n, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want KEY=N, such as member=5000; got %q", part)
+		}
+		x, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || x < 1 || x > 1e12 {
+			return fmt.Errorf("%s: the count must be a whole number from 1 to 10^12; got %q", k, n)
+		}
+		if h, ok := strings.CutPrefix(k, "header:"); ok {
+			k = "header:" + strings.ToLower(h)
+		}
+		c[k] = x
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// checkRule is one rule in check's report.
+type checkRule struct {
+	Name      string   `json:"name"`
+	Line      int      `json:"line"`
+	Match     string   `json:"match"`
+	CountBy   []string `json:"count_by"`
+	Key       string   `json:"key"`
+	Limit     int64    `json:"limit"`
+	WindowMS  int64    `json:"window_ms"`
+	Window    string   `json:"window"`
+	Algorithm string   `json:"algorithm,omitempty"`
+	Unlimited bool     `json:"unlimited,omitempty"`
+	Block     bool     `json:"block,omitempty"`
+	Shadow    bool     `json:"shadow,omitempty"`
+	Failure   string   `json:"failure"`
+	Cost      string   `json:"cost"`
+	Overrides []string `json:"overrides,omitempty"`
+	// Buckets is how many counters the rule's key creates; nil when unknown.
+	Buckets *int64 `json:"buckets"`
+	// BucketsFrom says where Buckets came from: "global", "cardinality" or
+	// "trace".
+	BucketsFrom string `json:"buckets_from,omitempty"`
+	// Cap is the most requests the rule lets through per window over all its
+	// buckets (limit × buckets, or the sum of each traced bucket's limit);
+	// nil when unknown or unlimited.
+	Cap *int64 `json:"cap"`
+	// Missing names the count_by keys with no --cardinality.
+	Missing []string `json:"missing_cardinality,omitempty"`
+}
+
+// checkRoute is one line of --routes.
+type checkRoute struct {
+	Method string   `json:"method,omitempty"`
+	Path   string   `json:"path"`
+	Rules  []string `json:"rules"`
+}
+
+// checkDoc is check's JSON report.
+type checkDoc struct {
+	File      string       `json:"file"`
+	Valid     bool         `json:"valid"`
+	Errors    []string     `json:"errors,omitempty"`
+	Format    string       `json:"format,omitempty"`
+	Domain    string       `json:"domain,omitempty"`
+	Shadow    bool         `json:"shadow,omitempty"`
+	Rules     []checkRule  `json:"rules,omitempty"`
+	Routes    []checkRoute `json:"routes,omitempty"`
+	Uncovered []string     `json:"uncovered,omitempty"`
+	Trace     string       `json:"trace,omitempty"`
+	Requests  int          `json:"trace_requests,omitempty"`
+	Notes     []string     `json:"notes,omitempty"`
+}
+
+// runCheck validates a rule file and shows each rule's effective cap and,
+// with --routes, which rules cover each route.
 func runCheck(args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("floodgate check", flag.ContinueOnError)
+	card := cardinalityFlag{}
+	fs.Var(card, "cardinality", "how many distinct values entry `KEY=N` takes, such as member=5000 (repeatable)")
+	routes := fs.String("routes", "", "`FILE` of routes, one per line, optionally with a method (GET /loan/list): show the rules covering each")
+	tracePath := fs.String("trace", "", "count the buckets each rule creates from a CSV `FILE` of requests (header row of entry keys)")
+	strict := fs.Bool("strict", false, "exit with status 1 when a route is covered by no rule")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: floodgate check RULES [--routes FILE] [--cardinality key=N ...] [--trace FILE] [--strict] [--json]")
+		fmt.Fprintln(stderr, "\nValidates a rule file (Floodgate or envoyproxy/ratelimit format) and prints each rule:")
+		fmt.Fprintln(stderr, "what it matches, what it counts by, its limit and its effective cap, the limit times")
+		fmt.Fprintln(stderr, "the number of buckets its key creates.")
+		fs.PrintDefaults()
+	}
+	fs.SetOutput(stderr)
+	// RULES may come before or after the flags.
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if file == "" && len(rest) > 0 {
+		file, rest = rest[0], rest[1:]
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		rest = fs.Args()
+	}
+	if file == "" {
+		fs.Usage()
+		return errors.New("check: name a rule file")
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("check: unexpected argument %q", rest[0])
+	}
+
+	doc := checkDoc{File: file}
+	set, err := rules.Load(file)
+	if err != nil {
+		doc.Errors = strings.Split(err.Error(), "\n")
+		if *asJSON {
+			if err := writeJSON(stdout, doc); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(stderr, "%s is not valid:\n", file)
+			for _, e := range doc.Errors {
+				fmt.Fprintln(stderr, "  "+e)
+			}
+		}
+		return exitError{1}
+	}
+	doc.Valid, doc.Format, doc.Domain, doc.Shadow = true, set.Format(), set.Domain(), set.Shadow()
+	infos := set.Rules()
+	for _, info := range infos {
+		doc.Rules = append(doc.Rules, newCheckRule(info, card))
+	}
+	if *tracePath != "" {
+		n, err := countTrace(*tracePath, set, doc.Rules)
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		doc.Trace, doc.Requests = *tracePath, n
+	}
+	if *routes != "" {
+		rs, err := readRoutes(*routes)
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		for _, r := range rs {
+			r.Rules = set.Covering(r.Method, r.Path)
+			if r.Rules == nil {
+				r.Rules = []string{}
+				doc.Uncovered = append(doc.Uncovered, strings.TrimSpace(r.Method+" "+r.Path))
+			}
+			doc.Routes = append(doc.Routes, r)
+		}
+	}
+	doc.Notes = checkNotes(doc)
+	if *asJSON {
+		if err := writeJSON(stdout, doc); err != nil {
+			return err
+		}
+	} else {
+		printCheck(stdout, doc)
+	}
+	if *strict && len(doc.Uncovered) > 0 {
+		if !*asJSON {
+			fmt.Fprintf(stderr, "check: %d route(s) covered by no rule (--strict)\n", len(doc.Uncovered))
+		}
+		return exitError{1}
+	}
+	return nil
+}
+
+func newCheckRule(info rules.RuleInfo, card cardinalityFlag) checkRule {
+	r := checkRule{
+		Name: info.Name, Line: info.Line, Match: info.Match, CountBy: info.CountBy, Key: info.Key,
+		Limit: info.Limit, WindowMS: info.Window.Milliseconds(), Window: fmtDuration(info.Window),
+		Algorithm: info.Algorithm, Unlimited: info.Unlimited, Block: info.Block, Shadow: info.Shadow,
+		Failure: info.Failure, Cost: info.Cost, Overrides: info.Overrides,
+	}
+	if r.CountBy == nil {
+		r.CountBy = []string{}
+	}
+	if len(info.CountBy) == 0 {
+		one := int64(1)
+		r.Buckets, r.BucketsFrom = &one, "global"
+	} else {
+		n := big.NewInt(1)
+		for _, k := range info.CountBy {
+			c, ok := card[k]
+			if !ok {
+				r.Missing = append(r.Missing, k)
+				continue
+			}
+			n.Mul(n, big.NewInt(c))
+		}
+		if len(r.Missing) == 0 {
+			b := clampBig(n)
+			r.Buckets, r.BucketsFrom = &b, "cardinality"
+		}
+	}
+	r.setCap()
+	return r
+}
+
+// setCap sets Cap to limit × buckets.
+func (r *checkRule) setCap() {
+	r.Cap = nil
+	if r.Buckets == nil || r.Unlimited {
+		return
+	}
+	c := clampBig(new(big.Int).Mul(big.NewInt(r.Limit), big.NewInt(*r.Buckets)))
+	r.Cap = &c
+}
+
+func clampBig(n *big.Int) int64 {
+	if n.IsInt64() {
+		return n.Int64()
+	}
+	return math.MaxInt64
+}
+
+// countTrace replays a CSV trace through the rule set without deciding,
+// and sets each rule's buckets and cap from the keys it creates. The first
+// row names the entry keys; each further row is one request (an empty cell
+// leaves its entry out).
+func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	rd := csv.NewReader(bufio.NewReader(f))
+	rd.Comment = '#'
+	rd.TrimLeadingSpace = true
+	header, err := rd.Read()
+	if err != nil {
+		return 0, fmt.Errorf("%s: the first row must name the entry keys, such as client,member,path: %w", path, err)
+	}
+	for i, h := range header {
+		if h == "" {
+			return 0, fmt.Errorf("%s:1: column %d has no entry key", path, i+1)
+		}
+	}
+	type stats struct {
+		keys map[string]struct{}
+		cap  int64
+		inf  bool
+	}
+	byRule := map[string]*stats{}
+	n := 0
+	for {
+		row, err := rd.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, fmt.Errorf("%s: %w", path, err)
+		}
+		n++
+		var d rules.Descriptor
+		for i, v := range row {
+			if v != "" {
+				d = append(d, rules.Entry{Key: header[i], Value: v})
+			}
+		}
+		keys, err := set.Keys(rules.Request{Descriptors: []rules.Descriptor{d}})
+		if err != nil {
+			line, _ := rd.FieldPos(0)
+			return n, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		for _, k := range keys {
+			st := byRule[k.Rule]
+			if st == nil {
+				st = &stats{keys: map[string]struct{}{}}
+				byRule[k.Rule] = st
+			}
+			if _, seen := st.keys[k.Key]; seen {
+				continue
+			}
+			st.keys[k.Key] = struct{}{}
+			if k.Unlimited {
+				st.inf = true
+			} else if st.cap < math.MaxInt64-k.Limit {
+				st.cap += k.Limit
+			}
+		}
+	}
+	for i := range out {
+		r := &out[i]
+		st := byRule[r.Name]
+		b := int64(0)
+		if st != nil {
+			b = int64(len(st.keys))
+		}
+		r.Buckets, r.BucketsFrom, r.Missing = &b, "trace", nil
+		r.Cap = nil
+		if st == nil || !st.inf {
+			c := int64(0)
+			if st != nil {
+				c = st.cap
+			}
+			r.Cap = &c
+		}
+	}
+	return n, nil
+}
+
+// readRoutes reads one route per line: "PATH" or "METHOD PATH"; '#' starts
+// a comment.
+func readRoutes(path string) ([]checkRoute, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []checkRoute
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if i := strings.IndexByte(text, '#'); i >= 0 {
+			text = strings.TrimSpace(text[:i])
+		}
+		if text == "" {
+			continue
+		}
+		fields := strings.Fields(text)
+		switch {
+		case len(fields) == 1 && strings.HasPrefix(fields[0], "/"):
+			out = append(out, checkRoute{Path: fields[0]})
+		case len(fields) == 2 && strings.HasPrefix(fields[1], "/"):
+			out = append(out, checkRoute{Method: strings.ToUpper(fields[0]), Path: fields[1]})
+		default:
+			return nil, fmt.Errorf("%s:%d: want a path starting with / or a method and a path, such as GET /loan/list; got %q", path, line, text)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no routes in the file", path)
+	}
+	return out, nil
+}
+
+// checkNotes points out what an operator should look at.
+func checkNotes(doc checkDoc) []string {
+	var notes []string
+	var missing []string
+	global := false
+	for _, r := range doc.Rules {
+		for _, k := range r.Missing {
+			if !contains(missing, k) {
+				missing = append(missing, k)
+			}
+		}
+		if len(r.CountBy) == 0 && !r.Unlimited && !r.Shadow {
+			global = true
+		}
+	}
+	if len(missing) > 0 {
+		ex := make([]string, len(missing))
+		for i, k := range missing {
+			ex[i] = "--cardinality " + k + "=N"
+		}
+		notes = append(notes, "caps marked ? depend on how many distinct values these entries take; give "+
+			strings.Join(ex, " ")+" or --trace FILE to compute them")
+	}
+	if !global && len(doc.Rules) > 0 {
+		notes = append(notes, "every rule counts per key: nothing caps the service's total, which grows with the number of keys; add a rule with count_by: global to protect capacity")
+	}
+	if doc.Shadow {
+		notes = append(notes, "the file turns on shadow mode for every rule: nothing is rejected")
+	}
+	if len(doc.Uncovered) > 0 {
+		notes = append(notes, fmt.Sprintf("%d route(s) are covered by no rule: %s", len(doc.Uncovered), strings.Join(doc.Uncovered, ", ")))
+	}
+	return notes
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// fmtDuration prints 1m rather than 1m0s.
+func fmtDuration(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func printCheck(w io.Writer, doc checkDoc) {
+	fmt.Fprintf(w, "%s: valid, %d rule(s) in domain %q (%s format)\n", doc.File, len(doc.Rules), doc.Domain, doc.Format)
+	if doc.Trace != "" {
+		fmt.Fprintf(w, "buckets counted from %s (%d requests)\n", doc.Trace, doc.Requests)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tMATCHES\tCOUNT BY\tLIMIT\tALGORITHM\tBUCKETS\tEFFECTIVE CAP")
+	for _, r := range doc.Rules {
+		limit := fmt.Sprintf("%d / %s", r.Limit, r.Window)
+		switch {
+		case r.Unlimited:
+			limit = "unlimited"
+		case r.Block:
+			limit = "0 (blocks)"
+		}
+		alg := r.Algorithm
+		if alg == "" {
+			alg = "-"
+		}
+		buckets, capText := "?", "?"
+		if r.Buckets != nil {
+			buckets = strconv.FormatInt(*r.Buckets, 10)
+		}
+		switch {
+		case r.Unlimited:
+			capText = "unlimited"
+		case r.Cap != nil && r.Buckets != nil && r.BucketsFrom == "trace" && *r.Buckets > 0 && *r.Cap != r.Limit**r.Buckets:
+			capText = fmt.Sprintf("%d / %s (per-bucket limits summed)", *r.Cap, r.Window)
+		case r.Cap != nil:
+			capText = fmt.Sprintf("%d / %s", *r.Cap, r.Window)
+		case r.BucketsFrom == "trace":
+			capText = "unlimited (a traced bucket is unlimited)"
+		default:
+			capText = fmt.Sprintf("%d × buckets(%s)", r.Limit, strings.Join(r.Missing, "×"))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Match, r.Key, limit, alg, buckets, capText)
+	}
+	tw.Flush()
+
+	var details []string
+	for _, r := range doc.Rules {
+		var parts []string
+		if r.Shadow {
+			parts = append(parts, "shadow (reports, never rejects)")
+		}
+		if r.Failure != "open" {
+			parts = append(parts, "fails "+r.Failure+" when the store is down")
+		}
+		if !strings.HasPrefix(r.Cost, "hits") {
+			parts = append(parts, "cost "+r.Cost)
+		}
+		for _, o := range r.Overrides {
+			parts = append(parts, "override "+o)
+		}
+		if len(parts) > 0 {
+			details = append(details, fmt.Sprintf("  %s: %s", r.Name, strings.Join(parts, "; ")))
+		}
+	}
+	if len(details) > 0 {
+		fmt.Fprintln(w, "\ndetails:")
+		for _, d := range details {
+			fmt.Fprintln(w, d)
+		}
+	}
+	if len(doc.Routes) > 0 {
+		fmt.Fprintln(w, "\nroutes:")
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+		for _, r := range doc.Routes {
+			covered := strings.Join(r.Rules, ", ")
+			if covered == "" {
+				covered = "NOT COVERED by any rule"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Method, r.Path, covered)
+		}
+		tw.Flush()
+	}
+	if len(doc.Notes) > 0 {
+		fmt.Fprintln(w, "\nnotes:")
+		for _, n := range doc.Notes {
+			fmt.Fprintln(w, "  - "+n)
+		}
+	}
 }
