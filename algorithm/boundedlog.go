@@ -75,15 +75,25 @@ func (a *boundedLog) view(s []int64, now int64) (t, drop, start, sum int64) {
 		now = max(now, s[a.at(s, n-1)+1])
 	}
 	cut := now - a.window
-	for drop < n && s[a.at(s, drop)+1] <= cut {
+	// Walk the ring by offset, wrapping, rather than by a modulo per entry.
+	o, end := a.at(s, 0), int64(2+3*a.size)
+	next := func() {
+		if o += 3; o == end {
+			o = 2
+		}
+	}
+	for drop < n && s[o+1] <= cut {
 		drop++
+		next()
 	}
 	start = drop
-	if start < n && s[a.at(s, start)] <= cut {
+	if start < n && s[o] <= cut {
 		start++
+		next()
 	}
 	for i := start; i < n; i++ {
-		sum += s[a.at(s, i)+2]
+		sum += s[o+2]
+		next()
 	}
 	return now, drop, start, sum
 }
