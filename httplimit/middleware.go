@@ -1,0 +1,220 @@
+package httplimit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// Checker decides requests against a rule set. *rules.Engine implements it.
+type Checker interface {
+	// Check decides req and counts it if every rule allows it.
+	Check(ctx context.Context, req rules.Request) (rules.Result, error)
+	// Release gives back what an allowed req holds under concurrency rules.
+	Release(ctx context.Context, req rules.Request) error
+}
+
+// Options configures the middleware.
+type Options struct {
+	// Checker decides; required.
+	Checker Checker
+	// Domain is the rule domain requests are checked in; empty means the
+	// rule set's own domain.
+	Domain string
+	// Sources build the one descriptor each request is described by, in
+	// order. Empty means IP(Proxies).
+	Sources []Source
+	// Describe, when set, replaces Sources: it returns the request's
+	// descriptors, or an error that rejects the request with 400.
+	Describe func(r *http.Request) ([]rules.Descriptor, error)
+	// Proxies are the trusted proxies the default IP source honours.
+	Proxies *Proxies
+	// Hits returns the request's weight (0 means 1); nil means 1.
+	Hits func(r *http.Request) int64
+	// FailClosed answers 503 when the checker fails (a store error the
+	// rules' failure policies did not absorb, or a request past the rule
+	// engine's bounds). By default such requests go through: the limiter
+	// is not an outage. Either way the error is logged.
+	FailClosed bool
+	// Logger receives errors and shadow rejections; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Middleware returns net/http middleware that checks every request against
+// the rules before the wrapped handler sees it:
+//
+//   - Every response carries the headers Fields describes.
+//   - A request a rule rejects is answered with 429 Too Many Requests, a
+//     Retry-After header and a JSON body naming the rule (see Rejection);
+//     the handler does not run.
+//   - A request a leaky-bucket rule delays waits for its delay, or until
+//     the client goes away, and then runs.
+//   - Shadow rules never reject; their rejections are logged.
+//   - What concurrency rules hold is released when the handler returns,
+//     panics, or the client goes away.
+func Middleware(o Options) (func(http.Handler) http.Handler, error) {
+	if o.Checker == nil {
+		return nil, errors.New("httplimit: Options.Checker is nil")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if len(o.Sources) == 0 && o.Describe == nil {
+		o.Sources = []Source{IP(o.Proxies)}
+	}
+	return func(next http.Handler) http.Handler {
+		return &handler{o: o, next: next}
+	}, nil
+}
+
+type handler struct {
+	o    Options
+	next http.Handler
+}
+
+// Rejection is the JSON body of a 429 response.
+type Rejection struct {
+	Error string `json:"error"`
+	// Rule is the rejecting rule with the longest wait; Rules lists every
+	// rule that rejected.
+	Rule  string   `json:"rule"`
+	Rules []string `json:"rules"`
+	Limit int64    `json:"limit"`
+	// Window is the rule's window as a Go duration ("1m0s"); WindowSeconds
+	// is the same in seconds.
+	Window        string  `json:"window"`
+	WindowSeconds float64 `json:"window_seconds"`
+	Remaining     int64   `json:"remaining"`
+	// RetryAfter is the number of seconds to wait, as in Retry-After.
+	RetryAfter int64  `json:"retry_after"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := rules.Request{Domain: h.o.Domain}
+	if h.o.Describe != nil {
+		ds, err := h.o.Describe(r)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		req.Descriptors = ds
+	} else {
+		req.Descriptors = []rules.Descriptor{Describe(r, h.o.Sources)}
+	}
+	if h.o.Hits != nil {
+		req.Hits = h.o.Hits(r)
+	}
+	ctx := r.Context()
+	res, err := h.o.Checker.Check(ctx, req)
+	if err != nil {
+		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
+		if h.o.FailClosed {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
+			return
+		}
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	logShadow(h.o.Logger, res, r)
+	SetHeaders(w.Header(), res)
+	if !res.Allowed {
+		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
+		return
+	}
+	if Holds(res) {
+		defer func() {
+			if err := h.o.Checker.Release(context.WithoutCancel(ctx), req); err != nil {
+				h.o.Logger.Warn("rate limit release failed", "err", err)
+			}
+		}()
+	}
+	if d := Delay(res); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			// The client went away while queued; nobody reads an answer.
+			return
+		}
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// NewRejection describes a rejected result for a 429 body.
+func NewRejection(res rules.Result) Rejection {
+	rej := Rejection{Error: "rate limit exceeded", RetryAfter: RetryAfter(res)}
+	var worst *rules.Status
+	for i := range res.Statuses {
+		s := &res.Statuses[i]
+		if s.Shadow || s.Decision.Allowed {
+			continue
+		}
+		rej.Rules = append(rej.Rules, s.Rule)
+		if worst == nil || s.Decision.RetryAfter > worst.Decision.RetryAfter {
+			worst = s
+		}
+	}
+	if worst != nil {
+		rej.Rule = worst.Rule
+		rej.Limit = worst.Limit
+		rej.Window = worst.Window.String()
+		rej.WindowSeconds = worst.Window.Seconds()
+		rej.Remaining = worst.Decision.Remaining
+		rej.Reason = worst.Decision.Reason
+	}
+	return rej
+}
+
+// Holds reports whether an allowed result holds units that must be
+// released when the request ends (a concurrency rule counted it).
+func Holds(res rules.Result) bool {
+	if !res.Allowed {
+		return false
+	}
+	for _, s := range res.Statuses {
+		if s.Algorithm == algorithm.Concurrency && s.Decision.Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// Delay returns how long an allowed request must wait before it proceeds:
+// the longest Delay a leaky-bucket rule that is not in shadow mode gave it.
+func Delay(res rules.Result) time.Duration {
+	var d time.Duration
+	if !res.Allowed {
+		return 0
+	}
+	for _, s := range res.Statuses {
+		if !s.Shadow && s.Decision.Delay > d {
+			d = s.Decision.Delay
+		}
+	}
+	return d
+}
+
+// logShadow logs the rejections of shadow rules: what would have happened.
+func logShadow(log *slog.Logger, res rules.Result, r *http.Request) {
+	for _, s := range res.Statuses {
+		if s.Shadow && !s.Decision.Allowed {
+			log.Info("shadow rule would reject", "rule", s.Rule, "key", s.Key, "path", r.URL.Path,
+				"limit", s.Limit, "window", s.Window, "retry_after", s.Decision.RetryAfter)
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
