@@ -43,6 +43,11 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("load: unexpected argument %q (flags only; see floodgate load -h)", fs.Arg(0))
 	}
+	// Zero means "default" to the library; on the command line it is a
+	// mistake.
+	if cfg.Keys < 1 || cfg.Concurrency < 1 || cfg.Duration <= 0 || cfg.Conns < 1 {
+		return fmt.Errorf("load: -keys, -concurrency, -conns and -duration must be positive")
+	}
 	if *hits > 1<<32-1 {
 		return fmt.Errorf("load: -hits %d is too large", *hits)
 	}
