@@ -1,0 +1,281 @@
+// Package rls serves Envoy's Rate Limit Service v3
+// (envoy.service.ratelimit.v3.RateLimitService) over gRPC, deciding with the
+// rule engine, so an Envoy proxy (or any RLS client) can ask Floodgate
+// whether a request should be rate limited.
+//
+// Each RateLimitRequest becomes one rules.Request: its domain, its
+// descriptors in order, and hits_addend as the request's hits (0 means 1).
+// A descriptor with its own hits_addend is decided with that weight. The
+// response has one DescriptorStatus per descriptor, in order; overall_code
+// is OVER_LIMIT when any descriptor is over its limit and OK otherwise,
+// never UNKNOWN.
+//
+// A descriptor's status reports its most restrictive rule (shadow rules
+// only when nothing else applied): current_limit names the rule and states
+// its limit per unit of time, limit_remaining and duration_until_reset come
+// from the rule's decision. RLS expresses a window as a unit (second,
+// minute, hour, day, week, month, year) times an optional unit_multiplier;
+// see Unit for how a window that is not a whole number of units is
+// expressed. Concurrency rules have no window; their status carries the
+// remaining count and no current_limit. A descriptor that no rule limits
+// is OK with no current_limit.
+//
+// The response also carries, in response_headers_to_add, the RateLimit
+// header fields package httplimit writes (X-RateLimit-*, RateLimit-Policy,
+// RateLimit, and Retry-After when over the limit), so Envoy can pass them
+// to the client.
+package rls
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// Checker decides requests against a rule set. *rules.Engine implements it.
+type Checker interface {
+	Check(ctx context.Context, req rules.Request) (rules.Result, error)
+}
+
+// Service implements RateLimitServiceServer.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	checker Checker
+	log     *slog.Logger
+}
+
+// New returns a Service that decides with c and logs to log (nil means
+// slog.Default()).
+func New(c Checker, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{checker: c, log: log}
+}
+
+// Register registers s on g.
+func (s *Service) Register(g grpc.ServiceRegistrar) {
+	rlsv3.RegisterRateLimitServiceServer(g, s)
+}
+
+// ShouldRateLimit decides one request. An empty domain, a request without
+// descriptors, or a descriptor entry with an empty key is INVALID_ARGUMENT;
+// a failure to decide is UNAVAILABLE.
+func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if in.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "domain is empty: set the rate limit domain the rules are written for")
+	}
+	descs := in.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "no descriptors: a request needs at least one")
+	}
+	if len(descs) > rules.MaxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: the most is %d", len(descs), rules.MaxDescriptors)
+	}
+	hits := int64(in.GetHitsAddend())
+	// Descriptors are grouped by their weight: one Check per distinct weight,
+	// so each descriptor is counted with its own hits_addend.
+	type group struct {
+		hits int64
+		idx  []int
+	}
+	var groups []group
+	out := make([]rules.Descriptor, len(descs))
+	for i, d := range descs {
+		entries := d.GetEntries()
+		rd := make(rules.Descriptor, len(entries))
+		for j, e := range entries {
+			if e.GetKey() == "" {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d entry %d has an empty key", i, j)
+			}
+			rd[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		out[i] = rd
+		h := hits
+		if ha := d.GetHitsAddend(); ha != nil {
+			if ha.GetValue() > math.MaxInt64 {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d hits_addend %d is too large", i, ha.GetValue())
+			}
+			h = int64(ha.GetValue())
+		}
+		if h == 0 {
+			h = 1
+		}
+		found := false
+		for k := range groups {
+			if groups[k].hits == h {
+				groups[k].idx = append(groups[k].idx, i)
+				found = true
+				break
+			}
+		}
+		if !found {
+			groups = append(groups, group{hits: h, idx: []int{i}})
+		}
+	}
+
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs)),
+	}
+	var merged rules.Result
+	merged.Allowed = true
+	merged.Tightest = -1
+	for _, g := range groups {
+		req := rules.Request{Domain: in.GetDomain(), Hits: g.hits, Descriptors: make([]rules.Descriptor, len(g.idx))}
+		for k, i := range g.idx {
+			req.Descriptors[k] = out[i]
+		}
+		res, err := s.checker.Check(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			s.log.Warn("rls: check failed", "domain", in.GetDomain(), "err", err)
+			return nil, status.Errorf(codes.Unavailable, "rate limit check failed: %v", err)
+		}
+		for k, i := range g.idx {
+			resp.Statuses[i] = descriptorStatus(res, k)
+		}
+		// Merge for the response headers; indices are remapped to the
+		// request's own descriptor order.
+		for _, st := range res.Statuses {
+			st.Descriptor = g.idx[st.Descriptor]
+			merged.Statuses = append(merged.Statuses, st)
+		}
+		merged.Rejected = append(merged.Rejected, res.Rejected...)
+		if !res.Allowed {
+			merged.Allowed = false
+		}
+		for _, st := range res.Statuses {
+			if st.Shadow && !st.Decision.Allowed {
+				s.log.Info("shadow rule would reject", "domain", in.GetDomain(), "rule", st.Rule, "key", st.Key)
+			}
+		}
+	}
+	if !merged.Allowed {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	for _, f := range httplimit.Fields(merged) {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: f.Name, Value: f.Value})
+	}
+	return resp, nil
+}
+
+// descriptorStatus builds the status of descriptor i of res.
+func descriptorStatus(res rules.Result, i int) *rlsv3.RateLimitResponse_DescriptorStatus {
+	var best *rules.Status
+	for k := range res.Statuses {
+		st := &res.Statuses[k]
+		if st.Descriptor != i || st.Unlimited {
+			continue
+		}
+		if best == nil || better(st, best) {
+			best = st
+		}
+	}
+	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	if best == nil {
+		return ds
+	}
+	if !best.Shadow && !best.Decision.Allowed {
+		ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	ds.LimitRemaining = clampUint32(best.Decision.Remaining)
+	ds.DurationUntilReset = durationpb.New(best.Decision.ResetAfter)
+	if best.Algorithm != algorithm.Concurrency && best.Window > 0 {
+		unit, mult, perUnit := Unit(best.Limit, best.Window)
+		ds.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
+			Name:            best.Rule,
+			RequestsPerUnit: clampUint32(perUnit),
+			Unit:            unit,
+		}
+		if mult > 1 {
+			ds.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(mult)
+		}
+	}
+	return ds
+}
+
+// better reports whether a describes a descriptor better than b: enforcing
+// rules before shadow ones, then the more restrictive.
+func better(a, b *rules.Status) bool {
+	if a.Shadow != b.Shadow {
+		return !a.Shadow
+	}
+	if a.Decision.Allowed != b.Decision.Allowed {
+		return !a.Decision.Allowed
+	}
+	if !a.Decision.Allowed {
+		return a.Decision.RetryAfter > b.Decision.RetryAfter
+	}
+	return a.Decision.Remaining*max(1, b.Limit) < b.Decision.Remaining*max(1, a.Limit)
+}
+
+var units = []struct {
+	unit rlsv3.RateLimitResponse_RateLimit_Unit
+	d    time.Duration
+}{
+	{rlsv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+	{rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+	{rlsv3.RateLimitResponse_RateLimit_SECOND, time.Second},
+}
+
+// Unit expresses limit per window in RLS's terms: a unit, a unit multiplier
+// (1 means none) and requests per unit·multiplier.
+//
+// A window that is a whole number of some unit is exact: the largest such
+// unit is used with the multiplier, so 60 per 90s is 60 per 90 SECOND and
+// 100 per 2h is 100 per 2 HOUR. (Envoy versions that ignore
+// unit_multiplier read those as per second and per hour.) A window that is
+// not a whole number of seconds is rounded to the nearest whole number of
+// seconds (at least 1) and the limit scaled to keep the same rate, rounded
+// down but at least 1: 10 per 500ms reads as 20 per SECOND, 3 per 1.5s as 4
+// per 2 SECOND. The exact window is always in the RateLimit-Policy header
+// field the response carries.
+func Unit(limit int64, window time.Duration) (unit rlsv3.RateLimitResponse_RateLimit_Unit, multiplier uint32, perUnit int64) {
+	for _, u := range units {
+		if window >= u.d && window%u.d == 0 {
+			m := window / u.d
+			if m > math.MaxUint32 {
+				continue
+			}
+			return u.unit, uint32(m), limit
+		}
+	}
+	// Not a whole number of seconds: the nearest whole number of seconds,
+	// with the limit scaled to the same rate.
+	secs := max(1, int64((window+time.Second/2)/time.Second))
+	if secs > math.MaxUint32 {
+		secs = math.MaxUint32
+	}
+	per := int64(float64(limit) * float64(secs) * float64(time.Second) / float64(window))
+	return rlsv3.RateLimitResponse_RateLimit_SECOND, uint32(secs), max(1, per)
+}
+
+func clampUint32(v int64) uint32 {
+	switch {
+	case v < 0:
+		return 0
+	case v > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(v)
+}

@@ -1,0 +1,240 @@
+package rls
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+const testRules = `
+domain: edge
+rules:
+  - name: per-client
+    match: {client: "*"}
+    count_by: [client]
+    limit: 3
+    window: 1m
+    algorithm: fixed-window
+  - name: per-path
+    match: {path: {prefix: /loan/}}
+    count_by: [path]
+    limit: 100
+    window: 90s
+    algorithm: fixed-window
+  - name: dark
+    match: {member: "*"}
+    count_by: [member]
+    limit: 1
+    window: 1h
+    shadow: true
+`
+
+// dial starts a real gRPC server on a 127.0.0.1 port and returns a client
+// connected to it.
+func dial(t *testing.T) (rlsv3.RateLimitServiceClient, healthpb.HealthClient) {
+	t.Helper()
+	set, err := rules.Parse("rules.yaml", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := rules.NewEngine(set, memstore.New(memstore.Options{}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	New(eng, nil).Register(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn), healthpb.NewHealthClient(conn)
+}
+
+func desc(kv ...string) *commonv3.RateLimitDescriptor {
+	d := &commonv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestShouldRateLimit(t *testing.T) {
+	c, _ := dial(t)
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
+		desc("client", "acme"), desc("path", "/loan/list"), desc("path", "/catalog/search"),
+	}}
+	for i := 0; i < 3; i++ {
+		resp, err := c.ShouldRateLimit(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("call %d: overall %v, want OK", i, resp.OverallCode)
+		}
+		if len(resp.Statuses) != 3 {
+			t.Fatalf("%d statuses for 3 descriptors", len(resp.Statuses))
+		}
+		s := resp.Statuses[0]
+		if s.Code != rlsv3.RateLimitResponse_OK || s.LimitRemaining != uint32(2-i) ||
+			s.CurrentLimit.GetName() != "per-client" || s.CurrentLimit.GetRequestsPerUnit() != 3 ||
+			s.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || s.CurrentLimit.GetUnitMultiplier() != nil {
+			t.Fatalf("call %d: client status %v", i, s)
+		}
+		if d := s.DurationUntilReset.AsDuration(); d <= 0 || d > time.Minute {
+			t.Fatalf("duration_until_reset %v", d)
+		}
+		p := resp.Statuses[1]
+		if p.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND || p.CurrentLimit.GetUnitMultiplier().GetValue() != 90 ||
+			p.CurrentLimit.GetRequestsPerUnit() != 100 {
+			t.Fatalf("90s window expressed as %v", p.CurrentLimit)
+		}
+		if u := resp.Statuses[2]; u.Code != rlsv3.RateLimitResponse_OK || u.CurrentLimit != nil {
+			t.Fatalf("unlimited descriptor status %v", u)
+		}
+	}
+	resp, err := c.ShouldRateLimit(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT ||
+		resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("4th call: %v", resp)
+	}
+	hdr := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		hdr[h.Key] = h.Value
+	}
+	if hdr["Retry-After"] == "" || hdr["X-RateLimit-Limit"] != "3" || hdr["X-RateLimit-Remaining"] != "0" ||
+		!strings.Contains(hdr["RateLimit-Policy"], `"per-client";q=3;w=60`) || !strings.Contains(hdr["RateLimit-Policy"], `"per-path";q=100;w=90`) ||
+		!strings.Contains(hdr["RateLimit"], `"per-client";r=0;t=`) {
+		t.Fatalf("response_headers_to_add %v", hdr)
+	}
+}
+
+func TestHitsAddend(t *testing.T) {
+	c, _ := dial(t)
+	// Request-wide hits_addend 2: 2 of 3 used.
+	resp, err := c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 2,
+		Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Statuses[0].LimitRemaining != 1 {
+		t.Fatalf("after hits_addend 2: remaining %d, want 1", resp.Statuses[0].LimitRemaining)
+	}
+	// hits_addend 0 means 1.
+	resp, _ = c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "b")}})
+	if resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("after hits_addend 0: remaining %d, want 2", resp.Statuses[0].LimitRemaining)
+	}
+	// A descriptor's own hits_addend overrides the request's.
+	d := desc("client", "c")
+	d.HitsAddend = wrapperspb.UInt64(3)
+	resp, _ = c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 1,
+		Descriptors: []*commonv3.RateLimitDescriptor{d, desc("client", "e")}})
+	if resp.Statuses[0].LimitRemaining != 0 || resp.Statuses[1].LimitRemaining != 2 || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("per-descriptor hits: %v", resp.Statuses)
+	}
+	d.HitsAddend = wrapperspb.UInt64(4) // more than the limit
+	resp, _ = c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{d}})
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("cost 4 on limit 3 allowed: %v", resp)
+	}
+}
+
+func TestShadowNeverOverLimit(t *testing.T) {
+	c, _ := dial(t)
+	for i := 0; i < 3; i++ {
+		resp, err := c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge",
+			Descriptors: []*commonv3.RateLimitDescriptor{desc("member", "u1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("shadow rule rejected call %d: %v", i, resp)
+		}
+	}
+}
+
+func TestInvalidArgument(t *testing.T) {
+	c, _ := dial(t)
+	cases := []*rlsv3.RateLimitRequest{
+		{Domain: "", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a")}},
+		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("", "a")}},
+		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a", "", "b")}},
+		{Domain: "edge"},
+	}
+	for i, req := range cases {
+		_, err := c.ShouldRateLimit(ctx(t), req)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("case %d: %v, want InvalidArgument", i, err)
+		}
+	}
+	// An unknown domain is not an error: no rule applies.
+	resp, err := c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "other", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a")}})
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("unknown domain: %v %v", resp, err)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	_, h := dial(t)
+	resp, err := h.Check(ctx(t), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+}
+
+func TestUnit(t *testing.T) {
+	cases := []struct {
+		limit  int64
+		window time.Duration
+		unit   rlsv3.RateLimitResponse_RateLimit_Unit
+		mult   uint32
+		per    int64
+	}{
+		{600, time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE, 1, 600},
+		{10, time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND, 1, 10},
+		{100, 2 * time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR, 2, 100},
+		{60, 90 * time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND, 90, 60},
+		{5, 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY, 1, 5},
+		{5, 14 * 24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_WEEK, 2, 5},
+		{10, 500 * time.Millisecond, rlsv3.RateLimitResponse_RateLimit_SECOND, 1, 20},
+		{3, 1500 * time.Millisecond, rlsv3.RateLimitResponse_RateLimit_SECOND, 2, 4},
+		{1, 10 * time.Millisecond, rlsv3.RateLimitResponse_RateLimit_SECOND, 1, 100},
+		{1, time.Hour + time.Millisecond, rlsv3.RateLimitResponse_RateLimit_SECOND, 3600, 1},
+	}
+	for _, c := range cases {
+		u, m, p := Unit(c.limit, c.window)
+		if u != c.unit || m != c.mult || p != c.per {
+			t.Errorf("Unit(%d, %v) = %v x%d %d, want %v x%d %d", c.limit, c.window, u, m, p, c.unit, c.mult, c.per)
+		}
+	}
+}
