@@ -85,6 +85,9 @@ type checkRule struct {
 	Cap *int64 `json:"cap"`
 	// Missing names the count_by keys with no --cardinality.
 	Missing []string `json:"missing_cardinality,omitempty"`
+	// partial is the limit times the buckets of the keys whose cardinality
+	// is known, for "N × buckets(missing)".
+	partial *big.Int
 }
 
 // checkRoute is one line of --routes.
@@ -237,6 +240,8 @@ func newCheckRule(info rules.RuleInfo, card cardinalityFlag) checkRule {
 		if len(r.Missing) == 0 {
 			b := clampBig(n)
 			r.Buckets, r.BucketsFrom = &b, "cardinality"
+		} else {
+			r.partial = n.Mul(n, big.NewInt(r.Limit))
 		}
 	}
 	r.setCap()
@@ -406,6 +411,12 @@ func checkNotes(doc checkDoc) []string {
 		notes = append(notes, "caps marked ? depend on how many distinct values these entries take; give "+
 			strings.Join(ex, " ")+" or --trace FILE to compute them")
 	}
+	for _, r := range doc.Rules {
+		if len(r.Overrides) > 0 && r.BucketsFrom == "cardinality" {
+			notes = append(notes, "caps from --cardinality use each rule's own limit; overrides change it for the buckets they match (--trace sums each bucket's own limit)")
+			break
+		}
+	}
 	if !global && len(doc.Rules) > 0 {
 		notes = append(notes, "every rule counts per key: nothing caps the service's total, which grows with the number of keys; add a rule with count_by: global to protect capacity")
 	}
@@ -476,7 +487,11 @@ func printCheck(w io.Writer, doc checkDoc) {
 		case r.BucketsFrom == "trace":
 			capText = "unlimited (a traced bucket is unlimited)"
 		default:
-			capText = fmt.Sprintf("%d × buckets(%s)", r.Limit, strings.Join(r.Missing, "×"))
+			n := big.NewInt(r.Limit)
+			if r.partial != nil {
+				n = r.partial
+			}
+			capText = fmt.Sprintf("%s × buckets(%s)", n, strings.Join(r.Missing, "×"))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Match, r.Key, limit, alg, buckets, capText)
 	}
