@@ -125,9 +125,9 @@ func printWindow(w io.Writer, shape sim.Shape, limits []floodgate.Limit, tables 
 	for _, t := range tables {
 		fmt.Fprintf(w, "\npattern %q: %d requests\n", t.Name, len(t.Requests))
 		tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "algorithm\taccepted\trejected\tbusiest %v\tovershoot\tovershoot ratio\tfalse rejects\t\n", shape.Window)
+		fmt.Fprintf(tw, "%-16s\taccepted\trejected\tbusiest %v\tovershoot\tovershoot ratio\tfalse rejects\t\n", "algorithm", shape.Window)
 		for _, r := range t.Results {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\tx%.3f\t%d\t\n", r.Algorithm, r.Accepted, r.Rejected, r.Busiest, r.Overshoot, r.Ratio, r.FalseRejects)
+			fmt.Fprintf(tw, "%-16s\t%d\t%d\t%d\t%d\tx%.3f\t%d\t\n", r.Algorithm, r.Accepted, r.Rejected, r.Busiest, r.Overshoot, r.Ratio, r.FalseRejects)
 		}
 		tw.Flush()
 	}

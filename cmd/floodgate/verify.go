@@ -185,9 +185,13 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "verify %s: %d requests, %d keys; %s\n\n", *path, len(reqs), len(keys), describe(cfg))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 3, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "key\trequests\taccepted\trejected\tbusiest %v\tfalse rejects\t\n", cfg.Window)
+	width := len("total")
+	for _, k := range keys {
+		width = max(width, len(k.Key))
+	}
+	fmt.Fprintf(tw, "%-*s\trequests\taccepted\trejected\tbusiest %v\tfalse rejects\t\n", width, "key", cfg.Window)
 	for _, k := range append(keys, total) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", k.Key, k.Requests, k.Accepted, k.Rejected, k.Busiest, k.FalseRejects)
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t\n", width, k.Key, k.Requests, k.Accepted, k.Rejected, k.Busiest, k.FalseRejects)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\nbusiest: most cost units accepted for one key inside any %v interval (total: the highest of any key).\n", cfg.Window)
