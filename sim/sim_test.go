@@ -236,3 +236,12 @@ func equal(a, b []bool) bool {
 	}
 	return true
 }
+
+func TestEpochIsAWindowBoundary(t *testing.T) {
+	for _, w := range []time.Duration{time.Minute, 7 * time.Second, 1500 * time.Millisecond, time.Hour} {
+		e := Epoch(w)
+		if e.UnixNano()%int64(w) != 0 || e.After(base) || base.Sub(e) >= w {
+			t.Errorf("Epoch(%v) = %v: not the last multiple of the window at or before %v", w, e, base)
+		}
+	}
+}
