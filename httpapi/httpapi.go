@@ -1,0 +1,340 @@
+// Package httpapi is Floodgate's JSON API over HTTP:
+//
+//	POST /v1/check   decide a request: {"domain", "descriptors", "hits"}
+//	GET  /v1/rules   the rules in force
+//
+// A check is
+//
+//	{"domain": "edge", "descriptors": [{"entries": [{"key": "client", "value": "acme"}]}], "hits": 1}
+//
+// where domain may be left out (the rule set's own domain), hits may be
+// left out or 0 (meaning 1), and there is at least one descriptor. The
+// answer is 200 with the decision and the status of every rule that
+// applied (see CheckResponse), whether or not the request is over the
+// limit. Errors are JSON objects {"error": "..."}: 400 for a malformed or
+// out-of-bounds request, 405 for a wrong method, 413 for a body larger than
+// the limit, 503 when the limiter could not decide.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// Engine decides requests and tells the rules in force. *rules.Engine
+// implements it.
+type Engine interface {
+	Check(ctx context.Context, req rules.Request) (rules.Result, error)
+	Set() *rules.Set
+}
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 64 << 10
+
+// Options configures the API.
+type Options struct {
+	// Engine decides; required.
+	Engine Engine
+	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	Domain      string       `json:"domain"`
+	Descriptors []Descriptor `json:"descriptors"`
+	Hits        int64        `json:"hits"`
+}
+
+// Descriptor is one descriptor of a CheckRequest.
+type Descriptor struct {
+	Entries []Entry `json:"entries"`
+}
+
+// Entry is one descriptor entry.
+type Entry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// CheckResponse is the answer to POST /v1/check.
+type CheckResponse struct {
+	// Allowed is false when a rule that is not in shadow mode rejected.
+	Allowed bool `json:"allowed"`
+	// Code is "OK" or "OVER_LIMIT", as in Envoy's RLS.
+	Code string `json:"code"`
+	// Rejected names every rule that rejected, shadow ones included.
+	Rejected []string `json:"rejected"`
+	// Tightest names the most restrictive rule; empty when none applied.
+	Tightest string `json:"tightest,omitempty"`
+	// Unlimited is true when only unlimited rules applied.
+	Unlimited bool `json:"unlimited"`
+	// RetryAfter is the number of seconds to wait before retrying, rounded
+	// up; 0 when allowed.
+	RetryAfter int64 `json:"retry_after"`
+	// Statuses holds every rule that applied, in rule order.
+	Statuses []Status `json:"statuses"`
+}
+
+// Status is one rule's part in a decision.
+type Status struct {
+	Rule          string  `json:"rule"`
+	Descriptor    int     `json:"descriptor"`
+	Key           string  `json:"key"`
+	Limit         int64   `json:"limit"`
+	Window        string  `json:"window"`
+	WindowSeconds float64 `json:"window_seconds"`
+	Algorithm     string  `json:"algorithm"`
+	Shadow        bool    `json:"shadow"`
+	Unlimited     bool    `json:"unlimited"`
+	Allowed       bool    `json:"allowed"`
+	Remaining     int64   `json:"remaining"`
+	ResetAfterMS  int64   `json:"reset_after_ms"`
+	RetryAfterMS  int64   `json:"retry_after_ms"`
+	DelayMS       int64   `json:"delay_ms"`
+	Reason        string  `json:"reason,omitempty"`
+}
+
+// RulesResponse is the answer to GET /v1/rules.
+type RulesResponse struct {
+	Domain string `json:"domain"`
+	File   string `json:"file"`
+	Format string `json:"format"`
+	Shadow bool   `json:"shadow"`
+	Rules  []Rule `json:"rules"`
+}
+
+// Rule describes one rule; see rules.RuleInfo.
+type Rule struct {
+	Name          string   `json:"name"`
+	Domain        string   `json:"domain"`
+	Match         string   `json:"match"`
+	CountBy       []string `json:"count_by"`
+	Key           string   `json:"key"`
+	Limit         int64    `json:"limit"`
+	Window        string   `json:"window"`
+	WindowSeconds float64  `json:"window_seconds"`
+	Algorithm     string   `json:"algorithm"`
+	Unlimited     bool     `json:"unlimited"`
+	Block         bool     `json:"block"`
+	Shadow        bool     `json:"shadow"`
+	Failure       string   `json:"failure"`
+	Cost          string   `json:"cost"`
+	Overrides     []string `json:"overrides"`
+	Line          int      `json:"line"`
+}
+
+type api struct {
+	o Options
+}
+
+// New returns the API's handler. It serves /v1/check and /v1/rules and
+// answers 404 with a JSON error for other paths.
+func New(o Options) (http.Handler, error) {
+	if o.Engine == nil {
+		return nil, errors.New("httpapi: Options.Engine is nil")
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	a := &api{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/check", a.check)
+	mux.HandleFunc("/v1/rules", a.rules)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the API has POST /v1/check and GET /v1/rules", r.URL.Path))
+	})
+	return mux, nil
+}
+
+// Error writes {"error": msg} with the status code.
+func Error(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *api) check(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		Error(w, http.StatusMethodNotAllowed, "use POST for /v1/check")
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, a.o.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var in CheckRequest
+	if err := dec.Decode(&in); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+			return
+		}
+		Error(w, http.StatusBadRequest, "malformed check request: "+err.Error())
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+			return
+		}
+		Error(w, http.StatusBadRequest, "malformed check request: data after the JSON object")
+		return
+	}
+	req, err := in.toRequest()
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	res, err := a.o.Engine.Check(r.Context(), req)
+	if err != nil {
+		a.o.Logger.Warn("httpapi: check failed", "err", err)
+		Error(w, http.StatusServiceUnavailable, "the limiter could not decide: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, NewCheckResponse(res))
+}
+
+// toRequest checks the request against the engine's bounds and converts it.
+func (in *CheckRequest) toRequest() (rules.Request, error) {
+	if len(in.Descriptors) == 0 {
+		return rules.Request{}, errors.New(`descriptors: give at least one, e.g. {"entries":[{"key":"client","value":"acme"}]}`)
+	}
+	if len(in.Descriptors) > rules.MaxDescriptors {
+		return rules.Request{}, fmt.Errorf("descriptors: %d given, the most is %d", len(in.Descriptors), rules.MaxDescriptors)
+	}
+	if in.Hits < 0 || in.Hits > rules.MaxLimit {
+		return rules.Request{}, fmt.Errorf("hits: %d is out of range 0..%d (0 means 1)", in.Hits, int64(rules.MaxLimit))
+	}
+	req := rules.Request{Domain: in.Domain, Hits: in.Hits, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
+	for i, d := range in.Descriptors {
+		if len(d.Entries) == 0 {
+			return rules.Request{}, fmt.Errorf("descriptors[%d]: no entries", i)
+		}
+		if len(d.Entries) > rules.MaxEntries {
+			return rules.Request{}, fmt.Errorf("descriptors[%d]: %d entries, the most is %d", i, len(d.Entries), rules.MaxEntries)
+		}
+		rd := make(rules.Descriptor, len(d.Entries))
+		for j, e := range d.Entries {
+			switch {
+			case e.Key == "":
+				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: key is empty", i, j)
+			case len(e.Key) > rules.MaxKeyLen:
+				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: key is %d bytes, the most is %d", i, j, len(e.Key), rules.MaxKeyLen)
+			case len(e.Value) > rules.MaxValueLen:
+				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: value is %d bytes, the most is %d", i, j, len(e.Value), rules.MaxValueLen)
+			}
+			rd[j] = rules.Entry{Key: e.Key, Value: e.Value}
+		}
+		req.Descriptors[i] = rd
+	}
+	return req, nil
+}
+
+// NewCheckResponse renders a decision.
+func NewCheckResponse(res rules.Result) CheckResponse {
+	out := CheckResponse{
+		Allowed:   res.Allowed,
+		Code:      "OK",
+		Rejected:  res.Rejected,
+		Unlimited: res.Unlimited,
+		Statuses:  make([]Status, len(res.Statuses)),
+	}
+	if out.Rejected == nil {
+		out.Rejected = []string{}
+	}
+	if !res.Allowed {
+		out.Code = "OVER_LIMIT"
+	}
+	if res.Tightest >= 0 && res.Tightest < len(res.Statuses) {
+		out.Tightest = res.Statuses[res.Tightest].Rule
+	}
+	var retry time.Duration
+	for i, s := range res.Statuses {
+		out.Statuses[i] = Status{
+			Rule:          s.Rule,
+			Descriptor:    s.Descriptor,
+			Key:           s.Key,
+			Limit:         s.Limit,
+			Window:        s.Window.String(),
+			WindowSeconds: s.Window.Seconds(),
+			Algorithm:     s.Algorithm,
+			Shadow:        s.Shadow,
+			Unlimited:     s.Unlimited,
+			Allowed:       s.Decision.Allowed,
+			Remaining:     s.Decision.Remaining,
+			ResetAfterMS:  s.Decision.ResetAfter.Milliseconds(),
+			RetryAfterMS:  s.Decision.RetryAfter.Milliseconds(),
+			DelayMS:       s.Decision.Delay.Milliseconds(),
+			Reason:        s.Decision.Reason,
+		}
+		if !res.Allowed && !s.Shadow && !s.Decision.Allowed && s.Decision.RetryAfter > retry {
+			retry = s.Decision.RetryAfter
+		}
+	}
+	if !res.Allowed {
+		out.RetryAfter = max(1, int64((retry+time.Second-1)/time.Second))
+	}
+	return out
+}
+
+func (a *api) rules(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		Error(w, http.StatusMethodNotAllowed, "use GET for /v1/rules")
+		return
+	}
+	writeJSON(w, http.StatusOK, NewRulesResponse(a.o.Engine.Set()))
+}
+
+// NewRulesResponse describes a rule set.
+func NewRulesResponse(set *rules.Set) RulesResponse {
+	out := RulesResponse{Domain: set.Domain(), File: set.File(), Format: set.Format(), Shadow: set.Shadow(), Rules: []Rule{}}
+	for _, ri := range set.Rules() {
+		out.Rules = append(out.Rules, Rule{
+			Name:          ri.Name,
+			Domain:        ri.Domain,
+			Match:         ri.Match,
+			CountBy:       nonNil(ri.CountBy),
+			Key:           ri.Key,
+			Limit:         ri.Limit,
+			Window:        ri.Window.String(),
+			WindowSeconds: ri.Window.Seconds(),
+			Algorithm:     ri.Algorithm,
+			Unlimited:     ri.Unlimited,
+			Block:         ri.Block,
+			Shadow:        ri.Shadow,
+			Failure:       ri.Failure,
+			Cost:          ri.Cost,
+			Overrides:     nonNil(ri.Overrides),
+			Line:          ri.Line,
+		})
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
