@@ -1,0 +1,127 @@
+// Package gateway is a rate-limiting reverse proxy: it routes each request
+// by path prefix to an upstream service and applies the rules before
+// forwarding, so one placement in front of several services limits them
+// all — for the requests that pass through it (see docs/serving.md on
+// coverage).
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// Route sends requests whose URL path starts with Prefix to Upstream. The
+// upstream URL's path, if any, is put in front of the request's path.
+type Route struct {
+	Prefix   string
+	Upstream *url.URL
+}
+
+// Options configures a Gateway.
+type Options struct {
+	// Routes are matched by longest prefix.
+	Routes []Route
+	// Limit wraps the proxy: every request goes through it before it is
+	// routed (typically httplimit.Middleware). Nil forwards everything.
+	Limit func(http.Handler) http.Handler
+	// Transport sends requests upstream; nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	// Logger receives upstream errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway is an http.Handler that limits and forwards requests.
+type Gateway struct {
+	routes  []route
+	handler http.Handler
+	log     *slog.Logger
+}
+
+type route struct {
+	prefix string
+	proxy  *httputil.ReverseProxy
+}
+
+// New returns a gateway for o, or an error if a route is malformed.
+func New(o Options) (*Gateway, error) {
+	if len(o.Routes) == 0 {
+		return nil, errors.New("gateway: no routes")
+	}
+	g := &Gateway{log: o.Logger}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	seen := map[string]bool{}
+	for _, r := range o.Routes {
+		if !strings.HasPrefix(r.Prefix, "/") {
+			return nil, fmt.Errorf("gateway: route prefix %q must start with /", r.Prefix)
+		}
+		if r.Upstream == nil || (r.Upstream.Scheme != "http" && r.Upstream.Scheme != "https") || r.Upstream.Host == "" {
+			return nil, fmt.Errorf("gateway: route %s: upstream must be an absolute http or https URL", r.Prefix)
+		}
+		if seen[r.Prefix] {
+			return nil, fmt.Errorf("gateway: route prefix %q appears twice", r.Prefix)
+		}
+		seen[r.Prefix] = true
+		up := r.Upstream
+		prefix := r.Prefix
+		p := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(up)
+				pr.SetXForwarded()
+				pr.Out.Host = up.Host
+			},
+			Transport: o.Transport,
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				g.log.Warn("gateway: upstream failed", "route", prefix, "upstream", up.String(), "err", err)
+				writeError(w, http.StatusBadGateway, "upstream for "+prefix+" failed")
+			},
+		}
+		g.routes = append(g.routes, route{prefix: r.Prefix, proxy: p})
+	}
+	sort.Slice(g.routes, func(i, j int) bool { return len(g.routes[i].prefix) > len(g.routes[j].prefix) })
+	var h http.Handler = http.HandlerFunc(g.forward)
+	if o.Limit != nil {
+		h = o.Limit(h)
+	}
+	g.handler = h
+	return g, nil
+}
+
+// ServeHTTP limits r and forwards it to its route's upstream.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.handler.ServeHTTP(w, r)
+}
+
+// Route returns the prefix of the route r's path takes, and false if none.
+func (g *Gateway) Route(path string) (string, bool) {
+	for _, rt := range g.routes {
+		if strings.HasPrefix(path, rt.prefix) {
+			return rt.prefix, true
+		}
+	}
+	return "", false
+}
+
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
+	for _, rt := range g.routes {
+		if strings.HasPrefix(r.URL.Path, rt.prefix) {
+			rt.proxy.ServeHTTP(w, r)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
