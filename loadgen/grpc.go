@@ -2,36 +2,103 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
+// shouldRateLimit is the full method name of the RLS call.
+const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
 // grpcCaller calls envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
-// Requests are built once per key number, so a call allocates only what gRPC
-// itself does.
+//
+// The generator shares the machine with the server it measures, so it does
+// as little work per call as it can: each key's RateLimitRequest is encoded
+// once, with the generated Envoy types, and sent as bytes; from the answer it
+// decodes only overall_code (checking that the whole message is well-formed
+// protobuf). The server sees ordinary protobuf messages.
 type grpcCaller struct {
-	conns   []*grpc.ClientConn
-	clients []rls.RateLimitServiceClient
-	reqs    []*rls.RateLimitRequest
+	conns []*grpc.ClientConn
+	reqs  []encoded
+}
+
+// encoded is a message already in wire format.
+type encoded []byte
+
+// overallCode receives a RateLimitResponse's overall_code.
+type overallCode struct{ code rls.RateLimitResponse_Code }
+
+// wireCodec sends encoded messages as they are and decodes answers into
+// overallCode. It is used only on the generator's own connections.
+type wireCodec struct{}
+
+func (wireCodec) Name() string { return "proto" }
+
+func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.(encoded)
+	if !ok {
+		return nil, fmt.Errorf("loadgen codec: cannot marshal %T", v)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	oc, ok := v.(*overallCode)
+	if !ok {
+		return fmt.Errorf("loadgen codec: cannot unmarshal into %T", v)
+	}
+	var b []byte
+	if len(data) == 1 {
+		b = data[0].ReadOnlyData()
+	} else {
+		b = data.Materialize()
+	}
+	oc.code = rls.RateLimitResponse_UNKNOWN
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("malformed RateLimitResponse: %v", protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return fmt.Errorf("malformed RateLimitResponse overall_code: %v", protowire.ParseError(n))
+			}
+			oc.code = rls.RateLimitResponse_Code(v)
+			b = b[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return fmt.Errorf("malformed RateLimitResponse field %d: %v", num, protowire.ParseError(n))
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 func newGRPCCaller(c *Config, host string) (*grpcCaller, error) {
 	g := &grpcCaller{}
 	for range c.Conns {
 		cc, err := grpc.NewClient("passthrough:///"+host,
-			grpc.WithTransportCredentials(insecure.NewCredentials()))
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wireCodec{})),
+			grpc.WithSharedWriteBuffer(true))
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("grpc target %s: %v", host, err)
 		}
 		g.conns = append(g.conns, cc)
-		g.clients = append(g.clients, rls.NewRateLimitServiceClient(cc))
 	}
-	g.reqs = make([]*rls.RateLimitRequest, c.Keys)
+	g.reqs = make([]encoded, c.Keys)
 	for k := range c.Keys {
 		req := &rls.RateLimitRequest{Domain: c.Domain, HitsAddend: c.Hits}
 		for _, d := range c.descriptorsFor(k) {
@@ -41,23 +108,32 @@ func newGRPCCaller(c *Config, host string) (*grpcCaller, error) {
 			}
 			req.Descriptors = append(req.Descriptors, pd)
 		}
-		g.reqs[k] = req
+		b, err := proto.Marshal(req)
+		if err != nil {
+			g.close()
+			return nil, fmt.Errorf("encoding request: %v", err)
+		}
+		g.reqs[k] = b
 	}
 	return g, nil
 }
 
+var errUnknownCode = errors.New("overall_code UNKNOWN (the server must answer OK or OVER_LIMIT)")
+
 func (g *grpcCaller) call(ctx context.Context, worker, key int) (Outcome, error) {
-	resp, err := g.clients[worker%len(g.clients)].ShouldRateLimit(ctx, g.reqs[key])
-	if err != nil {
+	var oc overallCode
+	if err := g.conns[worker%len(g.conns)].Invoke(ctx, shouldRateLimit, g.reqs[key], &oc); err != nil {
 		return Failed, err
 	}
-	switch resp.GetOverallCode() {
+	switch oc.code {
 	case rls.RateLimitResponse_OK:
 		return Allowed, nil
 	case rls.RateLimitResponse_OVER_LIMIT:
 		return OverLimit, nil
+	case rls.RateLimitResponse_UNKNOWN:
+		return Failed, errUnknownCode
 	default:
-		return Failed, fmt.Errorf("overall_code %v", resp.GetOverallCode())
+		return Failed, fmt.Errorf("overall_code %v", oc.code)
 	}
 }
 

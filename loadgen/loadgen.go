@@ -249,6 +249,10 @@ type Summary struct {
 	// Latency holds quantiles in milliseconds (open loop: from the
 	// scheduled send time).
 	Latency Latency `json:"latency_ms"`
+	// ClientCPU is the CPU time, in seconds, the generator's own process
+	// used during the run (0 where it cannot be read). When the server
+	// shares the machine, this is CPU the server did not get.
+	ClientCPU float64 `json:"client_cpu_s"`
 	// ErrorSamples names up to five distinct errors with their counts.
 	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
 }
@@ -290,6 +294,13 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "allowed     %d (%.1f%%)\n", s.Allowed, pct(s.Allowed))
 	fmt.Fprintf(w, "over-limit  %d (%.1f%%)\n", s.OverLimit, pct(s.OverLimit))
 	fmt.Fprintf(w, "errors      %d\n", s.Errors)
+	if s.ClientCPU > 0 && s.Seconds > 0 {
+		per := ""
+		if s.Calls > 0 {
+			per = fmt.Sprintf(", %.1f µs per call", s.ClientCPU/float64(s.Calls)*1e6)
+		}
+		fmt.Fprintf(w, "client cpu  %.2fs (%.2f cores%s)\n", s.ClientCPU, s.ClientCPU/s.Seconds, per)
+	}
 	if s.Missed > 0 {
 		fmt.Fprintf(w, "missed      %d scheduled calls never sent (server too slow for the rate)\n", s.Missed)
 	}
@@ -366,6 +377,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	runCtx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 
+	cpuBefore := processCPU()
 	start := time.Now()
 	end := start.Add(cfg.Duration)
 	var interval time.Duration
@@ -479,6 +491,7 @@ wait:
 		}
 	}
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpuBefore
 	if progressed && cfg.ProgressCR {
 		fmt.Fprintln(cfg.Progress)
 	}
@@ -496,6 +509,7 @@ wait:
 		Allowed:     live.allowed.Load(),
 		OverLimit:   live.over.Load(),
 		Errors:      live.failed.Load(),
+		ClientCPU:   cpu.Seconds(),
 	}
 	s.Calls = s.Allowed + s.OverLimit + s.Errors
 	if interval > 0 {

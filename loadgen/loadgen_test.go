@@ -63,7 +63,8 @@ func (c *counter) decide(domain, key string) (bool, error) {
 
 type rlsServer struct {
 	rls.UnimplementedRateLimitServiceServer
-	c *counter
+	c       *counter
+	unknown bool // answer overall_code UNKNOWN
 }
 
 func (s *rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (*rls.RateLimitResponse, error) {
@@ -79,7 +80,9 @@ func (s *rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReque
 		return nil, err
 	}
 	code := rls.RateLimitResponse_OK
-	if !ok {
+	if s.unknown {
+		code = rls.RateLimitResponse_UNKNOWN
+	} else if !ok {
 		code = rls.RateLimitResponse_OVER_LIMIT
 	}
 	return &rls.RateLimitResponse{OverallCode: code}, nil
@@ -301,6 +304,31 @@ func TestErrorsAreCounted(t *testing.T) {
 	s.WriteText(&b)
 	if !strings.Contains(b.String(), "store down") || !strings.Contains(b.String(), "p99.9") {
 		t.Errorf("text summary lacks the error or quantiles:\n%s", b.String())
+	}
+}
+
+// TestUnknownCodeIsAnError: an RLS server must answer OK or OVER_LIMIT;
+// UNKNOWN (Envoy's "no decision") is counted as a failed call.
+func TestUnknownCodeIsAnError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rls.RegisterRateLimitServiceServer(srv, &rlsServer{c: newCounter(10), unknown: true})
+	go srv.Serve(ln)
+	defer srv.Stop()
+	s, err := Run(context.Background(), Config{
+		Target: "grpc://" + ln.Addr().String(), Concurrency: 1, Duration: 100 * time.Millisecond, Keys: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Calls == 0 || s.Errors != s.Calls || len(s.ErrorSamples) != 1 || !strings.Contains(s.ErrorSamples[0].Error, "UNKNOWN") {
+		t.Fatalf("calls %d errors %d samples %+v", s.Calls, s.Errors, s.ErrorSamples)
+	}
+	if s.ClientCPU <= 0 {
+		t.Errorf("client CPU not measured: %v", s.ClientCPU)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 
 	"github.com/floodgate-dev/floodgate/loadgen"
 )
@@ -37,6 +38,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections shared by the clients")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,6 +61,17 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("load: cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	s, err := loadgen.Run(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
