@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -472,17 +473,41 @@ func TestSeveralDescriptors(t *testing.T) {
 
 func TestRequestBounds(t *testing.T) {
 	e, _ := newTestEngine(t, composed)
-	big := strings.Repeat("x", MaxValueLen+1)
 	for name, req := range map[string]Request{
-		"value":       one("member=" + big),
 		"key":         one(strings.Repeat("k", MaxKeyLen+1) + "=v"),
 		"hits":        {Descriptors: []Descriptor{desc("member=u")}, Hits: -1},
 		"descriptors": {Descriptors: make([]Descriptor, MaxDescriptors+1)},
 		"entries":     {Descriptors: []Descriptor{make(Descriptor, MaxEntries+1)}},
 	} {
-		if _, err := e.Check(context.Background(), req); err == nil {
-			t.Errorf("%s: oversized request accepted", name)
+		if _, err := e.Check(context.Background(), req); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%s: oversized request: err = %v, want ErrInvalidRequest", name, err)
 		}
+	}
+}
+
+// A client cannot escape its limit by sending a huge value: long values are
+// counted by their digest, each its own bucket, and keys stay short.
+func TestLongValuesAreLimitedByDigest(t *testing.T) {
+	e, _ := newTestEngine(t, composed)
+	long1 := strings.Repeat("x", 100000)
+	long2 := long1[:99999] + "y"
+	if got := allowedCount(t, e, one("member="+long1), 5); got != 3 {
+		t.Fatalf("long member: %d of 5 allowed, want 3", got)
+	}
+	r := check(t, e, one("member="+long2))
+	if !r.Allowed {
+		t.Fatalf("a different long value shares the bucket")
+	}
+	if k := r.Statuses[0].Key; len(k) > 100 || !strings.Contains(k, "member==") {
+		t.Fatalf("key for a long value: %q", k)
+	}
+	// A literal value that looks like a digest is escaped, so it cannot
+	// reach the long value's bucket.
+	k1, _ := ruleKey("d", &rule{id: "r", countBy: []string{"m"}}, Descriptor{{"m", long1}})
+	lit := strings.TrimPrefix(k1, "d|r|m=")
+	k2, _ := ruleKey("d", &rule{id: "r", countBy: []string{"m"}}, Descriptor{{"m", lit}})
+	if k1 == k2 {
+		t.Fatalf("literal %q collides with the digest key", lit)
 	}
 }
 

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -283,7 +282,7 @@ func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
 			d.errorf(n, "rate_limit has no unit; add unit: second, minute, hour or day")
 		}
 		if hasRPU {
-			cfg.Limit, _ = d.integer(rv.value, "requests_per_unit", 0, math.MaxUint32)
+			cfg.Limit, _ = d.integer(rv.value, "requests_per_unit", 0, MaxLimit)
 		} else {
 			d.errorf(n, "rate_limit has no requests_per_unit; add the number of requests allowed per unit (0 blocks every request)")
 		}

@@ -154,7 +154,7 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 		pw := what + ": " + p
 		switch p {
 		case "slices":
-			if x, ok := d.integer(v.value, pw, 2, 3600); ok {
+			if x, ok := d.integer(v.value, pw, 1, algorithm.MaxSlices); ok {
 				cfg.Slices = int(x)
 			}
 		case "capacity":

@@ -1,6 +1,10 @@
 package rules
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
 
 // Counter keys have the form
 //
@@ -8,7 +12,9 @@ import "strings"
 //
 // where each part has '\', '|' and '=' escaped with a backslash, so no
 // choice of values can make two different (domain, rule, entries) tuples
-// share a key: the unescaped separators mark the boundaries exactly.
+// share a key: the unescaped separators mark the boundaries exactly. A value
+// longer than MaxValueLen is written as '=' and its SHA-256 digest in hex,
+// which keeps keys short whatever a client sends.
 
 // keyBuilder appends escaped key parts.
 type keyBuilder struct{ b strings.Builder }
@@ -24,6 +30,14 @@ func (k *keyBuilder) entry(key, value string) {
 	k.b.WriteByte('|')
 	k.escaped(key)
 	k.b.WriteByte('=')
+	if len(value) > MaxValueLen {
+		// A long value is counted by its SHA-256 digest, marked by a second
+		// unescaped '=' that no escaped value can begin with.
+		sum := sha256.Sum256([]byte(value))
+		k.b.WriteByte('=')
+		k.b.WriteString(hex.EncodeToString(sum[:]))
+		return
+	}
 	k.escaped(value)
 }
 

@@ -150,7 +150,7 @@ func TestParseErrors(t *testing.T) {
 		{"envoy unlimited with unit", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "an unlimited rate_limit takes no unit"},
 		{"envoy replaces self", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {name: n, unit: second, requests_per_unit: 1, replaces: [{name: n}]}\n", "cannot replace itself"},
 		{"envoy replaces unknown", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: nope}]}\n", `replaces "nope", but no rate_limit has that name`},
-		{"envoy rpu too big", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5000000000}\n", "requests_per_unit must be between 0 and 4294967295"},
+		{"envoy rpu too big", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5000000000}\n", "requests_per_unit must be between 0 and 4294967294"},
 		{"envoy no domain", "descriptors:\n  - key: k\n", "domain is missing"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

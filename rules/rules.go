@@ -37,7 +37,8 @@ const (
 	MaxWindow = algorithm.MaxWindow
 	// MaxKeyLen is the longest descriptor entry key, in bytes.
 	MaxKeyLen = 128
-	// MaxValueLen is the longest descriptor entry value, in bytes.
+	// MaxValueLen is the longest entry value a rule file may hold, in bytes.
+	// Longer values in requests are counted by their SHA-256 digest.
 	MaxValueLen = 1024
 	// MaxEntries is the most entries one descriptor may hold.
 	MaxEntries = 64
@@ -136,8 +137,9 @@ type RuleInfo struct {
 	// Match says which descriptors the rule applies to, e.g.
 	// "path prefix /loan/, member any".
 	Match string
-	// CountBy lists the entry keys the rule counts by; empty means one
-	// bucket for everything (global).
+	// CountBy lists the entry keys the rule counts by (for an
+	// envoyproxy/ratelimit limit, the entries of its path not fixed to one
+	// value); empty means one bucket for everything (global).
 	CountBy []string
 	// Key describes the counter key, e.g. "member" or "global".
 	Key       string

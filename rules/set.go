@@ -242,24 +242,28 @@ func (d *decoder) entryKey(n *yaml.Node, what string) (string, bool) {
 	return k, true
 }
 
-// validateRequest checks a request against the bounds.
+// ErrInvalidRequest is wrapped by the errors Check, Release and Keys return
+// for a request beyond the bounds (too many descriptors or entries, an entry
+// key too long, negative hits). Front ends answer such requests with a
+// client error, not a decision.
+var ErrInvalidRequest = errors.New("rules: invalid request")
+
+// validateRequest checks a request against the bounds. Long values are not
+// an error: they are counted by their digest (see ruleKey).
 func validateRequest(req *Request) error {
 	if len(req.Descriptors) > MaxDescriptors {
-		return fmt.Errorf("rules: request has %d descriptors; the most is %d", len(req.Descriptors), MaxDescriptors)
+		return fmt.Errorf("%w: %d descriptors; the most is %d", ErrInvalidRequest, len(req.Descriptors), MaxDescriptors)
 	}
 	if req.Hits < 0 || req.Hits > MaxLimit {
-		return fmt.Errorf("rules: hits must be between 0 and %d; got %d", int64(MaxLimit), req.Hits)
+		return fmt.Errorf("%w: hits must be between 0 and %d; got %d", ErrInvalidRequest, int64(MaxLimit), req.Hits)
 	}
 	for i, d := range req.Descriptors {
 		if len(d) > MaxEntries {
-			return fmt.Errorf("rules: descriptor %d has %d entries; the most is %d", i, len(d), MaxEntries)
+			return fmt.Errorf("%w: descriptor %d has %d entries; the most is %d", ErrInvalidRequest, i, len(d), MaxEntries)
 		}
 		for _, e := range d {
 			if len(e.Key) > MaxKeyLen {
-				return fmt.Errorf("rules: descriptor %d: entry key is %d bytes long; the most is %d", i, len(e.Key), MaxKeyLen)
-			}
-			if len(e.Value) > MaxValueLen {
-				return fmt.Errorf("rules: descriptor %d: value of %q is %d bytes long; the most is %d", i, e.Key, len(e.Value), MaxValueLen)
+				return fmt.Errorf("%w: descriptor %d: an entry key is %d bytes long; the most is %d", ErrInvalidRequest, i, len(e.Key), MaxKeyLen)
 			}
 		}
 	}
