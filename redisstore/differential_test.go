@@ -164,6 +164,7 @@ func TestDifferentialSeed(t *testing.T) {
 	for _, c := range diffConfigs[len(diffConfigs)-6:] {
 		for _, rate := range []int64{10, 90} {
 			t.Run(fmt.Sprintf("%s/%d", name(c), rate), func(t *testing.T) {
+				t.Parallel() // separate keys; rueidis pipelines the calls
 				a := mustAlg(t, c)
 				st := make([]int64, a.Words())
 				key := fmt.Sprintf("seed-%d", rate)

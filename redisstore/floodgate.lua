@@ -94,417 +94,435 @@ local function muldivup(a, b, c)
   return q
 end
 
-local ALG = {}
+-- Each algorithm is built on first use in a call: creating every closure
+-- on every call would cost more than the decision itself.
+local BUILD = {}
 
 -- 1: fixed-window. P: limit, window. State: window number, count.
-ALG[1] = {
-  decide = function(P, s, now, cost, commit)
-    local limit, window = P[1], P[2]
-    now = clamp(now)
-    local k, n = idiv(now, window), s[2]
-    if k < s[1] then
-      k, now = s[1], s[1] * window
-    elseif k > s[1] then
-      n = 0
-    end
-    local reset = (k + 1) * window - now
-    local bc = badcost(cost, limit)
-    if bc then return 0, nonneg(limit - n), reset, 0, 0, bc end
-    if n + cost > limit then return 0, nonneg(limit - n), reset, reset, 0, OVER end
-    n = n + cost
-    if commit then s[1], s[2] = k, n end
-    return 1, limit - n, reset, 0, 0, OK
-  end,
-  record = function(P, s, now, cost)
-    if cost < 1 then return end
-    local k = idiv(clamp(now), P[2])
-    if k < s[1] then return end
-    if k > s[1] then s[1], s[2] = k, 0 end
-    s[2] = addsat(s[2], min(cost, MAXLIMIT))
-  end,
-}
+BUILD[1] = function()
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit, window = P[1], P[2]
+      now = clamp(now)
+      local k, n = idiv(now, window), s[2]
+      if k < s[1] then
+        k, now = s[1], s[1] * window
+      elseif k > s[1] then
+        n = 0
+      end
+      local reset = (k + 1) * window - now
+      local bc = badcost(cost, limit)
+      if bc then return 0, nonneg(limit - n), reset, 0, 0, bc end
+      if n + cost > limit then return 0, nonneg(limit - n), reset, reset, 0, OVER end
+      n = n + cost
+      if commit then s[1], s[2] = k, n end
+      return 1, limit - n, reset, 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      if cost < 1 then return end
+      local k = idiv(clamp(now), P[2])
+      if k < s[1] then return end
+      if k > s[1] then s[1], s[2] = k, 0 end
+      s[2] = addsat(s[2], min(cost, MAXLIMIT))
+    end,
+  }
+end
 
 -- 2: sliding-window. P: limit, slice, slices. State: newest slice number,
 -- then one count per ring position (Go packs two to a word; the Go side
 -- converts).
-local function sw_count(P, s, z) return s[2 + imod(z, P[3])] end
-local function sw_set(P, s, z, v) s[2 + imod(z, P[3])] = min(v, MAXU32) end
-local function sw_view(P, s, now)
-  local slice, N = P[2], P[3]
-  now = clamp(now)
-  local k = idiv(now, slice)
-  if k < s[1] then k, now = s[1], s[1] * slice end
-  local oldest = max(max(k - N + 1, s[1] - N + 1), 0)
-  local total = 0
-  for z = oldest, s[1] do total = total + sw_count(P, s, z) end
-  return k, now, oldest, total
-end
-local function sw_reset(P, s, now, oldest, newest)
-  for z = newest, oldest, -1 do
-    if sw_count(P, s, z) > 0 then return (z + P[3]) * P[2] - now end
+BUILD[2] = function()
+  local function sw_count(P, s, z) return s[2 + imod(z, P[3])] end
+  local function sw_set(P, s, z, v) s[2 + imod(z, P[3])] = min(v, MAXU32) end
+  local function sw_view(P, s, now)
+    local slice, N = P[2], P[3]
+    now = clamp(now)
+    local k = idiv(now, slice)
+    if k < s[1] then k, now = s[1], s[1] * slice end
+    local oldest = max(max(k - N + 1, s[1] - N + 1), 0)
+    local total = 0
+    for z = oldest, s[1] do total = total + sw_count(P, s, z) end
+    return k, now, oldest, total
   end
-  return 0
-end
-local function sw_advance(P, s, k)
-  if k <= s[1] then return end
-  for z = max(s[1] + 1, k - P[3] + 1), k do sw_set(P, s, z, 0) end
-  s[1] = k
-end
-ALG[2] = {
-  decide = function(P, s, now, cost, commit)
-    local limit, slice, N = P[1], P[2], P[3]
-    local k, oldest, total
-    k, now, oldest, total = sw_view(P, s, now)
-    local bc = badcost(cost, limit)
-    if bc then return 0, nonneg(limit - total), sw_reset(P, s, now, oldest, s[1]), 0, 0, bc end
-    if total + cost > limit then
-      local need, z = total + cost - limit, oldest
-      while z < s[1] do
-        need = need - sw_count(P, s, z)
-        if need <= 0 then break end
-        z = z + 1
+  local function sw_reset(P, s, now, oldest, newest)
+    for z = newest, oldest, -1 do
+      if sw_count(P, s, z) > 0 then return (z + P[3]) * P[2] - now end
+    end
+    return 0
+  end
+  local function sw_advance(P, s, k)
+    if k <= s[1] then return end
+    for z = max(s[1] + 1, k - P[3] + 1), k do sw_set(P, s, z, 0) end
+    s[1] = k
+  end
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit, slice, N = P[1], P[2], P[3]
+      local k, oldest, total
+      k, now, oldest, total = sw_view(P, s, now)
+      local bc = badcost(cost, limit)
+      if bc then return 0, nonneg(limit - total), sw_reset(P, s, now, oldest, s[1]), 0, 0, bc end
+      if total + cost > limit then
+        local need, z = total + cost - limit, oldest
+        while z < s[1] do
+          need = need - sw_count(P, s, z)
+          if need <= 0 then break end
+          z = z + 1
+        end
+        return 0, nonneg(limit - total), sw_reset(P, s, now, oldest, s[1]), (z + N) * slice - now, 0, OVER
       end
-      return 0, nonneg(limit - total), sw_reset(P, s, now, oldest, s[1]), (z + N) * slice - now, 0, OVER
-    end
-    if commit then
-      sw_advance(P, s, k)
-      sw_set(P, s, k, sw_count(P, s, k) + cost)
-    end
-    return 1, limit - total - cost, (k + N) * slice - now, 0, 0, OK
-  end,
-  record = function(P, s, now, cost)
-    if cost < 1 then return end
-    local z = idiv(clamp(now), P[2])
-    if z <= s[1] - P[3] then return end
-    sw_advance(P, s, z)
-    sw_set(P, s, z, sw_count(P, s, z) + min(cost, MAXLIMIT))
-  end,
-}
+      if commit then
+        sw_advance(P, s, k)
+        sw_set(P, s, k, sw_count(P, s, k) + cost)
+      end
+      return 1, limit - total - cost, (k + N) * slice - now, 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      if cost < 1 then return end
+      local z = idiv(clamp(now), P[2])
+      if z <= s[1] - P[3] then return end
+      sw_advance(P, s, z)
+      sw_set(P, s, z, sw_count(P, s, z) + min(cost, MAXLIMIT))
+    end,
+  }
+end
 
 -- 3: weighted-window. P: limit, window. State: window number, current
 -- count, previous count.
-local function ww_view(P, s, now)
-  local window = P[2]
-  now = clamp(now)
-  local k = idiv(now, window)
-  local curr, prev = 0, 0
-  if k <= s[1] then
-    if k < s[1] then k, now = s[1], s[1] * window end
-    curr, prev = s[2], s[3]
-  elseif k == s[1] + 1 then
-    prev = s[2]
-  end
-  return k, now - k * window, curr, prev
-end
-local function ww_reset(P, elapsed, curr, prev)
-  if curr > 0 then return 2 * P[2] - elapsed end
-  if prev > 0 then return P[2] - elapsed end
-  return 0
-end
-local function ww_retry(P, elapsed, curr, prev, cost)
-  local limit, w = P[1], P[2]
-  local r = limit - curr - cost
-  if r >= 0 then return w - muldiv(r, w, prev) - elapsed end
-  r = limit - cost
-  if curr <= r then return w - elapsed end
-  return w - elapsed + w - muldiv(r, w, curr)
-end
-ALG[3] = {
-  decide = function(P, s, now, cost, commit)
-    local limit, window = P[1], P[2]
-    local k, elapsed, curr, prev = ww_view(P, s, now)
-    local est = curr + muldivup(prev, window - elapsed, window)
-    local bc = badcost(cost, limit)
-    if bc then return 0, nonneg(limit - est), ww_reset(P, elapsed, curr, prev), 0, 0, bc end
-    if est + cost > limit then
-      return 0, nonneg(limit - est), ww_reset(P, elapsed, curr, prev),
-        ww_retry(P, elapsed, curr, prev, cost), 0, OVER
-    end
-    curr = curr + cost
-    if commit then s[1], s[2], s[3] = k, curr, prev end
-    return 1, nonneg(limit - est - cost), ww_reset(P, elapsed, curr, prev), 0, 0, OK
-  end,
-  record = function(P, s, now, cost)
-    if cost < 1 then return end
-    cost = min(cost, MAXLIMIT)
-    local k = idiv(clamp(now), P[2])
-    if k == s[1] - 1 then
-      s[3] = addsat(s[3], cost)
-      return
-    elseif k < s[1] then
-      return
+BUILD[3] = function()
+  local function ww_view(P, s, now)
+    local window = P[2]
+    now = clamp(now)
+    local k = idiv(now, window)
+    local curr, prev = 0, 0
+    if k <= s[1] then
+      if k < s[1] then k, now = s[1], s[1] * window end
+      curr, prev = s[2], s[3]
     elseif k == s[1] + 1 then
-      s[1], s[2], s[3] = k, 0, s[2]
-    elseif k > s[1] then
-      s[1], s[2], s[3] = k, 0, 0
+      prev = s[2]
     end
-    s[2] = addsat(s[2], cost)
-  end,
-}
+    return k, now - k * window, curr, prev
+  end
+  local function ww_reset(P, elapsed, curr, prev)
+    if curr > 0 then return 2 * P[2] - elapsed end
+    if prev > 0 then return P[2] - elapsed end
+    return 0
+  end
+  local function ww_retry(P, elapsed, curr, prev, cost)
+    local limit, w = P[1], P[2]
+    local r = limit - curr - cost
+    if r >= 0 then return w - muldiv(r, w, prev) - elapsed end
+    r = limit - cost
+    if curr <= r then return w - elapsed end
+    return w - elapsed + w - muldiv(r, w, curr)
+  end
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit, window = P[1], P[2]
+      local k, elapsed, curr, prev = ww_view(P, s, now)
+      local est = curr + muldivup(prev, window - elapsed, window)
+      local bc = badcost(cost, limit)
+      if bc then return 0, nonneg(limit - est), ww_reset(P, elapsed, curr, prev), 0, 0, bc end
+      if est + cost > limit then
+        return 0, nonneg(limit - est), ww_reset(P, elapsed, curr, prev),
+          ww_retry(P, elapsed, curr, prev, cost), 0, OVER
+      end
+      curr = curr + cost
+      if commit then s[1], s[2], s[3] = k, curr, prev end
+      return 1, nonneg(limit - est - cost), ww_reset(P, elapsed, curr, prev), 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      if cost < 1 then return end
+      cost = min(cost, MAXLIMIT)
+      local k = idiv(clamp(now), P[2])
+      if k == s[1] - 1 then
+        s[3] = addsat(s[3], cost)
+        return
+      elseif k < s[1] then
+        return
+      elseif k == s[1] + 1 then
+        s[1], s[2], s[3] = k, 0, s[2]
+      elseif k > s[1] then
+        s[1], s[2], s[3] = k, 0, 0
+      end
+      s[2] = addsat(s[2], cost)
+    end,
+  }
+end
 
 -- 4: sliding-log. P: limit, window. State: count, ring index of the
 -- oldest, then limit timestamps.
-local function sl_idx(P, s, i) return 3 + (s[2] + i) % P[1] end
-local function sl_view(P, s, now)
-  local n = s[1]
-  now = clamp(now)
-  if n > 0 then now = max(now, s[sl_idx(P, s, n - 1)]) end
-  local drop = 0
-  while drop < n and s[sl_idx(P, s, drop)] <= now - P[2] do drop = drop + 1 end
-  return now, drop
-end
-ALG[4] = {
-  decide = function(P, s, now, cost, commit)
-    local limit, window = P[1], P[2]
-    local drop
-    now, drop = sl_view(P, s, now)
-    local n = s[1] - drop
-    local reset = 0
-    if n > 0 then reset = s[sl_idx(P, s, s[1] - 1)] + window - now end
-    local bc = badcost(cost, limit)
-    if bc then return 0, limit - n, reset, 0, 0, bc end
-    if n + cost > limit then
-      return 0, limit - n, reset, s[sl_idx(P, s, drop + n + cost - limit - 1)] + window - now, 0, OVER
-    end
-    if commit then
+BUILD[4] = function()
+  local function sl_idx(P, s, i) return 3 + (s[2] + i) % P[1] end
+  local function sl_view(P, s, now)
+    local n = s[1]
+    now = clamp(now)
+    if n > 0 then now = max(now, s[sl_idx(P, s, n - 1)]) end
+    local drop = 0
+    while drop < n and s[sl_idx(P, s, drop)] <= now - P[2] do drop = drop + 1 end
+    return now, drop
+  end
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit, window = P[1], P[2]
+      local drop
+      now, drop = sl_view(P, s, now)
+      local n = s[1] - drop
+      local reset = 0
+      if n > 0 then reset = s[sl_idx(P, s, s[1] - 1)] + window - now end
+      local bc = badcost(cost, limit)
+      if bc then return 0, limit - n, reset, 0, 0, bc end
+      if n + cost > limit then
+        return 0, limit - n, reset, s[sl_idx(P, s, drop + n + cost - limit - 1)] + window - now, 0, OVER
+      end
+      if commit then
+        s[2] = (s[2] + drop) % limit
+        s[1] = n
+        for _ = 1, cost do
+          s[3 + (s[2] + s[1]) % limit] = now
+          s[1] = s[1] + 1
+        end
+      end
+      return 1, limit - n - cost, window, 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      local limit = P[1]
+      if cost < 1 then return end
+      local latest, drop = sl_view(P, s, now)
       s[2] = (s[2] + drop) % limit
-      s[1] = n
-      for _ = 1, cost do
-        s[3 + (s[2] + s[1]) % limit] = now
+      s[1] = s[1] - drop
+      now = clamp(now)
+      if now <= latest - P[2] then return end
+      for _ = 1, min(cost, limit) do
+        if s[1] == limit then
+          if s[sl_idx(P, s, 0)] > now then return end
+          s[2] = (s[2] + 1) % limit
+          s[1] = s[1] - 1
+        end
+        local i = s[1]
+        while i > 0 and s[sl_idx(P, s, i - 1)] > now do
+          s[sl_idx(P, s, i)] = s[sl_idx(P, s, i - 1)]
+          i = i - 1
+        end
+        s[sl_idx(P, s, i)] = now
         s[1] = s[1] + 1
       end
-    end
-    return 1, limit - n - cost, window, 0, 0, OK
-  end,
-  record = function(P, s, now, cost)
-    local limit = P[1]
-    if cost < 1 then return end
-    local latest, drop = sl_view(P, s, now)
-    s[2] = (s[2] + drop) % limit
-    s[1] = s[1] - drop
-    now = clamp(now)
-    if now <= latest - P[2] then return end
-    for _ = 1, min(cost, limit) do
-      if s[1] == limit then
-        if s[sl_idx(P, s, 0)] > now then return end
-        s[2] = (s[2] + 1) % limit
-        s[1] = s[1] - 1
-      end
-      local i = s[1]
-      while i > 0 and s[sl_idx(P, s, i - 1)] > now do
-        s[sl_idx(P, s, i)] = s[sl_idx(P, s, i - 1)]
-        i = i - 1
-      end
-      s[sl_idx(P, s, i)] = now
-      s[1] = s[1] + 1
-    end
-  end,
-}
+    end,
+  }
+end
 
 -- 5: token-bucket and gcra (the generic cell rate algorithm). P: limit,
 -- capacity, interval, span. State: theoretical arrival time, latest time.
-ALG[5] = {
-  decide = function(P, s, now, cost, commit)
-    local limit, capacity, interval, span = P[1], P[2], P[3], P[4]
-    now = max(clamp(now), s[2])
-    local tat = max(s[1], now)
-    local reset = tat - now
-    local rem = idiv(nonneg(span - (tat - now)), interval)
-    local bc = badcost(cost, capacity)
-    if bc then return 0, rem, reset, 0, 0, bc end
-    local newtat = tat + cost * interval
-    local diff = now - (newtat - span)
-    if diff < 0 then return 0, rem, reset, -diff, 0, OVER end
-    if commit then s[1], s[2] = newtat, now end
-    return 1, idiv(diff, interval), newtat - now, 0, 0, OK
-  end,
-  record = function(P, s, now, cost)
-    if cost < 1 then return end
-    now = clamp(now)
-    local tat = max(s[1], now) + min(cost, P[2]) * P[3]
-    s[1] = min(tat, max(s[2], now) + MAXAHEAD)
-    s[2] = max(s[2], now)
-  end,
-}
+BUILD[5] = function()
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit, capacity, interval, span = P[1], P[2], P[3], P[4]
+      now = max(clamp(now), s[2])
+      local tat = max(s[1], now)
+      local reset = tat - now
+      local rem = idiv(nonneg(span - (tat - now)), interval)
+      local bc = badcost(cost, capacity)
+      if bc then return 0, rem, reset, 0, 0, bc end
+      local newtat = tat + cost * interval
+      local diff = now - (newtat - span)
+      if diff < 0 then return 0, rem, reset, -diff, 0, OVER end
+      if commit then s[1], s[2] = newtat, now end
+      return 1, idiv(diff, interval), newtat - now, 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      if cost < 1 then return end
+      now = clamp(now)
+      local tat = max(s[1], now) + min(cost, P[2]) * P[3]
+      s[1] = min(tat, max(s[2], now) + MAXAHEAD)
+      s[2] = max(s[2], now)
+    end,
+  }
+end
 
 -- 6: leaky-bucket. P: limit, interval, max delay. State: the time the
 -- queue drains, latest time.
-local function lb_remaining(P, now, free)
-  local wait = free - now
-  if wait > P[3] then return 0 end
-  return min(P[1], idiv(P[3] - wait, P[2]) + 1)
-end
-ALG[6] = {
-  decide = function(P, s, now, cost, commit)
-    local limit, interval, maxdelay = P[1], P[2], P[3]
-    now = max(clamp(now), s[2])
-    local free = max(s[1], now)
+BUILD[6] = function()
+  local function lb_remaining(P, now, free)
     local wait = free - now
-    local bc = badcost(cost, limit)
-    if bc then return 0, lb_remaining(P, now, free), wait, 0, 0, bc end
-    if wait > maxdelay then return 0, 0, wait, wait - maxdelay, 0, QUEUEFULL end
-    free = free + cost * interval
-    if commit then s[1], s[2] = free, now end
-    return 1, lb_remaining(P, now, free), free - now, 0, wait, OK
-  end,
-  record = function(P, s, now, cost)
-    if cost < 1 then return end
-    now = clamp(now)
-    local free = max(s[1], now) + min(cost, P[1]) * P[2]
-    s[1] = min(free, max(s[2], now) + MAXAHEAD)
-    s[2] = max(s[2], now)
-  end,
-}
+    if wait > P[3] then return 0 end
+    return min(P[1], idiv(P[3] - wait, P[2]) + 1)
+  end
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit, interval, maxdelay = P[1], P[2], P[3]
+      now = max(clamp(now), s[2])
+      local free = max(s[1], now)
+      local wait = free - now
+      local bc = badcost(cost, limit)
+      if bc then return 0, lb_remaining(P, now, free), wait, 0, 0, bc end
+      if wait > maxdelay then return 0, 0, wait, wait - maxdelay, 0, QUEUEFULL end
+      free = free + cost * interval
+      if commit then s[1], s[2] = free, now end
+      return 1, lb_remaining(P, now, free), free - now, 0, wait, OK
+    end,
+    record = function(P, s, now, cost)
+      if cost < 1 then return end
+      now = clamp(now)
+      local free = max(s[1], now) + min(cost, P[1]) * P[2]
+      s[1] = min(free, max(s[2], now) + MAXAHEAD)
+      s[2] = max(s[2], now)
+    end,
+  }
+end
 
 -- 7: concurrency. P: limit, window (0: no leak guard). State: units in
 -- flight, time of the last change.
-local function cc_view(P, s, now)
-  now = max(clamp(now), s[2])
-  local n = s[1]
-  if P[2] > 0 and now - s[2] > P[2] then n = 0 end
-  return now, n
+BUILD[7] = function()
+  local function cc_view(P, s, now)
+    now = max(clamp(now), s[2])
+    local n = s[1]
+    if P[2] > 0 and now - s[2] > P[2] then n = 0 end
+    return now, n
+  end
+  local function cc_expiry(P, now, last, n)
+    if P[2] == 0 or n == 0 then return 0 end
+    return last + P[2] + 1 - now
+  end
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit = P[1]
+      local n
+      now, n = cc_view(P, s, now)
+      local rem = nonneg(limit - n)
+      local bc = badcost(cost, limit)
+      if bc then return 0, rem, cc_expiry(P, now, s[2], n), 0, 0, bc end
+      if n + cost > limit then
+        local e = cc_expiry(P, now, s[2], n)
+        return 0, rem, e, e, 0, OVER
+      end
+      n = n + cost
+      if commit then s[1], s[2] = n, now end
+      return 1, limit - n, cc_expiry(P, now, now, n), 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      if cost < 1 then return end
+      local n
+      now, n = cc_view(P, s, now)
+      s[1], s[2] = addsat(n, min(cost, MAXLIMIT)), now
+    end,
+    release = function(P, s, now, cost)
+      if cost < 1 then return end
+      local n
+      now, n = cc_view(P, s, now)
+      s[1], s[2] = nonneg(n - cost), now
+    end,
+  }
 end
-local function cc_expiry(P, now, last, n)
-  if P[2] == 0 or n == 0 then return 0 end
-  return last + P[2] + 1 - now
-end
-ALG[7] = {
-  decide = function(P, s, now, cost, commit)
-    local limit = P[1]
-    local n
-    now, n = cc_view(P, s, now)
-    local rem = nonneg(limit - n)
-    local bc = badcost(cost, limit)
-    if bc then return 0, rem, cc_expiry(P, now, s[2], n), 0, 0, bc end
-    if n + cost > limit then
-      local e = cc_expiry(P, now, s[2], n)
-      return 0, rem, e, e, 0, OVER
-    end
-    n = n + cost
-    if commit then s[1], s[2] = n, now end
-    return 1, limit - n, cc_expiry(P, now, now, n), 0, 0, OK
-  end,
-  record = function(P, s, now, cost)
-    if cost < 1 then return end
-    local n
-    now, n = cc_view(P, s, now)
-    s[1], s[2] = addsat(n, min(cost, MAXLIMIT)), now
-  end,
-  release = function(P, s, now, cost)
-    if cost < 1 then return end
-    local n
-    now, n = cc_view(P, s, now)
-    s[1], s[2] = nonneg(n - cost), now
-  end,
-}
 
 -- 8: bounded-log. P: limit, window, m (units per entry), size (entries in
 -- the ring). State: entries, ring index of the oldest, then size entries of
 -- first, last, count.
-local function bl_at(P, s, i) return 3 + 3 * ((s[2] + i) % P[4]) end
-local function bl_view(P, s, now)
-  local n = s[1]
-  now = clamp(now)
-  if n > 0 then now = max(now, s[bl_at(P, s, n - 1) + 1]) end
-  local cut = now - P[2]
-  local drop = 0
-  while drop < n and s[bl_at(P, s, drop) + 1] <= cut do drop = drop + 1 end
-  local start = drop
-  if start < n and s[bl_at(P, s, start)] <= cut then start = start + 1 end
-  local sum = 0
-  for i = start, n - 1 do sum = sum + s[bl_at(P, s, i) + 2] end
-  return now, drop, start, sum
-end
-local function bl_openfirst(P, s, now, cost)
-  local n = s[1]
-  if n == 0 then return now end
-  local o = bl_at(P, s, n - 1)
-  if s[o] > now - P[2] and s[o + 2] + cost <= P[3] then return s[o] end
-  return now
-end
-local function bl_add(P, s, now, cost, cut)
-  local m, size = P[3], P[4]
-  local n = s[1]
-  if n > 0 then
+BUILD[8] = function()
+  local function bl_at(P, s, i) return 3 + 3 * ((s[2] + i) % P[4]) end
+  local function bl_view(P, s, now)
+    local n = s[1]
+    now = clamp(now)
+    if n > 0 then now = max(now, s[bl_at(P, s, n - 1) + 1]) end
+    local cut = now - P[2]
+    local drop = 0
+    while drop < n and s[bl_at(P, s, drop) + 1] <= cut do drop = drop + 1 end
+    local start = drop
+    if start < n and s[bl_at(P, s, start)] <= cut then start = start + 1 end
+    local sum = 0
+    for i = start, n - 1 do sum = sum + s[bl_at(P, s, i) + 2] end
+    return now, drop, start, sum
+  end
+  local function bl_openfirst(P, s, now, cost)
+    local n = s[1]
+    if n == 0 then return now end
     local o = bl_at(P, s, n - 1)
-    if s[o] > cut and s[o + 2] < m then
-      local k = min(cost, m - s[o + 2])
-      s[o + 1], s[o + 2] = now, s[o + 2] + k
+    if s[o] > now - P[2] and s[o + 2] + cost <= P[3] then return s[o] end
+    return now
+  end
+  local function bl_add(P, s, now, cost, cut)
+    local m, size = P[3], P[4]
+    local n = s[1]
+    if n > 0 then
+      local o = bl_at(P, s, n - 1)
+      if s[o] > cut and s[o + 2] < m then
+        local k = min(cost, m - s[o + 2])
+        s[o + 1], s[o + 2] = now, s[o + 2] + k
+        cost = cost - k
+      end
+    end
+    while cost > 0 and n < size do
+      local k = min(cost, m)
+      local o = bl_at(P, s, n)
+      s[o], s[o + 1], s[o + 2] = now, now, k
+      n = n + 1
       cost = cost - k
     end
-  end
-  while cost > 0 and n < size do
-    local k = min(cost, m)
-    local o = bl_at(P, s, n)
-    s[o], s[o + 1], s[o + 2] = now, now, k
-    n = n + 1
-    cost = cost - k
-  end
-  s[1] = n
-  if cost > 0 then
-    local o = bl_at(P, s, n - 1)
-    s[o + 1], s[o + 2] = now, addsat(s[o + 2], cost)
-  end
-end
-ALG[8] = {
-  decide = function(P, s, now, cost, commit)
-    local limit, window, size = P[1], P[2], P[4]
-    local drop, start, sum
-    now, drop, start, sum = bl_view(P, s, now)
-    local n = s[1]
-    local reset = 0
-    if start < n then reset = s[bl_at(P, s, n - 1)] + window - now end
-    local bc = badcost(cost, limit)
-    if bc then return 0, nonneg(limit - sum), reset, 0, 0, bc end
-    if sum + cost > limit then
-      local need, i = sum + cost - limit, start
-      while i < n - 1 do
-        need = need - s[bl_at(P, s, i) + 2]
-        if need <= 0 then break end
-        i = i + 1
-      end
-      return 0, nonneg(limit - sum), reset, s[bl_at(P, s, i)] + window - now, 0, OVER
+    s[1] = n
+    if cost > 0 then
+      local o = bl_at(P, s, n - 1)
+      s[o + 1], s[o + 2] = now, addsat(s[o + 2], cost)
     end
-    reset = bl_openfirst(P, s, now, cost) + window - now
-    if commit then
+  end
+  return {
+    decide = function(P, s, now, cost, commit)
+      local limit, window, size = P[1], P[2], P[4]
+      local drop, start, sum
+      now, drop, start, sum = bl_view(P, s, now)
+      local n = s[1]
+      local reset = 0
+      if start < n then reset = s[bl_at(P, s, n - 1)] + window - now end
+      local bc = badcost(cost, limit)
+      if bc then return 0, nonneg(limit - sum), reset, 0, 0, bc end
+      if sum + cost > limit then
+        local need, i = sum + cost - limit, start
+        while i < n - 1 do
+          need = need - s[bl_at(P, s, i) + 2]
+          if need <= 0 then break end
+          i = i + 1
+        end
+        return 0, nonneg(limit - sum), reset, s[bl_at(P, s, i)] + window - now, 0, OVER
+      end
+      reset = bl_openfirst(P, s, now, cost) + window - now
+      if commit then
+        s[2] = (s[2] + drop) % size
+        s[1] = s[1] - drop
+        bl_add(P, s, now, cost, now - window)
+      end
+      return 1, limit - sum - cost, reset, 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      local window, size = P[2], P[4]
+      if cost < 1 then return end
+      cost = min(cost, MAXLIMIT)
+      local latest, drop = bl_view(P, s, now)
       s[2] = (s[2] + drop) % size
       s[1] = s[1] - drop
-      bl_add(P, s, now, cost, now - window)
-    end
-    return 1, limit - sum - cost, reset, 0, 0, OK
-  end,
-  record = function(P, s, now, cost)
-    local window, size = P[2], P[4]
-    if cost < 1 then return end
-    cost = min(cost, MAXLIMIT)
-    local latest, drop = bl_view(P, s, now)
-    s[2] = (s[2] + drop) % size
-    s[1] = s[1] - drop
-    now = clamp(now)
-    local n = s[1]
-    if n == 0 or now >= s[bl_at(P, s, n - 1) + 1] then
-      bl_add(P, s, now, cost, latest - window)
-      return
-    end
-    if now <= latest - window then return end
-    for i = n - 1, 0, -1 do
-      local o = bl_at(P, s, i)
-      if s[o] <= now then
-        s[o + 1], s[o + 2] = max(s[o + 1], now), addsat(s[o + 2], cost)
+      now = clamp(now)
+      local n = s[1]
+      if n == 0 or now >= s[bl_at(P, s, n - 1) + 1] then
+        bl_add(P, s, now, cost, latest - window)
         return
       end
-    end
-    if n < size then
-      s[2] = (s[2] + size - 1) % size
-      s[1] = s[1] + 1
+      if now <= latest - window then return end
+      for i = n - 1, 0, -1 do
+        local o = bl_at(P, s, i)
+        if s[o] <= now then
+          s[o + 1], s[o + 2] = max(s[o + 1], now), addsat(s[o + 2], cost)
+          return
+        end
+      end
+      if n < size then
+        s[2] = (s[2] + size - 1) % size
+        s[1] = s[1] + 1
+        local o = bl_at(P, s, 0)
+        s[o], s[o + 1], s[o + 2] = now, now, cost
+        return
+      end
       local o = bl_at(P, s, 0)
-      s[o], s[o + 1], s[o + 2] = now, now, cost
-      return
-    end
-    local o = bl_at(P, s, 0)
-    s[o], s[o + 2] = now, addsat(s[o + 2], cost)
-  end,
-}
+      s[o], s[o + 2] = now, addsat(s[o + 2], cost)
+    end,
+  }
+end
 
 -- State I/O: a key's value is its state words as decimal integers separated
 -- by spaces. string.format('%d') keeps all digits (tostring would not).
@@ -554,13 +572,17 @@ local function nextarg()
 end
 
 local out = {}
-local states, meta, dirty = {}, {}, {}
+local states, meta, dirty, built = {}, {}, {}, {}
 local commit = true
 for i = 1, #KEYS do
   local key = KEYS[i]
   local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
-  local alg = ALG[code]
-  if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
+  local alg = built[code]
+  if not alg then
+    if not BUILD[code] then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
+    alg = BUILD[code]()
+    built[code] = alg
+  end
   local P = {}
   for j = 1, np do P[j] = nextarg() end
   local s = states[key]

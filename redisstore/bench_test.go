@@ -1,0 +1,137 @@
+package redisstore
+
+// Store benchmarks against a real redis-server on loopback. Besides the
+// client-side ns/op they report the server's own time per script call
+// (server-µs/call, from INFO commandstats), which is what bounds a Redis
+// node's throughput. Run with
+//
+//	go test -run '^$' -bench 'BenchmarkDecideOne|BenchmarkSync' -benchtime 2s ./redisstore/
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+var benchConfigs = []algorithm.Config{
+	{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute},
+	{Algorithm: algorithm.TokenBucket, Limit: 600, Window: time.Minute, Capacity: 60},
+	{Algorithm: algorithm.GCRA, Limit: 600, Window: time.Minute},
+	{Algorithm: algorithm.WeightedWindow, Limit: 600, Window: time.Minute},
+	{Algorithm: algorithm.SlidingWindow, Limit: 600, Window: time.Minute, Slices: 12},
+	{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute, Tolerance: 0.1},
+	{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute},
+	{Algorithm: algorithm.SlidingLog, Limit: 600, Window: time.Minute},
+}
+
+var evalStat = regexp.MustCompile(`cmdstat_eval(?:sha)?:calls=(\d+),usec=(\d+)`)
+
+// serverUsec returns the calls and microseconds Redis spent in EVAL and
+// EVALSHA since the last CONFIG RESETSTAT.
+func serverUsec(b *testing.B) (calls, usec int64) {
+	out, err := shared.Do("INFO", "commandstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range evalStat.FindAllStringSubmatch(out, -1) {
+		c, _ := strconv.ParseInt(m[1], 10, 64)
+		u, _ := strconv.ParseInt(m[2], 10, 64)
+		calls += c
+		usec += u
+	}
+	return calls, usec
+}
+
+func resetStats(b *testing.B) {
+	if _, err := shared.Do("CONFIG", "RESETSTAT"); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func reportServer(b *testing.B, per int) {
+	calls, usec := serverUsec(b)
+	if calls > 0 {
+		b.ReportMetric(float64(usec)/float64(calls), "server-µs/call")
+	}
+	if per > 0 && b.N > 0 {
+		b.ReportMetric(float64(usec)/float64(b.N), "server-µs/op")
+	}
+}
+
+// BenchmarkDecideOne decides one request per call for 10,000 keys, from one
+// goroutine (serial: one round trip at a time) and from 64 (parallel:
+// rueidis pipelines concurrent calls on one connection).
+func BenchmarkDecideOne(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, Options{})
+	for _, c := range benchConfigs {
+		a := mustAlg(b, c)
+		keys := make([]string, 10000)
+		for i := range keys {
+			keys[i] = fmt.Sprint("client-", i)
+		}
+		label := fmt.Sprintf("%s-e%v", c.Algorithm, c.Tolerance)
+		b.Run(label+"/serial", func(b *testing.B) {
+			resetStats(b)
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: keys[i%len(keys)], Cost: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportServer(b, 1)
+		})
+		b.Run(label+"/parallel64", func(b *testing.B) {
+			resetStats(b)
+			b.SetParallelism(32)
+			var n int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(time.Now().UnixNano())
+				for pb.Next() {
+					i++
+					if _, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: keys[i%len(keys)], Cost: 1}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				_ = n
+			})
+			reportServer(b, 1)
+		})
+	}
+}
+
+// BenchmarkSync merges one event into each of 1,000 keys per Sync, as a
+// delayed-synchronization node does every interval. One op is one key.
+func BenchmarkSync(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, Options{})
+	for _, c := range benchConfigs[:6] {
+		a := mustAlg(b, c)
+		const keys = 1000
+		batches := make([]store.SyncBatch, keys)
+		for i := range batches {
+			batches[i] = store.SyncBatch{Algorithm: a, Key: fmt.Sprint("client-", i), Events: make([]store.Event, 1)}
+		}
+		b.Run(fmt.Sprintf("%s-e%v/1000keys", c.Algorithm, c.Tolerance), func(b *testing.B) {
+			resetStats(b)
+			for i := 0; i < b.N; i += keys {
+				now := time.Now().UnixNano()
+				for j := range batches {
+					batches[j].Events[0] = store.Event{Time: now, Cost: 1}
+				}
+				if err := s.Sync(ctx, now, batches); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportServer(b, 1)
+		})
+	}
+}
