@@ -96,8 +96,10 @@
       tr.appendChild(el("td", "num", lim));
       tr.appendChild(el("td", null, r.algorithm || "–"));
       tr.appendChild(el("td", "num", fmtNum(s.allowed_per_s || 0)));
+      // Shadow rejections (not enforced) are shown in amber.
       var rej = (s.rejected_per_s || 0) + (s.shadow_rejected_per_s || 0);
-      tr.appendChild(el("td", "num" + (rej > 0 ? " rej" : ""), fmtNum(rej)));
+      var rejCls = s.rejected_per_s > 0 ? " rej" : s.shadow_rejected_per_s > 0 ? " shadowc" : "";
+      tr.appendChild(el("td", "num" + rejCls, fmtNum(rej)));
       tr.appendChild(el("td", "num", fmtInt(s.allowed)));
       var rejTotal = el("td", "num", fmtInt((s.rejected || 0) + (s.shadow_rejected || 0)));
       if (s.shadow_rejected) rejTotal.title = fmtInt(s.shadow_rejected) + " by shadow (not enforced)";
