@@ -64,6 +64,7 @@ type scratch struct {
 	reqs []store.Request
 	idx  []int // reqs[i] belongs to apps[idx[i]]
 	out  []algorithm.Decision
+	dec  []algorithm.Decision // one per apps
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -79,7 +80,7 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 	defer func() {
 		clear(sc.apps)
 		clear(sc.reqs)
-		sc.apps, sc.reqs, sc.idx, sc.out = sc.apps[:0], sc.reqs[:0], sc.idx[:0], sc.out[:0]
+		sc.apps, sc.reqs, sc.idx, sc.out, sc.dec = sc.apps[:0], sc.reqs[:0], sc.idx[:0], sc.out[:0], sc.dec[:0]
 		scratchPool.Put(sc)
 	}()
 	apps, err := set.resolve(req, sc.apps[:0])
@@ -109,7 +110,11 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 		})
 		sc.idx = append(sc.idx, i)
 	}
-	decisions := make([]algorithm.Decision, len(apps))
+	if cap(sc.dec) < len(apps) {
+		sc.dec = make([]algorithm.Decision, len(apps))
+	}
+	decisions := sc.dec[:len(apps)]
+	clear(decisions)
 	if len(sc.reqs) > 0 {
 		now := e.clock().UnixNano()
 		if len(sc.reqs) == 1 {

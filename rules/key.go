@@ -42,7 +42,14 @@ func (k *keyBuilder) entry(key, value string) {
 }
 
 func (k *keyBuilder) escaped(s string) {
-	if !strings.ContainsAny(s, `\|=`) {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '|' || c == '=' {
+			plain = false
+			break
+		}
+	}
+	if plain {
 		k.b.WriteString(s)
 		return
 	}
