@@ -15,18 +15,18 @@
 // table is compact, with no pointer-heavy struct per key:
 //
 //   - a dense slab of entries, each the key's 64-bit hash followed by the
-//     algorithm's Words() state words, all in flat []int64 chunks of 128
-//     entries (so growing never copies the table, and the slack is at most
+//     algorithm's Words() state words, in flat []int64 chunks of 128
+//     entries (so growing never copies the slab, and the slack is at most
 //     one chunk);
-//   - beside each chunk, a []uint32 of last-use ticks (about 67 ms each),
-//     used to expire idle keys and to pick eviction victims;
-//   - an open-addressing index ([]uint32, linear probing, power-of-two size,
-//     at most 80% full) whose entries hold 8 bits of the hash beside the
-//     entry's slab position, so a probe touches the slab only on a likely
-//     match.
+//   - an open-addressing index ([]uint64, linear probing, power-of-two size,
+//     at most 80% full) whose entries hold the entry's slab position, 8 more
+//     bits of the hash (so a probe reads the slab only on a likely match)
+//     and the key's last-use time in ticks of about 67 ms (to expire idle
+//     keys and pick eviction victims without a third memory access).
 //
-// A tracked key therefore costs 8·(Words()+1) + 4 bytes of entry and tick,
-// plus 4 to 10 bytes of index and a little slack.
+// A decision on a tracked key thus reads two cache lines of the table: the
+// index slot and the entry. A tracked key costs 8·(Words()+1) bytes of entry
+// plus 10 to 20 bytes of index, and a little slack.
 //
 // # Identity by hash
 //
@@ -204,9 +204,9 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.table(l)
-	if pos := t.find(h); pos >= 0 {
-		d := req.Algorithm.Decide(t.state(pos), now, req.Cost)
-		t.touch(pos, tick)
+	if sl := t.find(h); sl >= 0 {
+		d := req.Algorithm.Decide(t.stateAt(sl), now, req.Cost)
+		t.touch(sl, tick)
 		return d, nil
 	}
 	// A never-seen key: decide on a zero state and keep the key only if the
@@ -215,8 +215,7 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 	clear(st)
 	d := req.Algorithm.Decide(st, now, req.Cost)
 	if !allZero(st) {
-		pos := t.insert(h, tick)
-		copy(t.state(pos), st)
+		copy(t.stateAt(t.insert(h, tick)), st)
 	}
 	return d, nil
 }
@@ -289,8 +288,8 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 		b.words = slices.Grow(b.words, it.l.words)[:it.off+it.l.words]
 		st := b.words[it.off:]
 		t := it.sh.table(it.l)
-		if pos := t.find(it.h); pos >= 0 {
-			copy(st, t.state(pos))
+		if sl := t.find(it.h); sl >= 0 {
+			copy(st, t.stateAt(sl))
 		} else {
 			clear(st)
 		}
@@ -314,16 +313,16 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 		}
 		st := b.words[it.off : it.off+it.l.words]
 		t := it.sh.table(it.l)
-		pos := t.find(it.h)
-		if pos < 0 {
+		sl := t.find(it.h)
+		if sl < 0 {
 			if allZero(st) {
 				continue
 			}
-			pos = t.insert(it.h, tick)
+			sl = t.insert(it.h, tick)
 		} else {
-			t.touch(pos, tick)
+			t.touch(sl, tick)
 		}
-		copy(t.state(pos), st)
+		copy(t.stateAt(sl), st)
 	}
 	return nil
 }
@@ -346,9 +345,9 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 		sh.mu.Lock()
 		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
 			t := sh.tables[l.id]
-			if pos := t.find(h); pos >= 0 {
-				a.Release(t.state(pos), now, reqs[i].Cost)
-				t.touch(pos, tick)
+			if sl := t.find(h); sl >= 0 {
+				a.Release(t.stateAt(sl), now, reqs[i].Cost)
+				t.touch(sl, tick)
 			}
 		}
 		sh.mu.Unlock()
@@ -380,17 +379,17 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 		sh := s.shardOf(h)
 		sh.mu.Lock()
 		t := sh.table(l)
-		pos := t.find(h)
-		if pos < 0 && len(b.Events) > 0 {
-			pos = t.insert(h, tick)
+		sl := t.find(h)
+		if sl < 0 && len(b.Events) > 0 {
+			sl = t.insert(h, tick)
 		}
-		if pos >= 0 {
-			st := t.state(pos)
+		if sl >= 0 {
+			st := t.stateAt(sl)
 			for _, e := range b.Events {
 				b.Algorithm.Record(st, e.Time, e.Cost)
 			}
 			if len(b.Events) > 0 {
-				t.touch(pos, tick)
+				t.touch(sl, tick)
 			}
 			copy(b.State, st)
 		} else {
@@ -536,11 +535,13 @@ func (sh *shard) evictOne(tick uint32) {
 	const samples = 8
 	var (
 		victim *table
-		vpos   int
+		vslot  int
 		vage   int32
 		vexp   bool
 	)
 	for range samples {
+		// Pick a table in proportion to its keys, then a slot at random,
+		// then the first used slot from there.
 		r := int(sh.rand() % uint64(sh.n))
 		for _, t := range sh.tables {
 			if t == nil {
@@ -550,32 +551,44 @@ func (sh *shard) evictOne(tick uint32) {
 				r -= t.n
 				continue
 			}
-			age := int32(tick - *t.tickAt(r))
-			exp := t.expired(r, tick)
+			mask := len(t.index) - 1
+			sl := int(sh.rand()) & mask
+			for t.index[sl] == 0 {
+				sl = (sl + 1) & mask
+			}
+			age := int32(tick - tickOfEntry(t.index[sl]))
+			exp := t.expired(sl, tick)
 			if victim == nil || (exp && !vexp) || (exp == vexp && age > vage) {
-				victim, vpos, vage, vexp = t, r, age, exp
+				victim, vslot, vage, vexp = t, sl, age, exp
 			}
 			break
 		}
 	}
 	if victim != nil {
-		victim.remove(vpos)
+		victim.remove(vslot)
 	}
 }
 
-// Index entries: the top 8 bits hold hash bits 32..39 (a tag that spares
-// most slab reads on a probe), the low 24 bits hold slab position + 1; zero
-// is an empty slot.
+// An index entry is a uint64: the low 24 bits hold the entry's slab position
+// + 1, the next 8 bits hold hash bits 32..39 (a tag that spares most slab
+// reads on a probe), and the high 32 bits hold the key's last-use tick, so
+// that a decision reads and updates it without touching another cache line.
+// Zero is an empty slot.
 const (
 	posBits    = 24
 	posMask    = 1<<posBits - 1
+	tagMask    = 0xff << posBits
 	maxEntries = posMask - 1
 	// The index is grown when it would be more than loadNum/loadDen full.
 	loadNum = 4
 	loadDen = 5
 )
 
-func tagOf(h uint64) uint32 { return uint32(h>>32) &^ posMask }
+func tagOf(h uint64) uint64 { return h >> 32 & 0xff << posBits }
+
+func posOf(e uint64) int { return int(e&posMask) - 1 }
+
+func tickOfEntry(e uint64) uint32 { return uint32(e >> 32) }
 
 // Entries live in chunks of chunkLen; only the first chunk starts smaller
 // and grows (by copying) until it is full size.
@@ -585,53 +598,45 @@ const (
 	chunkMask = chunkLen - 1
 )
 
-// chunk holds up to chunkLen entries: words has stride words per entry,
-// ticks one last-use tick per entry.
-type chunk struct {
-	words []int64
-	ticks []uint32
-}
-
 // table holds one limit's keys within one shard.
 type table struct {
 	sh     *shard
 	words  int
 	stride int   // words + 1: the hash, then the state
 	idle   int32 // see limit.idle
-	n      int   // entries in use: positions 0..n-1
-	index  []uint32
-	chunks []chunk
-	cursor int // next entry the incremental sweep looks at
+	n      int   // entries in use: slab positions 0..n-1
+	index  []uint64
+	chunks [][]int64 // chunk c holds positions c*chunkLen ... (c+1)*chunkLen-1
+	cursor int       // next index slot the incremental sweep looks at
 }
 
 func (t *table) entry(pos int) []int64 {
-	c := &t.chunks[pos>>chunkBits]
+	c := t.chunks[pos>>chunkBits]
 	i := (pos & chunkMask) * t.stride
-	return c.words[i : i+t.stride : i+t.stride]
+	return c[i : i+t.stride : i+t.stride]
 }
 
 func (t *table) hashAt(pos int) uint64 {
-	return uint64(t.chunks[pos>>chunkBits].words[(pos&chunkMask)*t.stride])
+	return uint64(t.chunks[pos>>chunkBits][(pos&chunkMask)*t.stride])
 }
 
-func (t *table) state(pos int) []int64 { return t.entry(pos)[1:] }
+// stateAt returns the state of the entry index slot sl points at.
+func (t *table) stateAt(sl int) []int64 { return t.entry(posOf(t.index[sl]))[1:] }
 
-func (t *table) tickAt(pos int) *uint32 {
-	return &t.chunks[pos>>chunkBits].ticks[pos&chunkMask]
-}
-
-func (t *table) touch(pos int, tick uint32) {
-	p := t.tickAt(pos)
-	if int32(tick-*p) > 0 {
-		*p = tick
+// touch records a use at tick. A tick earlier than the one recorded (a
+// caller whose clock is behind) leaves the recorded one.
+func (t *table) touch(sl int, tick uint32) {
+	e := t.index[sl]
+	if int32(tick-tickOfEntry(e)) > 0 {
+		t.index[sl] = e&(1<<32-1) | uint64(tick)<<32
 	}
 }
 
-func (t *table) expired(pos int, tick uint32) bool {
-	return t.idle > 0 && int32(tick-*t.tickAt(pos)) > t.idle
+func (t *table) expired(sl int, tick uint32) bool {
+	return t.idle > 0 && int32(tick-tickOfEntry(t.index[sl])) > t.idle
 }
 
-// find returns the slab position of hash h, or -1.
+// find returns the index slot of hash h, or -1.
 func (t *table) find(h uint64) int {
 	if t.n == 0 {
 		return -1
@@ -643,11 +648,8 @@ func (t *table) find(h uint64) int {
 		if e == 0 {
 			return -1
 		}
-		if e&^posMask == tag {
-			pos := int(e&posMask) - 1
-			if t.hashAt(pos) == h {
-				return pos
-			}
+		if e&tagMask == tag && t.hashAt(posOf(e)) == h {
+			return i
 		}
 	}
 }
@@ -656,7 +658,7 @@ func (t *table) find(h uint64) int {
 // hash is h.
 func (t *table) slotOf(h uint64, pos int) int {
 	mask := len(t.index) - 1
-	want := uint32(pos + 1)
+	want := uint64(pos + 1)
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		if t.index[i]&posMask == want {
 			return i
@@ -664,12 +666,13 @@ func (t *table) slotOf(h uint64, pos int) int {
 	}
 }
 
-// insert adds hash h, which must be absent, with a zero state, and returns
-// its slab position. It evicts first if the shard is full.
+// insert adds hash h, which must be absent, with a zero state and last use
+// at tick, and returns its index slot. It evicts first if the shard is full.
 func (t *table) insert(h uint64, tick uint32) int {
 	sh := t.sh
-	// Amortized reclamation: look at two entries per insertion.
-	t.sweepSome(2, tick)
+	// Amortized reclamation: look at four index slots (half a cache line)
+	// per insertion.
+	t.sweepSome(4, tick)
 	for sh.n >= sh.max && sh.n > 0 {
 		if t.sweepSome(16, tick) == 0 {
 			sh.evictOne(tick)
@@ -687,67 +690,67 @@ func (t *table) insert(h uint64, tick uint32) int {
 	e := t.entry(pos)
 	e[0] = int64(h)
 	clear(e[1:])
-	*t.tickAt(pos) = tick
-	t.place(h, pos)
 	t.n++
 	sh.n++
-	return pos
+	return t.place(h, tagOf(h)|uint64(pos+1)|uint64(tick)<<32)
 }
 
-// reserve makes room for an entry at position pos (= t.n).
+// reserve makes room in the slab for an entry at position pos (= t.n).
 func (t *table) reserve(pos int) {
 	ci := pos >> chunkBits
 	if ci < len(t.chunks) {
-		c := &t.chunks[ci]
-		if (pos&chunkMask)*t.stride < len(c.words) {
+		c := t.chunks[ci]
+		if (pos&chunkMask)*t.stride < len(c) {
 			return
 		}
 		// Only the first chunk is ever short: double it.
-		entries := min(chunkLen, 2*len(c.ticks))
-		words := make([]int64, entries*t.stride)
-		copy(words, c.words)
-		ticks := make([]uint32, entries)
-		copy(ticks, c.ticks)
-		c.words, c.ticks = words, ticks
+		entries := min(chunkLen, 2*len(c)/t.stride)
+		t.chunks[ci] = make([]int64, entries*t.stride)
+		copy(t.chunks[ci], c)
 		return
 	}
 	entries := chunkLen
 	if ci == 0 {
 		entries = 4
 	}
-	t.chunks = append(t.chunks, chunk{words: make([]int64, entries*t.stride), ticks: make([]uint32, entries)})
+	t.chunks = append(t.chunks, make([]int64, entries*t.stride))
 }
 
-// place writes the index entry for hash h at slab position pos.
-func (t *table) place(h uint64, pos int) {
+// place puts index entry e, whose hash is h, in the first free slot of its
+// probe run, and returns the slot.
+func (t *table) place(h, e uint64) int {
 	mask := len(t.index) - 1
 	i := int(h) & mask
 	for t.index[i] != 0 {
 		i = (i + 1) & mask
 	}
-	t.index[i] = tagOf(h) | uint32(pos+1)
+	t.index[i] = e
+	return i
 }
 
-// rebuild replaces the index with an empty one of size slots and re-adds
-// every entry.
+// rebuild moves the index to a new one of size slots.
 func (t *table) rebuild(size int) {
-	t.index = make([]uint32, size)
-	for pos := range t.n {
-		t.place(t.hashAt(pos), pos)
+	old := t.index
+	t.index = make([]uint64, size)
+	for _, e := range old {
+		if e != 0 {
+			t.place(t.hashAt(posOf(e)), e)
+		}
 	}
+	t.cursor = 0
 }
 
-// remove drops the entry at slab position pos, moving the last entry into
-// its place.
-func (t *table) remove(pos int) {
-	t.deleteSlot(t.slotOf(t.hashAt(pos), pos))
+// remove drops the entry index slot sl points at, moving the slab's last
+// entry into its place.
+func (t *table) remove(sl int) {
+	pos := posOf(t.index[sl])
+	t.deleteSlot(sl)
 	last := t.n - 1
 	if pos != last {
 		moved := t.entry(last)
 		copy(t.entry(pos), moved)
-		*t.tickAt(pos) = *t.tickAt(last)
 		j := t.slotOf(uint64(moved[0]), last)
-		t.index[j] = t.index[j]&^posMask | uint32(pos+1)
+		t.index[j] = t.index[j]&^posMask | uint64(pos+1)
 	}
 	t.n--
 	t.sh.n--
@@ -762,8 +765,7 @@ func (t *table) deleteSlot(i int) {
 		if e == 0 {
 			break
 		}
-		pos := int(e&posMask) - 1
-		home := int(t.hashAt(pos)) & mask
+		home := int(t.hashAt(posOf(e))) & mask
 		// The entry at j may fill the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
@@ -774,19 +776,21 @@ func (t *table) deleteSlot(i int) {
 	t.index[i] = 0
 }
 
-// sweepSome checks up to k entries from the rolling cursor and drops the
-// expired ones; it returns how many it dropped.
+// sweepSome checks up to k index slots from the rolling cursor and drops
+// the expired keys there; it returns how many it dropped.
 func (t *table) sweepSome(k int, tick uint32) int {
-	if t.idle == 0 {
+	if t.idle == 0 || t.n == 0 {
 		return 0
 	}
 	dropped := 0
-	for ; k > 0 && t.n > 0; k-- {
-		if t.cursor >= t.n {
+	for ; k > 0; k-- {
+		if t.cursor >= len(t.index) {
 			t.cursor = 0
 		}
-		if t.expired(t.cursor, tick) {
-			t.remove(t.cursor) // the last entry moves here; look at it next
+		if t.index[t.cursor] != 0 && t.expired(t.cursor, tick) {
+			// A later member of the probe run may shift into this
+			// slot: look at it again next.
+			t.remove(t.cursor)
 			dropped++
 		} else {
 			t.cursor++
@@ -795,18 +799,18 @@ func (t *table) sweepSome(k int, tick uint32) int {
 	return dropped
 }
 
-// sweepAll drops every expired entry and returns how many it dropped.
+// sweepAll drops every expired key and returns how many it dropped.
 func (t *table) sweepAll(tick uint32) int {
-	if t.idle == 0 {
+	if t.idle == 0 || t.n == 0 {
 		return 0
 	}
 	dropped := 0
-	for pos := 0; pos < t.n; {
-		if t.expired(pos, tick) {
-			t.remove(pos)
+	for sl := 0; sl < len(t.index); {
+		if t.index[sl] != 0 && t.expired(sl, tick) {
+			t.remove(sl) // a later entry may shift into sl: look again
 			dropped++
 		} else {
-			pos++
+			sl++
 		}
 	}
 	return dropped
@@ -821,7 +825,7 @@ func (t *table) shrink() {
 	used := (t.n + chunkMask) >> chunkBits
 	if used < len(t.chunks) {
 		clear(t.chunks[used:])
-		t.chunks = t.chunks[:used:used]
+		t.chunks = slices.Clip(t.chunks[:used])
 	}
 	size := len(t.index)
 	for size > 8 && t.n*loadDen*4 < size*loadNum {

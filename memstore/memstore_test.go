@@ -456,23 +456,23 @@ func TestTableMatchesModel(t *testing.T) {
 			}
 			switch op := r.IntN(10); {
 			case op < 6: // decide-like: find or insert, bump
-				pos := tb.find(h)
-				if pos < 0 {
+				sl := tb.find(h)
+				if sl < 0 {
 					if _, ok := model[h]; ok {
 						t.Fatalf("seed %d step %d: present hash %x not found", seed, step, h)
 					}
-					pos = tb.insert(h, 0)
+					sl = tb.insert(h, 0)
 					keys = append(keys, h)
 				}
-				tb.state(pos)[1]++
+				tb.stateAt(sl)[1]++
 				model[h]++
 			default: // remove
-				pos := tb.find(h)
-				if _, ok := model[h]; ok != (pos >= 0) {
-					t.Fatalf("seed %d step %d: find(%x) = %d, model has it: %v", seed, step, h, pos, ok)
+				sl := tb.find(h)
+				if _, ok := model[h]; ok != (sl >= 0) {
+					t.Fatalf("seed %d step %d: find(%x) = %d, model has it: %v", seed, step, h, sl, ok)
 				}
-				if pos >= 0 {
-					tb.remove(pos)
+				if sl >= 0 {
+					tb.remove(sl)
 					delete(model, h)
 				}
 			}
@@ -481,9 +481,9 @@ func TestTableMatchesModel(t *testing.T) {
 			}
 		}
 		for h, v := range model {
-			pos := tb.find(h)
-			if pos < 0 || tb.state(pos)[1] != v {
-				t.Fatalf("seed %d: hash %x: pos %d, want count %d", seed, h, pos, v)
+			sl := tb.find(h)
+			if sl < 0 || tb.stateAt(sl)[1] != v {
+				t.Fatalf("seed %d: hash %x: slot %d, want count %d", seed, h, sl, v)
 			}
 		}
 		tb.shrink()
