@@ -1,9 +1,12 @@
 package metrics
 
 import (
+	"context"
+
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/floodgate-dev/floodgate/memstore"
 	"io"
 	"net/http/httptest"
 	"strconv"
@@ -356,4 +359,42 @@ func BenchmarkObserveRejected(b *testing.B) {
 			r.Observe(res, 50*time.Microsecond)
 		}
 	})
+}
+
+// BenchmarkCheckWithObserve measures what recording adds to a real decision:
+// the default rules over the memory store, 1,000 clients, with and without
+// Observe.
+func BenchmarkCheckWithObserve(b *testing.B) {
+	for _, observe := range []bool{false, true} {
+		name := "check-only"
+		if observe {
+			name = "check+observe"
+		}
+		b.Run(name, func(b *testing.B) {
+			eng := rules.NewEngine(rules.Default(), memstore.New(memstore.Options{}))
+			rec := New()
+			reqs := make([]rules.Request, 1000)
+			for i := range reqs {
+				reqs[i] = rules.Request{Domain: "default", Descriptors: []rules.Descriptor{{{Key: "client", Value: fmt.Sprintf("client-%d", i)}}}}
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					i++
+					start := time.Now()
+					res, err := eng.Check(ctx, reqs[i%len(reqs)])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if observe {
+						rec.Observe(res, time.Since(start))
+					}
+				}
+			})
+		})
+	}
 }
