@@ -1,12 +1,10 @@
 package metrics
 
 import (
-	"context"
-
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/floodgate-dev/floodgate/memstore"
 	"io"
 	"net/http/httptest"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
