@@ -156,7 +156,7 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 			st.Limit, st.Window = 0, 0
 			st.Decision = algorithm.Decision{Allowed: true, Remaining: MaxLimit}
 		case a.lim.block:
-			st.Algorithm = a.lim.alg.Name()
+			st.Algorithm = a.lim.algName
 			st.Limit = 0
 			st.Decision = algorithm.Decision{Reason: "blocked: the rule's limit is 0",
 				ResetAfter: a.lim.window, RetryAfter: a.lim.window}

@@ -70,6 +70,9 @@ type limit struct {
 	limit     int64
 	window    time.Duration
 	alg       algorithm.Algorithm
+	// algName is the algorithm the rule names; a block decides with a
+	// fixed window of its own instead.
+	algName string
 	// reject is the cost that makes alg reject without counting: above its
 	// limit and capacity.
 	reject int64
@@ -413,8 +416,8 @@ func (s *Set) Rules() []RuleInfo {
 			Failure:   r.failure.String(),
 			Line:      r.line,
 		}
-		if r.base.alg != nil && !r.base.block {
-			info.Algorithm = r.base.alg.Name()
+		if !r.base.unlimited {
+			info.Algorithm = r.base.algName
 		}
 		if r.countAll {
 			// The descriptor has exactly the entries of the rule's path; those
@@ -471,7 +474,10 @@ func shortDuration(d time.Duration) string {
 
 // newLimit builds a limit from an algorithm configuration; limit 0 blocks.
 func newLimit(c algorithm.Config) (limit, error) {
-	l := limit{limit: c.Limit, window: c.Window}
+	l := limit{limit: c.Limit, window: c.Window, algName: c.Algorithm}
+	if l.algName == "" {
+		l.algName = algorithm.BoundedLog
+	}
 	if c.Limit == 0 {
 		l.block = true
 		w := c.Window
