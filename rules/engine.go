@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -32,11 +33,17 @@ func WithClock(now func() time.Time) EngineOption { return func(e *Engine) { e.c
 func WithGlobalShadow(on bool) EngineOption { return func(e *Engine) { e.shadow = on } }
 
 // NewEngine returns an engine that decides with set and keeps counters in st.
-// A nil set is an empty one.
+// A nil set is an empty one; a nil st is a new in-memory store.
 func NewEngine(set *Set, st store.Store, opts ...EngineOption) *Engine {
+	if st == nil {
+		st = memstore.New(memstore.Options{})
+	}
 	e := &Engine{store: st, clock: time.Now}
 	for _, o := range opts {
 		o(e)
+	}
+	if e.clock == nil {
+		e.clock = time.Now
 	}
 	if set == nil {
 		set = &Set{format: FormatFloodgate}

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,5 +37,10 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Keys: %v", err)
 		}
 		s.Covering("GET", "/loan/list")
+		e := NewEngine(s, nil)
+		if _, err := e.Check(context.Background(), req); err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		e.Release(context.Background(), req)
 	})
 }

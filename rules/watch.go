@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,6 +28,9 @@ const reloadDelay = 100 * time.Millisecond
 // is not reloaded. Watch returns nil when ctx ends, or an error if it cannot
 // start watching.
 func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error {
+	if e == nil {
+		return errors.New("rules: Watch needs an engine")
+	}
 	if log == nil {
 		log = slog.Default()
 	}
