@@ -1,0 +1,541 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/gateway"
+	"github.com/floodgate-dev/floodgate/httpapi"
+	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/metrics"
+	"github.com/floodgate-dev/floodgate/redisstore"
+	"github.com/floodgate-dev/floodgate/rls"
+	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/statuspage"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// Server is a configured Floodgate service. Create it with New, bind its
+// listeners with Listen, and run it with Serve (or both with Run).
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	engine *rules.Engine
+	rec    *metrics.Recorder
+	check  *observed
+
+	mem   *memstore.Store
+	redis *redisstore.Store
+	node  *distributed.Node
+
+	handler    http.Handler // admin and API
+	gatewayH   http.Handler // nil without routes
+	grpc       *grpc.Server
+	health     *health.Server
+	listeners  map[string]net.Listener
+	listenOnce sync.Once
+}
+
+// Listener names, for Addr.
+const (
+	ListenerHTTP    = "http"
+	ListenerGRPC    = "grpc"
+	ListenerGateway = "gateway"
+)
+
+// New builds the server cfg describes: the store (connecting to Redis if
+// configured), the rule engine with its rules, the metrics recorder and
+// every front end. It does not listen yet. log may be nil (slog.Default()).
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{}}
+
+	set := rules.Default()
+	if cfg.Rules != "" {
+		var err error
+		if set, err = rules.Load(cfg.Rules); err != nil {
+			return nil, err
+		}
+	}
+	st, err := s.buildStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.engine = rules.NewEngine(set, st, rules.WithGlobalShadow(cfg.Shadow))
+	s.check = &observed{engine: s.engine, rec: s.rec}
+	s.rec.SetStoreFunc(s.storeHealth)
+
+	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
+	if err != nil {
+		s.closeStore(ctx)
+		return nil, err
+	}
+	api, err := httpapi.New(httpapi.Options{Engine: s.check, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
+	if err != nil {
+		s.closeStore(ctx)
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	mux.Handle("GET /metrics", s.rec.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("/", statuspage.Handler(statusSource{s}))
+	s.handler = mux
+
+	if len(cfg.Gateway.Routes) > 0 {
+		var sources []httplimit.Source
+		for _, d := range cfg.Gateway.Descriptors {
+			src, err := httplimit.ParseSource(d, proxies)
+			if err != nil {
+				s.closeStore(ctx)
+				return nil, err
+			}
+			sources = append(sources, src)
+		}
+		mw, err := httplimit.Middleware(httplimit.Options{Checker: s.check, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log})
+		if err != nil {
+			s.closeStore(ctx)
+			return nil, err
+		}
+		var routes []gateway.Route
+		for _, r := range cfg.Gateway.Routes {
+			u, err := url.Parse(r.Upstream)
+			if err != nil {
+				s.closeStore(ctx)
+				return nil, fmt.Errorf("gateway route %s: %v", r.Prefix, err)
+			}
+			routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u})
+		}
+		gw, err := gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log})
+		if err != nil {
+			s.closeStore(ctx)
+			return nil, err
+		}
+		s.gatewayH = gw
+	}
+
+	var gopts []grpc.ServerOption
+	if cfg.GRPC.TLS.Enabled() {
+		creds, err := credentials.NewServerTLSFromFile(cfg.GRPC.TLS.Cert, cfg.GRPC.TLS.Key)
+		if err != nil {
+			s.closeStore(ctx)
+			return nil, fmt.Errorf("grpc.tls: %v", err)
+		}
+		gopts = append(gopts, grpc.Creds(creds))
+	}
+	s.grpc = grpc.NewServer(gopts...)
+	rls.New(s.check, log).Register(s.grpc)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	return s, nil
+}
+
+// buildStore creates the counter store cfg names.
+func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
+	c := s.cfg.Store
+	if c.Type == StoreMemory {
+		s.mem = memstore.New(memstore.Options{})
+		return s.mem, nil
+	}
+	rs, err := redisstore.New(ctx, redisstore.Options{Addrs: c.Addrs, Cluster: c.Type == StoreRedisCluster, Prefix: c.Prefix})
+	if err != nil {
+		return nil, fmt.Errorf("store %s %v: %w", c.Type, c.Addrs, err)
+	}
+	s.redis = rs
+	a := s.cfg.Arrangement
+	node, err := distributed.New(distributed.Options{
+		Arrangement: a.Mode,
+		Nodes:       a.Nodes,
+		Interval:    a.Interval,
+		Deadline:    a.Deadline,
+		Shared:      rs,
+		StoreName:   c.Type + "://" + strings.Join(c.Addrs, ","),
+		Logger:      s.log,
+	})
+	if err != nil {
+		rs.Close()
+		return nil, err
+	}
+	s.node = node
+	return node, nil
+}
+
+// Engine returns the server's rule engine.
+func (s *Server) Engine() *rules.Engine { return s.engine }
+
+// Handler returns the admin and API handler (what the http listener serves).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Listen binds every enabled listener. After it returns, Addr reports the
+// bound addresses (useful with port 0).
+func (s *Server) Listen() error {
+	bind := func(name string, l Listener) error {
+		if !l.Enabled() {
+			return nil
+		}
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			return fmt.Errorf("%s listener: %w", name, err)
+		}
+		s.listeners[name] = ln
+		return nil
+	}
+	if err := bind(ListenerHTTP, s.cfg.HTTP); err != nil {
+		return err
+	}
+	if err := bind(ListenerGRPC, s.cfg.GRPC); err != nil {
+		s.closeListeners()
+		return err
+	}
+	if s.gatewayH != nil {
+		if err := bind(ListenerGateway, Listener{Addr: s.cfg.Gateway.Addr}); err != nil {
+			s.closeListeners()
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+}
+
+// Addr returns the address the named listener (ListenerHTTP, ListenerGRPC or ListenerGateway) is
+// bound to, or "" if it is not.
+func (s *Server) Addr(name string) string {
+	if ln, ok := s.listeners[name]; ok {
+		return ln.Addr().String()
+	}
+	return ""
+}
+
+// Run is Listen followed by Serve.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		s.closeStore(ctx)
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+// Serve serves on the bound listeners and watches the rule file until ctx
+// ends, then shuts down gracefully: it stops accepting connections, lets
+// requests in flight finish (for at most ShutdownTimeout), closes the
+// distributed node so unsynced counts are pushed, and closes the store.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 4)
+	var servers []*http.Server
+	serveHTTP := func(name string, h http.Handler, t TLS) {
+		ln, ok := s.listeners[name]
+		if !ok {
+			return
+		}
+		hs := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+		servers = append(servers, hs)
+		scheme := "http"
+		if t.Enabled() {
+			scheme = "https"
+			hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String())
+		go func() {
+			var err error
+			if t.Enabled() {
+				err = hs.ServeTLS(ln, t.Cert, t.Key)
+			} else {
+				err = hs.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+	}
+	serveHTTP(ListenerHTTP, s.handler, s.cfg.HTTP.TLS)
+	if s.gatewayH != nil {
+		serveHTTP(ListenerGateway, s.gatewayH, s.cfg.Gateway.TLS)
+	}
+	if ln, ok := s.listeners[ListenerGRPC]; ok {
+		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.cfg.GRPC.TLS.Enabled())
+		go func() {
+			if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("grpc listener: %w", err)
+			}
+		}()
+	}
+
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	var wg sync.WaitGroup
+	if s.cfg.Rules != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log := slog.New(reloadHandler{s.log.Handler(), s.rec})
+			if err := rules.Watch(wctx, s.cfg.Rules, s.engine, log); err != nil {
+				s.log.Error("rules: cannot watch the rule file; edits will not be picked up", "file", s.cfg.Rules, "err", err)
+			}
+		}()
+		// Pick up an edit made between New and the start of the watcher.
+		if set, err := rules.Load(s.cfg.Rules); err == nil {
+			s.engine.Swap(set)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.reportHealth(wctx)
+	}()
+
+	s.log.Info("floodgate serving", "store", s.cfg.Store.Type, "rules", s.rulesName(), "domain", s.engine.Set().Domain(),
+		"shadow", s.cfg.Shadow)
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down", "cause", context.Cause(ctx))
+	case runErr = <-errc:
+		s.log.Error("listener failed; shutting down", "err", runErr)
+	}
+	stopWatch()
+	s.shutdown(servers)
+	wg.Wait()
+	return runErr
+}
+
+func (s *Server) rulesName() string {
+	if s.cfg.Rules == "" {
+		return "(built-in)"
+	}
+	return s.cfg.Rules
+}
+
+// shutdown stops the listeners gracefully, then closes the store.
+func (s *Server) shutdown(servers []*http.Server) {
+	timeout := s.cfg.ShutdownTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s.health.Shutdown() // tell health checkers we are going away
+	var wg sync.WaitGroup
+	for _, hs := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hs.Shutdown(ctx); err != nil {
+				s.log.Warn("requests still in flight at the shutdown timeout were cut off", "err", err)
+				hs.Close()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.log.Warn("gRPC calls still in flight at the shutdown timeout were cut off")
+			s.grpc.Stop()
+		}
+	}()
+	wg.Wait()
+	s.closeStore(ctx)
+	s.log.Info("stopped")
+}
+
+// closeStore closes the distributed node (pushing unsynced counts) and the
+// Redis client.
+func (s *Server) closeStore(ctx context.Context) {
+	if s.node != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.ShutdownTimeout, time.Second))
+		if err := s.node.Close(cctx); err != nil {
+			s.log.Error("closing the distributed node: unsynced counts may be lost", "err", err)
+		} else {
+			s.log.Info("distributed node closed; unsynced counts pushed")
+		}
+		cancel()
+		s.node = nil
+	}
+	if s.redis != nil {
+		s.redis.Close()
+		s.redis = nil
+	}
+}
+
+// Ready reports whether the server can decide with its shared store: true
+// for the memory store and the split arrangement; for Redis, the node's
+// breaker must be closed and the store must answer a ping.
+func (s *Server) Ready(ctx context.Context) (bool, string) {
+	if s.node == nil || s.cfg.Arrangement.Mode == distributed.Split {
+		return true, "ok"
+	}
+	h := s.node.Health()
+	if h.BreakerOpen {
+		return false, "shared store unavailable (circuit breaker open): " + h.LastError
+	}
+	if s.redis != nil {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if err := s.redis.Ping(pctx); err != nil {
+			return false, "shared store does not answer: " + err.Error()
+		}
+	}
+	return true, "ok"
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if ok, why := s.Ready(r.Context()); !ok {
+		writeText(w, http.StatusServiceUnavailable, "not ready: "+why+"\n")
+		return
+	}
+	writeText(w, http.StatusOK, "ready\n")
+}
+
+// reportHealth keeps the gRPC health service in step with readiness.
+func (s *Server) reportHealth(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		st := healthpb.HealthCheckResponse_SERVING
+		if ok, _ := s.Ready(ctx); !ok {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		if st != last && ctx.Err() == nil {
+			s.health.SetServingStatus("", st)
+			s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+			if last != healthpb.HealthCheckResponse_UNKNOWN {
+				s.log.Warn("readiness changed", "status", st.String())
+			}
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// storeHealth describes the store for metrics and the status page.
+func (s *Server) storeHealth() metrics.StoreHealth {
+	if s.node == nil {
+		h := metrics.StoreHealth{Type: StoreMemory, Arrangement: "local", Up: true}
+		if s.mem != nil {
+			h.Keys = int64(s.mem.Len())
+		}
+		return h
+	}
+	nh := s.node.Health()
+	h := metrics.StoreHealth{
+		Type:        s.cfg.Store.Type,
+		Arrangement: nh.Arrangement,
+		Up:          nh.Up,
+		Breaker:     metrics.BreakerClosed,
+		Errors:      nh.StoreErrors,
+		SyncLag:     nh.SyncLag,
+		Pending:     nh.PendingEvents,
+		Detail:      nh.LastError,
+	}
+	if nh.BreakerOpen {
+		h.Breaker = metrics.BreakerOpen
+	}
+	return h
+}
+
+func writeText(w http.ResponseWriter, code int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	w.Write([]byte(s))
+}
+
+// observed is the rule engine with every decision recorded in metrics.
+type observed struct {
+	engine *rules.Engine
+	rec    *metrics.Recorder
+}
+
+func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, error) {
+	start := time.Now()
+	res, err := o.engine.Check(ctx, req)
+	if err != nil {
+		o.rec.ObserveError(time.Since(start))
+		return res, err
+	}
+	o.rec.Observe(res, time.Since(start))
+	return res, nil
+}
+
+func (o *observed) Release(ctx context.Context, req rules.Request) error {
+	return o.engine.Release(ctx, req)
+}
+
+func (o *observed) Set() *rules.Set { return o.engine.Set() }
+
+// statusSource feeds the status page.
+type statusSource struct{ s *Server }
+
+func (src statusSource) Rules() []rules.RuleInfo    { return src.s.engine.Set().Rules() }
+func (src statusSource) Snapshot() metrics.Snapshot { return src.s.rec.Snapshot() }
+
+// reloadHandler counts rule reloads in metrics from the watcher's log
+// records, and passes every record on.
+type reloadHandler struct {
+	slog.Handler
+	rec *metrics.Recorder
+}
+
+func (h reloadHandler) Handle(ctx context.Context, r slog.Record) error {
+	switch {
+	case r.Message == "rules: reloaded":
+		h.rec.RuleReload(true)
+	case strings.HasPrefix(r.Message, "rules: reload failed"):
+		h.rec.RuleReload(false)
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h reloadHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	// Reload records must reach Handle to be counted, whatever the level.
+	return true
+}
+
+func (h reloadHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return reloadHandler{h.Handler.WithAttrs(as), h.rec}
+}
+
+func (h reloadHandler) WithGroup(name string) slog.Handler {
+	return reloadHandler{h.Handler.WithGroup(name), h.rec}
+}
