@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -84,11 +85,24 @@ type Options struct {
 	// IdleAfter (default 1s; with ClientTime, 1m, since the caller's clock
 	// may run apart from Redis's).
 	TTLSlack time.Duration
+	// ConnectLater lets New succeed while Redis is unreachable: calls then
+	// fail with ErrNotConnected (at once, without waiting) and the store
+	// tries to connect again at most every ReconnectEvery. A limiter node
+	// can then start during a Redis outage and fail open or closed per rule.
+	ConnectLater bool
+	// ReconnectEvery spaces connection attempts in ConnectLater mode
+	// (default 1s).
+	ReconnectEvery time.Duration
 }
 
 // Store is a counter store in Redis. It is safe for concurrent use.
 type Store struct {
-	client  rueidis.Client
+	conn    atomic.Pointer[rueidis.Client]
+	copt    rueidis.ClientOption
+	every   time.Duration
+	dialMu  sync.Mutex
+	dialed  time.Time // last connection attempt, under dialMu
+	dialErr error     // its error, under dialMu
 	cluster bool
 	client2 bool // ClientTime
 	prefix  string
@@ -104,6 +118,10 @@ var (
 
 // ErrOutLength is returned by Decide when out and reqs differ in length.
 var ErrOutLength = errors.New("redisstore: Decide needs len(out) == len(reqs)")
+
+// ErrNotConnected is returned, wrapped with the last connection error, by a
+// ConnectLater store that has not reached Redis yet.
+var ErrNotConnected = errors.New("redisstore: not connected to Redis")
 
 // ErrNoAlgorithm is returned for a request whose Algorithm is nil.
 var ErrNoAlgorithm = errors.New("redisstore: request has no algorithm")
@@ -140,28 +158,71 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		Dialer:            netDialer(o.Timeout),
 		ConnWriteTimeout:  max(o.Timeout, time.Second),
 	}
-	c, err := rueidis.NewClient(copt)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: connecting to %v: %w", o.Addrs, err)
+	if o.ReconnectEvery <= 0 {
+		o.ReconnectEvery = time.Second
 	}
-	s := &Store{client: c, cluster: o.Cluster, client2: o.ClientTime,
+	s := &Store{copt: copt, every: o.ReconnectEvery, cluster: o.Cluster, client2: o.ClientTime,
 		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
-	if err := s.Ping(ctx); err != nil {
-		c.Close()
+	if _, err := s.connect(ctx, true); err != nil && !o.ConnectLater {
 		return nil, err
-	}
-	if o.Cluster && c.Mode() != rueidis.ClientModeCluster {
-		c.Close()
-		return nil, fmt.Errorf("redisstore: Options.Cluster is set but %v is not a Redis Cluster", o.Addrs)
 	}
 	return s, nil
 }
 
+// connect returns the client, connecting first if there is none yet. Unless
+// force is set, it tries at most once per s.every and otherwise returns the
+// last error at once.
+func (s *Store) connect(ctx context.Context, force bool) (rueidis.Client, error) {
+	if c := s.conn.Load(); c != nil {
+		return *c, nil
+	}
+	s.dialMu.Lock()
+	defer s.dialMu.Unlock()
+	if c := s.conn.Load(); c != nil {
+		return *c, nil
+	}
+	if !force && time.Since(s.dialed) < s.every {
+		return nil, fmt.Errorf("%w: %w", ErrNotConnected, s.dialErr)
+	}
+	s.dialed = time.Now()
+	c, err := s.dial(ctx)
+	if err != nil {
+		s.dialErr = err
+		return nil, err
+	}
+	s.conn.Store(&c)
+	return c, nil
+}
+
+func (s *Store) dial(ctx context.Context) (rueidis.Client, error) {
+	c, err := rueidis.NewClient(s.copt)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connecting to %v: %w", s.copt.InitAddress, err)
+	}
+	if s.cluster && c.Mode() != rueidis.ClientModeCluster {
+		c.Close()
+		return nil, fmt.Errorf("redisstore: Options.Cluster is set but %v is not a Redis Cluster", s.copt.InitAddress)
+	}
+	if err := ping(ctx, c, s.timeout); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // Ping checks that every Redis node answers.
 func (s *Store) Ping(ctx context.Context) error {
-	ctx, cancel := s.deadline(ctx)
+	c, err := s.connect(ctx, false)
+	if err != nil {
+		return err
+	}
+	return ping(ctx, c, s.timeout)
+}
+
+func ping(ctx context.Context, c rueidis.Client, timeout time.Duration) error {
+	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
-	for addr, n := range s.client.Nodes() {
+	for addr, n := range c.Nodes() {
 		if err := n.Do(ctx, n.B().Ping().Build()).Error(); err != nil {
 			return fmt.Errorf("redisstore: PING %s: %w", addr, err)
 		}
@@ -171,16 +232,25 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the connections.
 func (s *Store) Close() error {
-	s.client.Close()
+	s.dialMu.Lock()
+	defer s.dialMu.Unlock()
+	if c := s.conn.Swap(nil); c != nil {
+		(*c).Close()
+	}
+	s.dialed, s.dialErr = time.Now().Add(100*365*24*time.Hour), errors.New("redisstore: store closed")
 	return nil
 }
 
 // deadline applies the store's timeout to ctx unless ctx ends sooner.
 func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+	return withTimeout(ctx, s.timeout)
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.timeout)
+	return context.WithTimeout(ctx, d)
 }
 
 // specFor returns the script spec of a, building and caching it.
@@ -292,15 +362,19 @@ type call struct {
 // TRYAGAIN (a multi-key call during a slot migration) are retried shortly.
 // Neither error means the script ran, so neither retry can count twice.
 func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
+	client, err := s.connect(ctx, false)
+	if err != nil {
+		return nil, err
+	}
 	cmds := make(rueidis.Commands, len(calls))
 	for i, c := range calls {
-		cmds[i] = s.client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+		cmds[i] = client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 	}
 	var res []rueidis.RedisResult
 	if len(cmds) == 1 {
-		res = []rueidis.RedisResult{s.client.Do(ctx, cmds[0])}
+		res = []rueidis.RedisResult{client.Do(ctx, cmds[0])}
 	} else {
-		res = s.client.DoMulti(ctx, cmds...)
+		res = client.DoMulti(ctx, cmds...)
 	}
 	for attempt := 0; ; attempt++ {
 		var again []int
@@ -314,11 +388,11 @@ func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, 
 			case rerr.IsNoScript():
 				c := calls[i]
 				again = append(again, i)
-				redo = append(redo, s.client.B().Eval().Script(script).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build())
+				redo = append(redo, client.B().Eval().Script(script).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build())
 			case rerr.IsTryAgain() && attempt < 20:
 				c := calls[i]
 				again = append(again, i)
-				redo = append(redo, s.client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build())
+				redo = append(redo, client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build())
 			}
 		}
 		if len(redo) == 0 {
@@ -331,7 +405,11 @@ func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, 
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		for j, r := range s.client.DoMulti(ctx, redo...) {
+		if len(redo) == 1 {
+			res[again[0]] = client.Do(ctx, redo[0])
+			continue
+		}
+		for j, r := range client.DoMulti(ctx, redo...) {
 			res[again[j]] = r
 		}
 	}

@@ -182,18 +182,23 @@ func TestScriptReload(t *testing.T) {
 	decide(false)
 
 	srv.Restart() // empty, and without the script
-	var err error
-	for range 50 { // the client reconnects on its own
-		if _, err = s.DecideOne(ctx, t0, req); err == nil {
-			break
+	// Each connection fails once when it finds the old server gone; decide
+	// on another key until they all have reconnected, so no decision on k
+	// is lost to that.
+	ok := 0
+	warm := store.Request{Algorithm: a, Key: "warm-up", Cost: 1}
+	for i := 0; i < 500 && ok < 20; i++ {
+		if _, err := s.DecideOne(ctx, t0, warm); err == nil {
+			ok++
+		} else {
+			ok = 0
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	if err != nil {
-		t.Fatalf("no decision after restart: %v", err)
+	if ok < 20 {
+		t.Fatal("store did not reconnect after the restart")
 	}
-	// The data went with the restart: the loop's decision was the first of
-	// a new count of 3.
+	decide(true) // the data went with the restart: a new count of 3
 	decide(true)
 	decide(true)
 	decide(false)
@@ -254,5 +259,39 @@ func TestBadInput(t *testing.T) {
 		if err != nil || d.Allowed || d.Reason == "" {
 			t.Errorf("cost %d: %+v, %v", cost, d, err)
 		}
+	}
+}
+
+// TestConnectLater starts a store while Redis is down: calls fail fast with
+// ErrNotConnected, and once Redis is up the store connects by itself.
+func TestConnectLater(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	ctx := context.Background()
+	if _, err := New(ctx, Options{Addrs: []string{srv.Addr()}}); err == nil {
+		t.Fatal("New against a dead server returned no error")
+	}
+	s := newStore(t, Options{Addrs: []string{srv.Addr()}, ClientTime: true, ConnectLater: true, ReconnectEvery: 20 * time.Millisecond})
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Minute})
+	req := store.Request{Algorithm: a, Key: "k", Cost: 1}
+	if _, err := s.DecideOne(ctx, t0, req); err == nil {
+		t.Fatal("decision with Redis down returned no error")
+	}
+	if _, err := s.DecideOne(ctx, t0, req); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("second decision with Redis down: err = %v, want ErrNotConnected", err)
+	}
+	srv.Restart()
+	var err error
+	for range 100 {
+		if _, err = s.DecideOne(ctx, t0, req); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("no decision after Redis came up: %v", err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
