@@ -73,6 +73,8 @@ func TestDefaultAndExamplesParse(t *testing.T) {
 		t.Fatalf("default: %d rules, domain %q", d.Len(), d.Domain())
 	}
 	files, _ := filepath.Glob("../examples/*.yaml")
+	fixtures, _ := filepath.Glob("testdata/floodgate/*.yaml")
+	files = append(files, fixtures...)
 	if len(files) == 0 {
 		t.Fatal("no example rule files")
 	}
