@@ -1,11 +1,69 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"flag"
+	"fmt"
 	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/floodgate-dev/floodgate/server"
 )
 
-// runServe is not written yet; its owner replaces this file.
+// runServe runs the rate-limit server until SIGINT or SIGTERM, then shuts
+// it down gracefully.
 func runServe(args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("floodgate serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("config", "", "configuration `file` (YAML); without it, the defaults printed by --print-config")
+	rulesFile := fs.String("rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
+	logLevel := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
+	printConfig := fs.Bool("print-config", false, "print the documented default configuration and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--log-level LEVEL]\n\n"+
+			"Serves the Envoy Rate Limit Service (gRPC, default 127.0.0.1:8081), the JSON API, metrics,\n"+
+			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
+			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("serve takes no arguments; got %q", fs.Args())
+	}
+	if *printConfig {
+		_, err := stdout.Write(server.DefaultYAML())
+		return err
+	}
+	cfg := server.DefaultConfig()
+	if *configFile != "" {
+		var err error
+		if cfg, err = server.LoadConfig(*configFile); err != nil {
+			return err
+		}
+	}
+	if *rulesFile != "" {
+		cfg.Rules = *rulesFile
+	}
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	log, err := server.NewLogger(cfg.Log, stderr)
+	if err != nil {
+		return fmt.Errorf("--log-level: %v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.Run(ctx); err != nil {
+		return err
+	}
+	return nil
 }
+
