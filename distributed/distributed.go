@@ -56,6 +56,7 @@ const (
 	DefaultDeadline        = 5 * time.Millisecond
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
+	DefaultSyncDeadline    = time.Second
 )
 
 // ErrBreakerOpen is returned by Sync when the circuit breaker is open and
@@ -78,7 +79,10 @@ type Options struct {
 	// Zero means DefaultDeadline.
 	Deadline time.Duration
 	// SyncDeadline bounds one Sync call to the shared store. Zero means
-	// Interval.
+	// DefaultSyncDeadline or Interval, whichever is longer. A sync that
+	// times out may still have been applied, and its counts are pushed
+	// again (counted twice, never lost), so it should be generous;
+	// decisions never wait for a sync.
 	SyncDeadline time.Duration
 	// Shared is the store the nodes share. Centralized needs a store.Store
 	// (and a store.Syncer to push counts taken during an outage); Delayed
@@ -138,7 +142,9 @@ type Node struct {
 
 	syncMu   sync.Mutex // one Sync at a time
 	seq      uint64     // syncs attempted, under syncMu
-	sentinel sentinel   // store reset detection (delayed)
+	bufB     []store.SyncBatch
+	bufP     []pushed
+	sentinel sentinel // store reset detection (delayed)
 	lastGC   time.Time
 
 	pending     atomic.Int64 // events not yet pushed
@@ -190,7 +196,7 @@ func New(o Options) (*Node, error) {
 		n.deadline = DefaultDeadline
 	}
 	if n.syncDL == 0 {
-		n.syncDL = n.interval
+		n.syncDL = max(DefaultSyncDeadline, n.interval)
 	}
 	n.br.threshold, n.br.cooldown = o.BreakerFailures, o.BreakerCooldown
 	if n.br.threshold == 0 {

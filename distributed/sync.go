@@ -107,8 +107,11 @@ func (n *Node) syncLocked(ctx context.Context, final bool) error {
 // delayed node, every entry decided on within the refresh period), with its
 // unpushed events marked in flight.
 func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
-	var batches []store.SyncBatch
-	var parts []pushed
+	// Reuse the last sync's slices; their States now belong to entries.
+	clear(n.bufB)
+	clear(n.bufP)
+	batches, parts := n.bufB[:0], n.bufP[:0]
+	defer func() { n.bufB, n.bufP = batches, parts }()
 	cutoff := now.UnixNano() - int64(n.refresh)
 	for i := range n.table.shards {
 		s := &n.table.shards[i]
