@@ -66,4 +66,3 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	return nil
 }
-
