@@ -135,3 +135,43 @@ func BenchmarkSync(b *testing.B) {
 		})
 	}
 }
+
+var usedMemory = regexp.MustCompile(`used_memory:(\d+)`)
+
+// BenchmarkMemoryPerKey fills 100,000 keys of each limit (one accepted
+// request each) and reports Redis's used_memory growth per key. It ignores
+// b.N: run it with -benchtime 1x.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, Options{Prefix: "fg"})
+	const keys = 100_000
+	mem := func() int64 {
+		out, err := shared.Do("INFO", "memory")
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, _ := strconv.ParseInt(usedMemory.FindStringSubmatch(out)[1], 10, 64)
+		return v
+	}
+	for _, c := range benchConfigs {
+		b.Run(fmt.Sprintf("%s-e%v", c.Algorithm, c.Tolerance), func(b *testing.B) {
+			shared.FlushAll()
+			a := mustAlg(b, c)
+			before := mem()
+			now := time.Now().UnixNano()
+			batches := make([]store.SyncBatch, 0, 1000)
+			for i := 0; i < keys; i++ {
+				batches = append(batches, store.SyncBatch{Algorithm: a, Key: fmt.Sprint("client-", i),
+					Events: []store.Event{{Time: now, Cost: 1}}})
+				if len(batches) == cap(batches) {
+					if err := s.Sync(ctx, now, batches); err != nil {
+						b.Fatal(err)
+					}
+					batches = batches[:0]
+				}
+			}
+			b.ReportMetric(float64(mem()-before)/keys, "bytes/key")
+			shared.FlushAll()
+		})
+	}
+}
