@@ -208,3 +208,74 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatalf("per-member allowed %d of %d calls across 200 reloads, want exactly %d", got, calls.Load(), limit)
 	}
 }
+
+// The production path under load: the file is rewritten again and again
+// (valid and broken versions) while checks run; no check fails, and the
+// unchanged rule admits exactly its limit across every reload.
+func TestWatchUnderLoad(t *testing.T) {
+	const limit = 3000
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, limitFile(limit, ""))
+	set, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(set, memstore.New(memstore.Options{}), WithClock(newClock().now))
+	logs, stopWatch := startWatch(t, path, e)
+	defer stopWatch()
+
+	var allowed, calls atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := one("member=hot", "client=c")
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := e.Check(context.Background(), req)
+				if err != nil {
+					t.Errorf("Check during reload: %v", err)
+					return
+				}
+				calls.Add(1)
+				if r.Allowed {
+					allowed.Add(1)
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+		}()
+	}
+	versions := []string{
+		limitFile(limit, "  - name: extra\n    count_by: [client]\n    limit: 1000000\n    window: 1h\n"),
+		limitFile(limit, "  - name: broken\n    limit: lots\n"),
+		limitFile(limit, ""),
+	}
+	reloads := 0
+	for i := 0; i < 9; i++ {
+		before := e.Set()
+		writeFile(t, path, versions[i%3])
+		if i%3 == 1 {
+			waitFor(t, "error log", func() bool { return strings.Count(logs.String(), "reload failed") >= i/3+1 })
+			if e.Set() != before {
+				t.Fatal("broken file swapped in")
+			}
+			continue
+		}
+		waitFor(t, "reload", func() bool { return e.Set() != before })
+		reloads++
+	}
+	for calls.Load() < 2*limit {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if got := allowed.Load(); got != limit {
+		t.Fatalf("per-member admitted %d across %d reloads, want exactly %d", got, reloads, limit)
+	}
+}
