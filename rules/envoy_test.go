@@ -85,6 +85,8 @@ func TestEnvoyDeepestMatchAndDepth(t *testing.T) {
 		{desc("path=/api/v2/export"), []string{"path=/api/v2/export"}},
 		{desc("path=/api/v2/users"), []string{"path=/api/v2/*"}},
 		{desc("path=/api/v1/users"), []string{"path"}},
+		// A value listed without a rate_limit is exempt (whitelisted).
+		{desc("path=/healthz"), nil},
 	} {
 		if got := applies(t, s, c.d); !slices.Equal(got, c.want) {
 			t.Errorf("%v: %v, want %v", c.d, got, c.want)
