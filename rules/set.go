@@ -220,7 +220,7 @@ func yamlError(name string, err error) error {
 	return &Error{File: name, Msg: strings.TrimPrefix(msg, "yaml: ") + "; the file is not valid YAML"}
 }
 
-// validKey checks a descriptor entry key written in a rule file and returns
+// entryKey checks a descriptor entry key written in a rule file and returns
 // it normalized (header names lower-cased).
 func (d *decoder) entryKey(n *yaml.Node, what string) (string, bool) {
 	k, ok := d.scalar(n, what)

@@ -15,11 +15,12 @@ import (
 // Error is one problem in a rule file, at a line. Its text reads
 // "FILE:LINE: what is wrong; how to fix it".
 type Error struct {
-	File string
-	Line int
-	Msg  string
+	File string // the name given to Parse, or the path given to Load
+	Line int    // 1-based; 0 when the problem is not at one line
+	Msg  string // what is wrong and how to fix it
 }
 
+// Error returns "FILE:LINE: message", or "FILE: message" without a line.
 func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
