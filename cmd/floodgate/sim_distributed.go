@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/floodgate-dev/floodgate"
@@ -447,26 +447,23 @@ func printDistributed(w io.Writer, doc distDoc) {
 			}
 		}
 		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "arrangement\taccepted\trejected\tovershoot\tfalse rejects\tcounter touches\t")
+		fmt.Fprintf(w, "%-26s%11s%11s%12s%16s%18s\n", "arrangement", "accepted", "rejected", "overshoot", "false rejects", "counter touches")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", name[r.Arrangement], r.Accepted, r.Rejected, r.Overshoot, r.FalseRejects, r.Touches)
+			fmt.Fprintf(w, "%-26s%11d%11d%12d%16d%18d\n", name[r.Arrangement], r.Accepted, r.Rejected, r.Overshoot, r.FalseRejects, r.Touches)
 		}
-		tw.Flush()
 	}
 	if len(doc.Intervals) > 0 {
 		fmt.Fprintf(w, "\ndelayed synchronization, client rate %d/s (burst)\n", doc.Intervals[0].Rate)
-		tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "sync interval\taccepted\tovershoot\tovershoot ratio\ttouches/s\tthreshold %g\t\n", 1.1*float64(doc.Limit))
+		fmt.Fprintf(w, "%-18s%11s%12s%18s%12s%16s\n", "sync interval", "accepted", "overshoot", "overshoot ratio", "touches/s",
+			fmt.Sprintf("threshold %g", 1.1*float64(doc.Limit)))
 		for _, r := range doc.Intervals {
 			verdict := "fails"
 			if r.Passes {
 				verdict = "passes"
 			}
-			fmt.Fprintf(tw, "%v\t%d\t%d\tx%.3f\t%.1f\t%s\t\n", time.Duration(r.IntervalMS)*time.Millisecond,
-				r.Accepted, r.Overshoot, r.Ratio, r.TouchesPerS, verdict)
+			fmt.Fprintf(w, "%-18v%11d%12d%18s%12.1f%16s\n", time.Duration(r.IntervalMS)*time.Millisecond,
+				r.Accepted, r.Overshoot, fmt.Sprintf("x%.3f", r.Ratio), r.TouchesPerS, verdict)
 		}
-		tw.Flush()
 	}
 	fmt.Fprintln(w, "\nnotes:")
 	for _, n := range doc.Notes {
@@ -491,10 +488,13 @@ func openSimStore(ctx context.Context, raw string) (store.Store, store.Syncer, f
 	default:
 		return nil, nil, nil, fmt.Errorf("--store %q: want redis://HOST:PORT or redis-cluster://HOST:PORT[,HOST:PORT...]", raw)
 	}
-	if u.Host == "" {
-		return nil, nil, nil, fmt.Errorf("--store %q: no HOST:PORT", raw)
+	addrs := strings.Split(u.Host, ",")
+	for _, a := range addrs {
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			return nil, nil, nil, fmt.Errorf("--store %q: %q is not HOST:PORT", raw, a)
+		}
 	}
-	o := redisstore.Options{Addrs: strings.Split(u.Host, ","), Cluster: cluster, ClientTime: true, Prefix: "fg-sim"}
+	o := redisstore.Options{Addrs: addrs, Cluster: cluster, ClientTime: true, Prefix: "fg-sim"}
 	if u.User != nil {
 		o.Username = u.User.Username()
 		o.Password, _ = u.User.Password()

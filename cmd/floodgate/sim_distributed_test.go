@@ -108,6 +108,8 @@ func TestSimDistributedBadFlags(t *testing.T) {
 		{"--nodes", "0"},
 		{"--seed", "99999999999"},
 		{"--store", "ftp://127.0.0.1:1"},
+		{"--store", "redis://127.0.0.1:"},
+		{"--store", "redis://127.0.0.1"},
 		{"--algorithm", "nope"},
 	} {
 		var out, errOut bytes.Buffer
