@@ -92,6 +92,8 @@ func TestParseErrors(t *testing.T) {
 		want       string // "LINE: substring"
 	}{
 		{"empty", ``, "test.yaml: the file is empty"},
+		{"comments only", "# nothing yet\n", "test.yaml: the file is empty"},
+		{"two documents", "domain: a\nrules: []\n---\ndomain: b\nrules: []\n", "test.yaml:3: a second YAML document starts here"},
 		{"syntax", "domain: a\nrules:\n  - name: x\n   limit: 3\n", "test.yaml:2: YAML syntax: did not find expected '-' indicator; check the indentation"},
 		{"not mapping", "- a\n- b\n", "test.yaml:1: a rule file is a mapping"},
 		{"no rules", "domain: a\n", "test.yaml:1: no rules: write a rules: list"},

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -166,10 +167,20 @@ func Parse(name string, data []byte) (*Set, error) {
 		return nil, &Error{File: name, Msg: fmt.Sprintf("file is %d bytes; the most is %d", len(data), MaxFileSize)}
 	}
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil && err != io.EOF {
 		return nil, yamlError(name, err)
 	}
 	d := &decoder{file: name}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == io.EOF:
+	case err != nil:
+		return nil, yamlError(name, err)
+	default:
+		d.errorf(&next, "a second YAML document starts here (after ---); a rule file holds one document, so remove the --- line or split the file")
+		return nil, d.err()
+	}
 	if root.Kind == 0 || len(root.Content) == 0 {
 		d.errorf(nil, "the file is empty; write a domain and a list of rules (see docs/rules.md)")
 		return nil, d.err()
