@@ -229,7 +229,7 @@ func TestDelayedOutageFailOpen(t *testing.T) {
 			t.Errorf("10/s: %d rejects, want 0", rej)
 		}
 		got := sharedCount(t, shared.inner, count, "client-count", clk.NS())
-		t.Logf("%d/s: accepted %d, rejected %d, shared count %d", rate, len(acc), rej, got)
+		t.Logf("%d/s: accepted %d, rejected %d, busiest 60 s %d, shared count %d", rate, len(acc), rej, busiest(acc, time.Minute), got)
 		if got != int64(len(acc)) {
 			t.Errorf("%d/s: shared count after the outage = %d, want the %d accepted (no lost counts)", rate, got, len(acc))
 		}
