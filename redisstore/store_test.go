@@ -295,3 +295,31 @@ func TestConnectLater(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSyncBatches checks that a Sync of 1,000 keys is 4 script calls (256
+// keys each at most), sent together, and that every key got its events.
+func TestSyncBatches(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addrs: []string{srv.Addr()}, ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Minute})
+	batches := make([]store.SyncBatch, 1000)
+	for i := range batches {
+		batches[i] = store.SyncBatch{Algorithm: a, Key: strconv.Itoa(i), Events: []store.Event{{Time: t0, Cost: int64(1 + i%5)}}}
+	}
+	if err := s.Sync(ctx, t0, batches); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range batches {
+		if b.State[1] != int64(1+i%5) {
+			t.Fatalf("key %d: state %v, want a count of %d", i, b.State, 1+i%5)
+		}
+	}
+	out, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "cmdstat_evalsha:calls=4,") {
+		t.Fatalf("want 4 EVALSHA calls for 1,000 keys:\n%s", out)
+	}
+}
