@@ -39,7 +39,8 @@ type Limit = algorithm.Config
 type Limiter struct {
 	alg   algorithm.Algorithm
 	store store.Store
-	clock func() time.Time
+	clock func() time.Time // nil: start plus the monotonic time since
+	start time.Time
 }
 
 // Option configures a Limiter.
@@ -51,9 +52,15 @@ type Option func(*Limiter)
 // A nil s means the default.
 func WithStore(s store.Store) Option { return func(l *Limiter) { l.store = s } }
 
-// WithClock makes the limiter read time from now instead of time.Now; the
-// simulator uses it to run the real limiter under a virtual clock. Wait
-// still sleeps in real time. A nil now means time.Now.
+// WithClock makes the limiter read time from now instead of its own clock;
+// the simulator uses it to run the real limiter under a virtual clock. Wait
+// still sleeps in real time. A nil now means the limiter's own clock.
+//
+// The limiter's own clock is the wall clock as read by New, advanced by the
+// monotonic clock: it costs one clock read per decision instead of
+// time.Now's two, and a step of the system clock (an administrator or NTP
+// setting it) does not move it, so it never hands out or takes away
+// allowance by jumping.
 func WithClock(now func() time.Time) Option {
 	return func(l *Limiter) {
 		if now != nil {
@@ -69,7 +76,7 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{alg: alg, clock: time.Now}
+	l := &Limiter{alg: alg, start: time.Now()}
 	for _, o := range opts {
 		o(l)
 	}
@@ -94,7 +101,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // grant, is rejected with a Reason saying so. An error means the store
 // could not decide; the memory store never fails.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.store.DecideOne(ctx, l.clock().UnixNano(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
+	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
 }
 
 // Wait is AllowN that, when the decision carries a Delay (leaky-bucket),
@@ -121,5 +128,15 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, erro
 // does nothing.
 func (l *Limiter) Release(ctx context.Context, key string, n int64) error {
 	reqs := []store.Request{{Algorithm: l.alg, Key: key, Cost: n}}
-	return l.store.Release(ctx, l.clock().UnixNano(), reqs)
+	return l.store.Release(ctx, l.now(), reqs)
+}
+
+// now returns the limiter's time in Unix nanoseconds.
+func (l *Limiter) now() int64 {
+	if l.clock != nil {
+		return l.clock().UnixNano()
+	}
+	// time.Since reads only the monotonic clock when start carries a
+	// monotonic reading, which time.Now's result does.
+	return l.start.UnixNano() + int64(time.Since(l.start))
 }

@@ -48,14 +48,18 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// numKeys is the number of distinct keys each limiter tracks.
-const numKeys = 200_000
+// numKeys is the number of distinct keys each limiter tracks in
+// BenchmarkDecide; hotKeys is the number in BenchmarkDecideHot.
+const (
+	numKeys = 200_000
+	hotKeys = 1_000
+)
 
 // huge is a limit no benchmark reaches.
 const huge = 1 << 40
 
-var (
-	keysOnce sync.Once
+// A keySet is the keys of one benchmark size.
+type keySet struct {
 	// keys are the keys as first seen, each its own allocation; setup
 	// inserts them in this order.
 	keys []string
@@ -67,28 +71,36 @@ var (
 	// in scattered order, and a limiter that keeps keys must compare bytes
 	// with a different copy, as it would in production.
 	visit []string
+}
+
+var (
+	keySetsMu sync.Mutex
+	keySets   = map[int]*keySet{}
 )
 
-func setupKeys() {
-	keysOnce.Do(func() {
-		keys = make([]string, numKeys)
-		for i := range keys {
-			keys[i] = "client-" + strconv.Itoa(i)
-		}
-		r := rand.New(rand.NewPCG(1, 2))
-		perm := r.Perm(numKeys)
-		var all strings.Builder
-		for _, p := range perm {
-			all.WriteString(keys[p])
-		}
-		arena := all.String()
-		visit = make([]string, numKeys)
-		off := 0
-		for i, p := range perm {
-			visit[i] = arena[off : off+len(keys[p])]
-			off += len(keys[p])
-		}
-	})
+func keysFor(n int) *keySet {
+	keySetsMu.Lock()
+	defer keySetsMu.Unlock()
+	if ks, ok := keySets[n]; ok {
+		return ks
+	}
+	ks := &keySet{keys: make([]string, n), visit: make([]string, n)}
+	for i := range ks.keys {
+		ks.keys[i] = "client-" + strconv.Itoa(i)
+	}
+	perm := rand.New(rand.NewPCG(1, 2)).Perm(n)
+	var all strings.Builder
+	for _, p := range perm {
+		all.WriteString(ks.keys[p])
+	}
+	arena := all.String()
+	off := 0
+	for i, p := range perm {
+		ks.visit[i] = arena[off : off+len(ks.keys[p])]
+		off += len(ks.keys[p])
+	}
+	keySets[n] = ks
+	return ks
 }
 
 // A limiter is one implementation under test: allow decides one request on
@@ -213,7 +225,7 @@ var implementations = []struct {
 }
 
 // built keeps the limiter of the benchmark that is running, so the calls Go
-// makes with growing b.N do not rebuild 200,000 keys each time, and only one
+// makes with growing b.N do not rebuild the keys each time, and only one
 // implementation's keys are live at once (a peer that allocates pays for
 // garbage collection in proportion to the live heap).
 var built struct {
@@ -222,18 +234,17 @@ var built struct {
 	heapPerK float64
 }
 
-func prepare(b *testing.B, name string, mk func() limiter) (limiter, float64) {
+func prepare(b *testing.B, name string, ks *keySet, mk func() limiter) (limiter, float64) {
 	if built.name == name {
 		return built.lim, built.heapPerK
 	}
 	built.lim, built.name = nil, ""
-	setupKeys()
 	ctx := context.Background()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	lim := mk()
-	for _, k := range keys {
+	for _, k := range ks.keys {
 		if !lim.allow(ctx, k) {
 			b.Fatalf("%s: first request on %s rejected", name, k)
 		}
@@ -241,7 +252,7 @@ func prepare(b *testing.B, name string, mk func() limiter) (limiter, float64) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	built.name, built.lim = name, lim
-	built.heapPerK = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / numKeys
+	built.heapPerK = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(ks.keys))
 	return lim, built.heapPerK
 }
 
@@ -254,11 +265,19 @@ func cpuTime() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-// BenchmarkDecide decides one request on an existing key per operation.
-func BenchmarkDecide(b *testing.B) {
+// BenchmarkDecide decides one request on an existing key per operation, with
+// 200,000 keys visited in scattered order.
+func BenchmarkDecide(b *testing.B) { benchDecide(b, numKeys) }
+
+// BenchmarkDecideHot is BenchmarkDecide with 1,000 keys, which stay in
+// cache: it measures the work of a decision rather than memory latency.
+func BenchmarkDecideHot(b *testing.B) { benchDecide(b, hotKeys) }
+
+func benchDecide(b *testing.B, n int) {
+	ks := keysFor(n)
 	for _, impl := range implementations {
 		b.Run(impl.name, func(b *testing.B) {
-			lim, perKey := prepare(b, impl.name, impl.make)
+			lim, perKey := prepare(b, fmt.Sprint(impl.name, n), ks, impl.make)
 			var next atomic.Uint64
 			var rejected atomic.Int64
 			b.ReportAllocs()
@@ -268,12 +287,12 @@ func BenchmarkDecide(b *testing.B) {
 				ctx := context.Background()
 				// Each goroutine walks the permutation from its own
 				// offset, so goroutines do not warm each other's path.
-				i := int(next.Add(1)*7919*131) % numKeys
+				i := int(next.Add(1)*7919*131) % n
 				for pb.Next() {
-					if !lim.allow(ctx, visit[i]) {
+					if !lim.allow(ctx, ks.visit[i]) {
 						rejected.Add(1)
 					}
-					if i++; i == numKeys {
+					if i++; i == n {
 						i = 0
 					}
 				}
@@ -281,8 +300,8 @@ func BenchmarkDecide(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(perKey, "B/key")
-			if n := rejected.Load(); n > 0 {
-				b.Fatalf("%d requests rejected; the limits are meant never to be reached", n)
+			if k := rejected.Load(); k > 0 {
+				b.Fatalf("%d requests rejected; the limits are meant never to be reached", k)
 			}
 		})
 	}

@@ -31,9 +31,9 @@
 // # Identity by hash
 //
 // The store keeps the key's 64-bit hash, not the key. Two distinct keys that
-// hash alike in the same table share one counter. With n keys in a table the
-// chance that any two collide is about n²/2⁶⁵: one in 10¹² for 200,000 keys,
-// one in 10⁶ for 200 million. A collision merges two clients' counts (the
+// hash alike under the same Config share one counter. With n keys under one
+// Config the chance that any two of them collide is about n²/2⁶⁵: one in a
+// billion for 200,000 keys, one in a thousand for 200 million. A collision merges two clients' counts (the
 // pair is limited together); it never loses a count. Because the seed is
 // random per store and never leaves it, collisions cannot be provoked on
 // purpose.
@@ -69,8 +69,8 @@ import (
 )
 
 // DefaultMaxKeys is the key bound of a Store whose Options.MaxKeys is zero.
-// At about 48 bytes a key it holds the state of 4 million keys in roughly
-// 200 MB.
+// At 35 to 45 bytes a key (fixed-window, token-bucket, gcra,
+// weighted-window) it holds 4 million keys in under 200 MB.
 const DefaultMaxKeys = 1 << 22
 
 // Options configures a Store. The zero value is ready to use.

@@ -138,6 +138,23 @@ func TestDecideOneAllocatesNothingForKnownKey(t *testing.T) {
 	}
 }
 
+func TestDecideAllocatesNothingForKnownKeys(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	s := New(Options{})
+	a := newCounter(1<<40, time.Hour, 2)
+	b := newCounter(1<<40, time.Hour, 5)
+	reqs := []store.Request{{Algorithm: a, Key: "x", Cost: 1}, {Algorithm: b, Key: "y", Cost: 1}, {Algorithm: a, Key: "z", Cost: 1}}
+	out := make([]algorithm.Decision, len(reqs))
+	if err := s.Decide(ctx, sec, reqs, out); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(500, func() { _ = s.Decide(ctx, sec, reqs, out) }); n != 0 {
+		t.Fatalf("Decide of 3 known keys allocates %v times", n)
+	}
+}
+
 func TestDecideIsAllOrNothing(t *testing.T) {
 	s := New(Options{})
 	small := newCounter(1, time.Minute, 2)
