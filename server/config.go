@@ -34,6 +34,7 @@ type Config struct {
 	Arrangement     Arrangement   `yaml:"arrangement"`
 	TrustedProxies  []string      `yaml:"trusted_proxies"`
 	Gateway         Gateway       `yaml:"gateway"`
+	Pprof           bool          `yaml:"pprof"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`

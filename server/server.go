@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"strings"
 	"sync"
@@ -102,6 +103,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("/", statuspage.Handler(statusSource{s}))
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s.handler = mux
 
 	if len(cfg.Gateway.Routes) > 0 {
