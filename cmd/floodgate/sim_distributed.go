@@ -395,7 +395,8 @@ func distNotes(p distParams, doc distDoc) []string {
 	for _, r := range doc.Arrangements {
 		k := fmt.Sprintf("%d/%s", r.Rate, r.Arrangement)
 		if want, ok := seedFigures.accepted[k]; ok && want != r.Accepted && p.intervals[0] == 200*time.Millisecond {
-			diffs = append(diffs, fmt.Sprintf("%s at %d/s accepted %d (seed %d)", r.Arrangement, r.Rate, r.Accepted, want))
+			diffs = append(diffs, fmt.Sprintf("%s at %d/s accepted %d, rejected %d, overshoot %d (seed %d, %d, %d)",
+				r.Arrangement, r.Rate, r.Accepted, r.Rejected, r.Overshoot, want, r.Requests-want, max(0, int64(want)-p.limit.Limit)))
 		}
 		if want, ok := seedFigures.touches[k]; ok && want != r.Touches && p.intervals[0] == 200*time.Millisecond {
 			diffs = append(diffs, fmt.Sprintf("%s at %d/s touched the store %d times (seed %d)", r.Arrangement, r.Rate, r.Touches, want))
@@ -405,7 +406,8 @@ func distNotes(p distParams, doc distDoc) []string {
 		for _, r := range doc.Intervals {
 			iv := time.Duration(r.IntervalMS) * time.Millisecond
 			if want, ok := seedFigures.intervals[iv]; ok && want != r.Accepted {
-				diffs = append(diffs, fmt.Sprintf("delayed at %v accepted %d (seed %d)", iv, r.Accepted, want))
+				diffs = append(diffs, fmt.Sprintf("delayed at %v accepted %d, overshoot %d, ratio x%.3f (seed %d, %d, x%.3f)",
+					iv, r.Accepted, r.Overshoot, r.Ratio, want, max(0, int64(want)-p.limit.Limit), float64(want)/float64(p.limit.Limit)))
 			}
 		}
 	}
@@ -418,7 +420,8 @@ func distNotes(p distParams, doc distDoc) []string {
 			"evaluates to 0.19999999999999996, so from its third sync on each sync lands one request (11.1 ms) late and its nodes "+
 			"resync every 19 requests instead of every 18. The simulator keeps exact nanoseconds, syncing at 200 ms, 400 ms, 600 ms, ...; "+
 			"the blind stretches around the moment the count reaches the limit fall differently, which moves the delayed 200 ms figure "+
-			"from 609 to 612. At 1 s, 2 s and 5 s the float and exact schedules agree, and so do the figures.",
+			"from 609 to 612. At 10/s the same drift happens but nothing is rejected either way; at 1 s, 2 s and 5 s every sync time "+
+			"is a whole second, exact in floating point, so the schedules and the figures agree.",
 	)
 }
 

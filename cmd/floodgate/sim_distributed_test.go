@@ -81,7 +81,8 @@ func TestSimDistributedSeedTables(t *testing.T) {
 		}
 	}
 	notes := strings.Join(doc.Notes, "\n")
-	for _, s := range []string{"accepted 612 (seed 609)", "floating-point", "fixed-window"} {
+	for _, s := range []string{"accepted 612, rejected 4788, overshoot 12 (seed 609, 4791, 9)",
+		"accepted 612, overshoot 12, ratio x1.020 (seed 609, 9, x1.015)", "floating-point", "fixed-window"} {
 		if !strings.Contains(notes, s) {
 			t.Errorf("notes do not mention %q:\n%s", s, notes)
 		}
