@@ -429,6 +429,11 @@ rules:
     count_by: global
     limit: 1
     window: 1s
+  - name: internal
+    match: {ip: [{cidr: 10.0.0.0/8}, {cidr: "2001:db8::/32"}, {cidr: 192.0.2.7}]}
+    count_by: global
+    limit: 1
+    window: 1s
 `)
 	for _, c := range []struct {
 		d    Descriptor
@@ -442,6 +447,13 @@ rules:
 		{desc("path=/x*"), []string{"any", "literal-star"}},
 		{desc("path=/xy"), []string{"any"}},
 		{desc("method=GET"), nil},
+		{desc("ip=10.20.30.40"), []string{"internal"}},
+		{desc("ip=::ffff:10.1.1.1"), []string{"internal"}},
+		{desc("ip=2001:db8::1"), []string{"internal"}},
+		{desc("ip=192.0.2.7"), []string{"internal"}},
+		{desc("ip=192.0.2.8"), nil},
+		{desc("ip=11.0.0.1"), nil},
+		{desc("ip=not-an-ip"), nil},
 	} {
 		ks, err := s.Keys(Request{Descriptors: []Descriptor{c.d}})
 		if err != nil {

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -24,7 +25,7 @@ var (
 		"overrides", "cost", "shadow", "failure"}
 	overrideFields = []string{"match", "limit", "window", "unlimited"}
 	costFields     = []string{"from", "default"}
-	matchFields    = []string{"exact", "prefix", "glob", "any"}
+	matchFields    = []string{"exact", "prefix", "glob", "any", "cidr"}
 )
 
 // paramAlgorithms says which algorithms use each parameter field.
@@ -306,7 +307,7 @@ func (d *decoder) conditions(n *yaml.Node, what string) conditions {
 }
 
 // pattern parses a value pattern: a string ("*" any value, containing "*" a
-// glob, else exact), a mapping {exact|prefix|glob: s} or {any: true}, or,
+// glob, else exact), a mapping {exact|prefix|glob|cidr: s} or {any: true}, or,
 // when list is true, a list of those (any of them).
 func (d *decoder) pattern(n *yaml.Node, what string, list bool) (matcher, bool) {
 	switch n.Kind {
@@ -344,9 +345,9 @@ func (d *decoder) pattern(n *yaml.Node, what string, list bool) (matcher, bool) 
 		f := d.fields(n, what, matchFields...)
 		if len(f) != 1 {
 			if len(n.Content) > 0 && len(f) > 1 {
-				d.errorf(n, "%s: give exactly one of exact, prefix, glob or any", what)
+				d.errorf(n, "%s: give exactly one of exact, prefix, glob, cidr or any", what)
 			} else if len(n.Content) == 0 {
-				d.errorf(n, "%s: empty pattern; give one of exact, prefix, glob or any", what)
+				d.errorf(n, "%s: empty pattern; give one of exact, prefix, glob, cidr or any", what)
 			}
 			return matcher{}, false
 		}
@@ -364,6 +365,21 @@ func (d *decoder) pattern(n *yaml.Node, what string, list bool) (matcher, bool) 
 				return matcher{}, false
 			}
 			switch k {
+			case "cidr":
+				p, err := netip.ParsePrefix(s)
+				if err != nil {
+					if a, aerr := netip.ParseAddr(s); aerr == nil {
+						p, err = a.Prefix(a.BitLen())
+					}
+				}
+				if err != nil {
+					d.errorf(v.value, "%s: cidr %q is not an address range; write one such as 10.0.0.0/8 or 2001:db8::/32", what, clip(s))
+					return matcher{}, false
+				}
+				if p.Addr().Is4In6() {
+					p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+				}
+				return matcher{kind: matchCIDR, cidr: p.Masked()}, true
 			case "exact":
 				return matcher{kind: matchExact, s: s}, true
 			case "prefix":

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -14,6 +15,7 @@ const (
 	matchPrefix                  // the value starts with s
 	matchGlob                    // the value matches s, where * matches any run of bytes
 	matchOneOf                   // the value matches one of alts
+	matchCIDR                    // the value is an IP address inside prefix
 )
 
 // matcher compares one entry value.
@@ -22,6 +24,7 @@ type matcher struct {
 	s     string
 	parts []string // glob: s split at '*'
 	alts  []matcher
+	cidr  netip.Prefix
 }
 
 func newGlob(s string) matcher {
@@ -45,6 +48,9 @@ func (m *matcher) match(v string) bool {
 				return true
 			}
 		}
+	case matchCIDR:
+		a, err := netip.ParseAddr(v)
+		return err == nil && m.cidr.Contains(a.Unmap())
 	}
 	return false
 }
@@ -81,6 +87,8 @@ func (m *matcher) String() string {
 		return fmt.Sprintf("prefix %s", m.s)
 	case matchGlob:
 		return fmt.Sprintf("like %s", m.s)
+	case matchCIDR:
+		return fmt.Sprintf("in %s", m.cidr)
 	case matchOneOf:
 		s := make([]string, len(m.alts))
 		for i := range m.alts {

@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad shadow", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 1, window: 1s, shadow: yes please}\n", "shadow must be true or false"},
 		{"unlimited with limit", "domain: a\nrules:\n  - {name: x, unlimited: true, limit: 1}\n", "an unlimited rule takes no limit"},
 		{"bad pattern", "domain: a\nrules:\n  - {name: x, match: {path: {prefx: /a}}, count_by: global, limit: 1, window: 1s}\n", `unknown field "prefx"`},
-		{"two patterns", "domain: a\nrules:\n  - {name: x, match: {path: {prefix: /a, exact: /b}}, count_by: global, limit: 1, window: 1s}\n", "give exactly one of exact, prefix, glob or any"},
+		{"two patterns", "domain: a\nrules:\n  - {name: x, match: {path: {prefix: /a, exact: /b}}, count_by: global, limit: 1, window: 1s}\n", "give exactly one of exact, prefix, glob, cidr or any"},
 		{"match not mapping", "domain: a\nrules:\n  - {name: x, match: [a], count_by: global, limit: 1, window: 1s}\n", "match must be a mapping of entry: pattern"},
 		{"empty header", "domain: a\nrules:\n  - {name: x, match: {'header:': a}, count_by: global, limit: 1, window: 1s}\n", "names no header"},
 		{"long key", "domain: a\nrules:\n  - {name: x, count_by: [" + strings.Repeat("k", MaxKeyLen+1) + "], limit: 1, window: 1s}\n", "bytes long; the most is 128"},
@@ -142,6 +142,7 @@ func TestParseErrors(t *testing.T) {
 		{"cost above limit", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 2, window: 1s, cost: 3}\n", "cost 3 is above the limit 2"},
 		{"cost zero", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 2, window: 1s, cost: 0}\n", "cost must be between 1 and"},
 		{"cost no from", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 2, window: 1s, cost: {default: 2}}\n", "cost needs from:"},
+		{"bad cidr", "domain: a\nrules:\n  - {name: x, match: {ip: {cidr: 10.0.0.0/33}}, count_by: global, limit: 1, window: 1s}\n", `cidr "10.0.0.0/33" is not an address range`},
 		{"alias", "domain: a\nrules:\n  - &r {name: x, count_by: global, limit: 2, window: 1s}\n  - *r\n", "aliases (*name) are not supported"},
 
 		// envoyproxy/ratelimit format
