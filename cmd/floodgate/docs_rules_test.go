@@ -14,6 +14,15 @@ func TestRulesDocShowsRealOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The document quotes examples/rules.yaml from its domain line on.
+	ex, err := os.ReadFile("../../examples/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := ex[bytes.Index(ex, []byte("domain: lending")):]
+	if !bytes.Contains(doc, body) {
+		t.Errorf("docs/rules.md does not quote examples/rules.yaml as it is")
+	}
 	for _, args := range [][]string{
 		{"check", "examples/rules.yaml", "--routes", "examples/routes.txt",
 			"--cardinality", "ip=20000", "--cardinality", "header:x-api-key=3000",
