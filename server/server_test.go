@@ -26,6 +26,7 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -314,6 +315,7 @@ func TestTLS(t *testing.T) {
 	cert, key := selfSigned(t, dir)
 	cfg := testConfig()
 	cfg.HTTP.TLS = TLS{Cert: cert, Key: key}
+	cfg.GRPC.TLS = TLS{Cert: cert, Key: key}
 	r := start(t, cfg)
 	pool := x509.NewCertPool()
 	pemData, _ := os.ReadFile(cert)
@@ -326,6 +328,25 @@ func TestTLS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.TLS == nil {
 		t.Fatalf("HTTPS /healthz: %d tls=%v", resp.StatusCode, resp.TLS != nil)
+	}
+	// gRPC over TLS, verified against the same certificate.
+	conn, err := grpc.NewClient(r.srv.Addr(ListenerGRPC), grpc.WithTransportCredentials(credentials.NewClientTLSFromCert(pool, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rresp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, rlsReq("default", "client", "tls"))
+	if err != nil || rresp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("RLS over TLS: %v %v", rresp, err)
+	}
+	// A plain-text gRPC client is refused.
+	plain, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
+	pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer pcancel()
+	if _, err := plain.ShouldRateLimit(pctx, rlsReq("default", "client", "tls")); err == nil {
+		t.Fatal("plain-text gRPC served on the TLS listener")
 	}
 	if _, err := http.Get("http://" + r.srv.Addr(ListenerHTTP) + "/healthz"); err == nil {
 		// A plain request to a TLS listener gets a 400 response, not an error;

@@ -1,0 +1,48 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+func ExampleMiddleware() {
+	set, err := rules.Parse("api.yaml", []byte(`
+domain: api
+rules:
+  - name: per-key
+    match: {header:x-api-key: "*"}
+    count_by: [header:x-api-key]
+    limit: 2
+    window: 1m
+    algorithm: fixed-window
+`))
+	if err != nil {
+		panic(err)
+	}
+	limit, err := httplimit.Middleware(httplimit.Options{
+		Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
+		Sources: []httplimit.Source{httplimit.Header("X-API-Key")},
+	})
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	}))
+	for i := 0; i < 3; i++ {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("X-API-Key", "k1")
+		h.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// 200 "per-key";q=2;w=60 1
+	// 200 "per-key";q=2;w=60 0
+	// 429 "per-key";q=2;w=60 0
+}
