@@ -482,3 +482,65 @@ func TestAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestDelayedFailLocalSplitsWhatIsLeft(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := newVClock()
+	shared := newFaultStore()
+	n := delayedNodes(t, shared, clk, 4, nil)[0]
+	local := store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailLocal}
+	for i := 0; i < 60; i++ {
+		if d, _ := n.DecideOne(ctx, clk.NS(), local); !d.Allowed {
+			t.Fatalf("request %d rejected with the store up", i)
+		}
+	}
+	if err := n.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shared.setDown(true)
+	for i := 0; i < DefaultBreakerFailures; i++ {
+		clk.Add(200 * time.Millisecond)
+		n.Sync(ctx)
+	}
+	accepted := 0
+	for i := 0; i < 40; i++ {
+		d, err := n.DecideOne(ctx, clk.NS(), local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			accepted++
+		}
+	}
+	if accepted != 10 {
+		t.Fatalf("fail-local during the outage accepted %d, want (100-60)/4 = 10", accepted)
+	}
+	shared.setDown(false)
+	clk.Add(DefaultBreakerCooldown)
+	if err := n.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedCount(t, shared.inner, rule, "k", clk.NS()); got != 70 {
+		t.Fatalf("shared count after the outage = %d, want 70", got)
+	}
+}
+
+func TestSplitNodeSyncOnlyDropsIdleState(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 8, Window: time.Second})
+	clk := newVClock()
+	n := mustNode(t, Options{Arrangement: Split, Nodes: 8, Clock: clk.Now, ManualSync: true})
+	if d, _ := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1}); !d.Allowed {
+		t.Fatal("first request rejected")
+	}
+	clk.Add(time.Minute) // past the GC period and the key's idle time
+	if err := n.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for i := range n.table.shards {
+		held += len(n.table.shards[i].m)
+	}
+	if held != 0 {
+		t.Fatalf("%d entries held after a minute idle with a 1s window, want 0", held)
+	}
+}

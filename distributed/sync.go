@@ -25,12 +25,12 @@ const gcEvery = 10 * time.Second
 // Sync; while the circuit breaker is open Sync returns ErrBreakerOpen
 // without calling the store.
 func (n *Node) Sync(ctx context.Context) error {
-	if n.arr == Split {
-		n.gc(n.clock(), true)
-		return nil
-	}
 	n.syncMu.Lock()
 	defer n.syncMu.Unlock()
+	if n.arr == Split {
+		n.gc(n.clock(), false)
+		return nil
+	}
 	return n.syncLocked(ctx, false)
 }
 
