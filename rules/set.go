@@ -169,14 +169,14 @@ func Parse(name string, data []byte) (*Set, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil && err != io.EOF {
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	}
 	d := &decoder{file: name}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case err == io.EOF:
 	case err != nil:
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	default:
 		d.errorf(&next, "a second YAML document starts here (after ---); a rule file holds one document, so remove the --- line or split the file")
 		return nil, d.err()
@@ -217,16 +217,38 @@ func Parse(name string, data []byte) (*Set, error) {
 	return s, nil
 }
 
-// yamlError turns a yaml.v3 syntax error into FILE:LINE form.
-func yamlError(name string, err error) error {
+var yamlAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
+
+// yamlError turns a yaml.v3 syntax error into FILE:LINE form, with a hint
+// for the usual causes.
+func yamlError(name string, data []byte, err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		err = errors.New(strings.Join(te.Errors, "; "))
 	}
 	msg := err.Error()
+	const starHint = `; a value starting with * is read as a YAML alias: quote it, as in "*" or "*.example.com"`
+	if m := yamlAnchor.FindStringSubmatch(msg); m != nil {
+		line := 0
+		for i, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, "*"+m[1]) {
+				line = i + 1
+				break
+			}
+		}
+		return &Error{File: name, Line: line, Msg: "YAML alias *" + clip(m[1]) + " refers to nothing" + starHint}
+	}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return &Error{File: name, Line: line, Msg: "YAML syntax: " + m[2] + "; check the indentation and quoting on this line and the one before"}
+		hint := "; check the indentation and quoting on this line and the one before"
+		lines := strings.Split(string(data), "\n")
+		switch {
+		case strings.Contains(m[2], "alphabetic or numeric character"):
+			hint = starHint
+		case line >= 1 && line <= len(lines) && strings.Contains(lines[line-1], "\t"):
+			hint = "; the line holds a tab: YAML indents with spaces only"
+		}
+		return &Error{File: name, Line: line, Msg: "YAML syntax: " + m[2] + hint}
 	}
 	return &Error{File: name, Msg: strings.TrimPrefix(msg, "yaml: ") + "; the file is not valid YAML"}
 }
