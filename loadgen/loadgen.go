@@ -85,9 +85,10 @@ type Config struct {
 	// Domain is the RLS domain. Default "default", the domain of the
 	// server's built-in rules.
 	Domain string
-	// Descriptors are sent with every call. The value of the entry named
-	// "key" in the first descriptor (or, if it has none, of its first entry)
-	// gets the key number appended, so calls spread over Keys values. Default
+	// Descriptors are sent with every call. Each call picks a key number
+	// below Keys, which replaces every "{}" in the entries' values; with no
+	// "{}" anywhere it is appended to the value of the entry named "key" in
+	// the first descriptor (or, if it has none, of its first entry). Default
 	// one descriptor with the single entry client=client-, which the
 	// server's built-in per-client rule (600 a minute) counts by.
 	Descriptors []Descriptor
@@ -161,11 +162,28 @@ func (c *Config) fill() error {
 	return nil
 }
 
-// descriptorsFor returns the descriptors of call key number k.
+// KeyPlaceholder in a descriptor value is replaced by the call's key number.
+const KeyPlaceholder = "{}"
+
+// descriptorsFor returns the descriptors of call key number k. Every
+// KeyPlaceholder in any entry's value becomes k; without one, k is appended
+// to the value of the first descriptor's "key" entry, or of its first entry
+// (only when there is more than one key).
 func (c *Config) descriptorsFor(k int) []Descriptor {
+	ks := strconv.Itoa(k)
 	out := make([]Descriptor, len(c.Descriptors))
+	placed := false
 	for i, d := range c.Descriptors {
 		out[i] = append(Descriptor(nil), d...)
+		for j := range out[i] {
+			if strings.Contains(out[i][j].Value, KeyPlaceholder) {
+				out[i][j].Value = strings.ReplaceAll(out[i][j].Value, KeyPlaceholder, ks)
+				placed = true
+			}
+		}
+	}
+	if placed || c.Keys <= 1 {
+		return out
 	}
 	first := out[0]
 	j := 0
@@ -175,9 +193,7 @@ func (c *Config) descriptorsFor(k int) []Descriptor {
 			break
 		}
 	}
-	if c.Keys > 1 {
-		first[j].Value += strconv.Itoa(k)
-	}
+	first[j].Value += ks
 	return out
 }
 

@@ -398,6 +398,38 @@ func TestCancelStopsEarly(t *testing.T) {
 	}
 }
 
+func TestKeyPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		keys int
+		want string
+	}{
+		{"client=c", 3, "client=c2"},
+		{"path=/x,key=u", 3, "path=/x,key=u2"},
+		{"path=/catalog/search,member=m-{}", 3, "path=/catalog/search,member=m-2"},
+		{"a={}-{},b=x", 3, "a=2-2,b=x"},
+		{"client=c", 1, "client=c"},
+		{"client=c{}", 1, "client=c0"},
+	} {
+		d, err := ParseDescriptor(tc.desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := Config{Keys: tc.keys, Descriptors: []Descriptor{d}}
+		k := min(2, tc.keys-1)
+		var parts []string
+		for _, e := range c.descriptorsFor(k)[0] {
+			parts = append(parts, e.Key+"="+e.Value)
+		}
+		if got := strings.Join(parts, ","); got != tc.want {
+			t.Errorf("%q with %d keys, key %d: %q, want %q", tc.desc, tc.keys, k, got, tc.want)
+		}
+		if c.Descriptors[0][0] != d[0] {
+			t.Errorf("descriptorsFor changed the configured descriptor")
+		}
+	}
+}
+
 func TestBadConfig(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config

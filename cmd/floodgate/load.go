@@ -25,7 +25,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Duration, "duration", loadgen.DefaultDuration, "how long to send calls")
 	fs.IntVar(&cfg.Keys, "keys", loadgen.DefaultKeys, "number of distinct key values, chosen uniformly at random per call")
 	fs.StringVar(&cfg.Domain, "domain", loadgen.DefaultDomain, "rate-limit domain")
-	fs.Func("descriptor", "a descriptor as key=value[,key=value...]; repeat for several descriptors per call (default client=client-). The first descriptor's \"key\" entry, or its first entry, gets the key number appended", func(s string) error {
+	fs.Func("descriptor", "a descriptor as key=value[,key=value...]; repeat for several descriptors per call (default client=client-). Each call's key number replaces \"{}\" in values, or else is appended to the first descriptor's \"key\" entry or first entry", func(s string) error {
 		d, err := loadgen.ParseDescriptor(s)
 		if err != nil {
 			return err
