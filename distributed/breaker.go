@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,12 +20,19 @@ type breaker struct {
 	openedAt time.Time // when it last opened
 	probing  bool      // a half-open probe is in flight
 	opened   uint64    // how many times it has opened
+
+	// openFlag mirrors open for readers on the decision path, who must
+	// not contend on mu.
+	openFlag atomic.Bool
 }
 
 // allow reports whether a store call may be made at now. If the breaker is
 // open and the cooldown has passed, the first caller gets true and becomes
 // the probe; its outcome must be reported with success or failure.
 func (b *breaker) allow(now time.Time) bool {
+	if !b.openFlag.Load() {
+		return true
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.open {
@@ -44,6 +52,7 @@ func (b *breaker) success() (recovered bool) {
 	defer b.mu.Unlock()
 	recovered = b.open
 	b.failures, b.open, b.probing = 0, false, false
+	b.openFlag.Store(false)
 	return recovered
 }
 
@@ -61,6 +70,7 @@ func (b *breaker) failure(now time.Time) (opened bool) {
 	}
 	if b.failures >= b.threshold {
 		b.open, b.openedAt, b.probing = true, now, false
+		b.openFlag.Store(true)
 		b.opened++
 		return true
 	}
@@ -76,11 +86,7 @@ func (b *breaker) abandon() {
 }
 
 // isOpen reports whether the breaker is open or half-open.
-func (b *breaker) isOpen() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.open
-}
+func (b *breaker) isOpen() bool { return b.openFlag.Load() }
 
 // openings returns how many times the breaker has opened.
 func (b *breaker) openings() uint64 {
