@@ -224,3 +224,47 @@ func TestRedisPauseCostsAtMostTheDeadline(t *testing.T) {
 		t.Errorf("1000 decisions with the breaker open took %v: they should not wait for the store", open)
 	}
 }
+
+// TestRedisClusterDelayedCounts runs delayed nodes against a real
+// three-master Redis Cluster with keys spread over many slots: every
+// accepted request reaches the shared counts, and every node sees the
+// others' counts.
+func TestRedisClusterDelayedCounts(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	shared, err := redisstore.New(ctx, redisstore.Options{Addrs: cl.Addrs(), Cluster: true, ClientTime: true})
+	if err != nil {
+		t.Fatalf("redisstore.New: %v", err)
+	}
+	t.Cleanup(func() { shared.Close() })
+	count := counterRule(t)
+	clk := newVClock()
+	nodes := redisDelayedNodes(t, shared, clk, 4)
+	const keys = 64
+	perKey := make([]int64, keys)
+	i := 0
+	drive(t, clk, nodes, 200, 10*time.Second, 200*time.Millisecond, func(n *Node, now int64) bool {
+		k := i % keys
+		i++
+		d, err := n.DecideOne(ctx, now, store.Request{Algorithm: count, Key: fmt.Sprintf("cluster-%d", k), Cost: 1})
+		if err != nil {
+			t.Fatalf("DecideOne: %v", err)
+		}
+		if d.Allowed {
+			perKey[k]++
+		}
+		return d.Allowed
+	}, nil)
+	for _, n := range nodes {
+		if h := n.Health(); h.StoreErrors != 0 {
+			t.Fatalf("store errors against the cluster: %+v", h)
+		}
+		if err := n.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range perKey {
+		if got := sharedCount(t, shared, count, fmt.Sprintf("cluster-%d", k), clk.NS()); got != perKey[k] {
+			t.Errorf("key %d: shared count %d, want %d accepted", k, got, perKey[k])
+		}
+	}
+}
