@@ -98,7 +98,7 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 	if len(apps) == 0 {
 		return res, nil
 	}
-	shadowAll := e.shadow || set.shadow
+	shadowAll := e.shadow
 	for i := range apps {
 		a := &apps[i]
 		if a.lim.unlimited {

@@ -79,6 +79,11 @@ func parseFloodgate(d *decoder, doc *yaml.Node) *Set {
 		seen[r.name] = r.line
 		s.rules = append(s.rules, r)
 	}
+	if s.shadow {
+		for _, r := range s.rules {
+			r.shadow = true
+		}
+	}
 	return s
 }
 

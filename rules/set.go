@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ type Set struct {
 	shadow bool
 	rules  []*rule
 	tree   *envoyNode // envoyproxy/ratelimit format only
+	// more holds the sets of the other files of a directory, one domain
+	// each; the receiver is the first file's.
+	more []*Set
 }
 
 // rule is one compiled rule. In the envoyproxy/ratelimit format it is one
@@ -92,20 +96,42 @@ type cost struct {
 	def   int64  // cost when the entry is missing
 }
 
-// Domain returns the set's domain.
+// Domain returns the set's domain; for a directory, the domain of its first
+// file, which requests without a domain are checked in.
 func (s *Set) Domain() string { return s.domain }
 
-// File returns the name the set was parsed from.
+// Domains returns every domain of the set, the first one first.
+func (s *Set) Domains() []string {
+	out := []string{s.domain}
+	for _, m := range s.more {
+		out = append(out, m.domain)
+	}
+	return out
+}
+
+// File returns the name the set was parsed from (for a directory, its
+// first file).
 func (s *Set) File() string { return s.file }
 
-// Format returns FormatFloodgate or FormatEnvoy.
+// Format returns FormatFloodgate or FormatEnvoy (for a directory, the first
+// file's).
 func (s *Set) Format() string { return s.format }
 
-// Shadow reports the file's global shadow switch.
+// Shadow reports the file's global shadow switch (for a directory, the
+// first file's; each file's switch applies to its own rules).
 func (s *Set) Shadow() bool { return s.shadow }
 
-// Len returns the number of rules.
-func (s *Set) Len() int { return len(s.rules) }
+// Len returns the number of rules, in every domain.
+func (s *Set) Len() int {
+	n := len(s.rules)
+	for _, m := range s.more {
+		n += len(m.rules)
+	}
+	return n
+}
+
+// all returns the set and its other domains' sets.
+func (s *Set) all() []*Set { return append([]*Set{s}, s.more...) }
 
 //go:embed default.yaml
 var defaultRules []byte
@@ -135,8 +161,76 @@ func DefaultErr() error {
 // DefaultFile returns the text of the built-in rule file.
 func DefaultFile() []byte { return bytes.Clone(defaultRules) }
 
-// Load reads and parses the rule file at path.
+// Load reads and parses the rule file at path. If path is a directory,
+// every *.yaml and *.yml file in it (not in subdirectories, not dot-files)
+// is loaded, in name order, each holding one domain, as envoyproxy/ratelimit
+// reads its configuration directory; two files with the same domain are an
+// error. Requests without a domain are checked in the first file's domain.
 func Load(path string) (*Set, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return loadDir(path)
+	}
+	return loadFile(path)
+}
+
+// ruleFiles lists the rule files of a directory, in name order.
+func ruleFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+			continue // a dangling link, or a directory named like a file
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}
+
+func loadDir(dir string) (*Set, error) {
+	files, err := ruleFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, &Error{File: dir, Msg: "the directory holds no .yaml or .yml rule files"}
+	}
+	var sets []*Set
+	var errs []error
+	where := map[string]string{}
+	for _, f := range files {
+		s, err := loadFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, dup := where[s.domain]; dup {
+			errs = append(errs, &Error{File: f, Line: 1, Msg: fmt.Sprintf("domain %q is also defined in %s; keep each domain in one file", s.domain, prev)})
+			continue
+		}
+		where[s.domain] = f
+		sets = append(sets, s)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	first := sets[0]
+	first.more = sets[1:]
+	return first, nil
+}
+
+func loadFile(path string) (*Set, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -324,6 +418,11 @@ func (s *Set) resolve(req Request, out []applied) ([]applied, error) {
 		return out, err
 	}
 	if req.Domain != "" && req.Domain != s.domain {
+		for _, m := range s.more {
+			if m.domain == req.Domain {
+				return m.resolve(req, out)
+			}
+		}
 		return out, nil
 	}
 	hits := req.Hits
@@ -415,7 +514,7 @@ func (s *Set) Keys(req Request) ([]RuleKey, error) {
 // to be met. floodgate check --routes uses it to find routes no rule covers.
 func (s *Set) Covering(method, path string) []string {
 	var names []string
-	for _, r := range s.rules {
+	for _, r := range s.allRules() {
 		if r.base.unlimited && len(r.overrides) == 0 {
 			continue
 		}
@@ -432,9 +531,28 @@ func (s *Set) Covering(method, path string) []string {
 	return names
 }
 
-// Rules describes every rule, in file order.
+// allRules returns the rules of every domain, in file order.
+func (s *Set) allRules() []*rule {
+	if len(s.more) == 0 {
+		return s.rules
+	}
+	var out []*rule
+	for _, m := range s.all() {
+		out = append(out, m.rules...)
+	}
+	return out
+}
+
+// Rules describes every rule, in file order (for a directory, file by file).
 func (s *Set) Rules() []RuleInfo {
-	out := make([]RuleInfo, 0, len(s.rules))
+	out := make([]RuleInfo, 0, s.Len())
+	for _, m := range s.all() {
+		out = m.appendRules(out)
+	}
+	return out
+}
+
+func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 	for _, r := range s.rules {
 		info := RuleInfo{
 			Name:      r.name,
@@ -445,7 +563,7 @@ func (s *Set) Rules() []RuleInfo {
 			Window:    r.base.window,
 			Unlimited: r.base.unlimited,
 			Block:     r.base.block,
-			Shadow:    r.shadow || s.shadow,
+			Shadow:    r.shadow,
 			Failure:   r.failure.String(),
 			Line:      r.line,
 		}

@@ -23,7 +23,8 @@ const reloadDelay = 100 * time.Millisecond
 // Watch reloads the rule file at path into e whenever the file changes and
 // whenever the process receives SIGHUP, until ctx is done. It watches the
 // file's directory, so editors that replace the file and Kubernetes
-// ConfigMap symlink swaps are seen. A file that fails to parse leaves the
+// ConfigMap symlink swaps are seen; if path is a directory (see Load), any
+// change to its rule files reloads them all. A file that fails to parse leaves the
 // rules in force unchanged and is logged with the reason; an unchanged file
 // is not reloaded. Watch returns nil when ctx ends, or an error if it cannot
 // start watching.
@@ -43,7 +44,15 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 		return fmt.Errorf("rules: watch %s: %w", path, err)
 	}
 	defer w.Close()
+	st, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("rules: watch %s: %w", path, err)
+	}
+	isDir := st.IsDir()
 	dir := filepath.Dir(abs)
+	if isDir {
+		dir = abs
+	}
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("rules: watch %s: %w", dir, err)
 	}
@@ -51,21 +60,17 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	var last [32]byte
-	if data, err := os.ReadFile(abs); err == nil {
-		last = sha256.Sum256(data)
-	}
+	last, _ := contentSum(abs, isDir)
 	reload := func(why string, force bool) {
-		data, err := os.ReadFile(abs)
+		sum, err := contentSum(abs, isDir)
 		if err != nil {
 			log.Error("rules: reload failed; the rules in force stay", "file", path, "trigger", why, "err", err)
 			return
 		}
-		sum := sha256.Sum256(data)
 		if sum == last && !force {
 			return
 		}
-		set, err := Parse(path, data)
+		set, err := Load(path)
 		if err != nil {
 			last = sum // report a bad file once, not on every event
 			log.Error("rules: reload failed; the rules in force stay", "file", path, "trigger", why, "err", err)
@@ -91,7 +96,11 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 				return nil
 			}
 			name := filepath.Base(ev.Name)
-			if name == base || strings.HasPrefix(name, "..") {
+			mine := name == base
+			if isDir {
+				mine = strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
+			}
+			if mine || strings.HasPrefix(name, "..") {
 				timer.Reset(reloadDelay)
 			}
 		case err, ok := <-w.Errors:
@@ -103,4 +112,32 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 			reload("file changed", false)
 		}
 	}
+}
+
+// contentSum hashes the rule file, or every rule file of the directory with
+// its name, so that events that change nothing cause no reload.
+func contentSum(path string, isDir bool) ([32]byte, error) {
+	if !isDir {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		return sha256.Sum256(data), nil
+	}
+	files, err := ruleFiles(path)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	h := sha256.New()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return [32]byte{}, err
+		}
+		fmt.Fprintf(h, "%d:%s%d:", len(f), f, len(data))
+		h.Write(data)
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, nil
 }

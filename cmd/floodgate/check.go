@@ -60,6 +60,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // checkRule is one rule in check's report.
 type checkRule struct {
 	Name      string   `json:"name"`
+	Domain    string   `json:"domain"`
 	Line      int      `json:"line"`
 	Match     string   `json:"match"`
 	CountBy   []string `json:"count_by"`
@@ -104,6 +105,7 @@ type checkDoc struct {
 	Errors    []string     `json:"errors,omitempty"`
 	Format    string       `json:"format,omitempty"`
 	Domain    string       `json:"domain,omitempty"`
+	Domains   []string     `json:"domains,omitempty"`
 	Shadow    bool         `json:"shadow,omitempty"`
 	Rules     []checkRule  `json:"rules,omitempty"`
 	Routes    []checkRoute `json:"routes,omitempty"`
@@ -172,6 +174,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return exitError{1}
 	}
 	doc.Valid, doc.Format, doc.Domain, doc.Shadow = true, set.Format(), set.Domain(), set.Shadow()
+	doc.Domains = set.Domains()
 	infos := set.Rules()
 	for _, info := range infos {
 		doc.Rules = append(doc.Rules, newCheckRule(info, card))
@@ -216,7 +219,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 
 func newCheckRule(info rules.RuleInfo, card cardinalityFlag) checkRule {
 	r := checkRule{
-		Name: info.Name, Line: info.Line, Match: info.Match, CountBy: info.CountBy, Key: info.Key,
+		Name: info.Name, Domain: info.Domain, Line: info.Line, Match: info.Match, CountBy: info.CountBy, Key: info.Key,
 		Limit: info.Limit, WindowMS: info.Window.Milliseconds(), Window: fmtDuration(info.Window),
 		Algorithm: info.Algorithm, Unlimited: info.Unlimited, Block: info.Block, Shadow: info.Shadow,
 		Failure: info.Failure, Cost: info.Cost, Overrides: info.Overrides,
@@ -454,7 +457,11 @@ func fmtDuration(d time.Duration) string {
 }
 
 func printCheck(w io.Writer, doc checkDoc) {
-	fmt.Fprintf(w, "%s: valid, %d rule(s) in domain %q (%s format)\n", doc.File, len(doc.Rules), doc.Domain, doc.Format)
+	if len(doc.Domains) > 1 {
+		fmt.Fprintf(w, "%s: valid, %d rule(s) in domains %s\n", doc.File, len(doc.Rules), strings.Join(doc.Domains, ", "))
+	} else {
+		fmt.Fprintf(w, "%s: valid, %d rule(s) in domain %q (%s format)\n", doc.File, len(doc.Rules), doc.Domain, doc.Format)
+	}
 	if doc.Trace != "" {
 		fmt.Fprintf(w, "buckets counted from %s (%d requests)\n", doc.Trace, doc.Requests)
 	}
@@ -493,7 +500,11 @@ func printCheck(w io.Writer, doc checkDoc) {
 			}
 			capText = fmt.Sprintf("%s × buckets(%s)", n, strings.Join(r.Missing, "×"))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Match, r.Key, limit, alg, buckets, capText)
+		name := r.Name
+		if len(doc.Domains) > 1 {
+			name = r.Domain + "/" + r.Name
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.Match, r.Key, limit, alg, buckets, capText)
 	}
 	tw.Flush()
 

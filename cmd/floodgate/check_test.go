@@ -181,3 +181,14 @@ func TestCheckTextOutput(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckDirectory(t *testing.T) {
+	doc := checkJSON(t, "../../rules/testdata/envoy")
+	if strings.Join(doc.Domains, ",") != "edge,mail,reports,launch" || len(doc.Rules) != 12 {
+		t.Fatalf("domains %v, %d rules", doc.Domains, len(doc.Rules))
+	}
+	out, _, err := runCheckCmd(t, "../../rules/testdata/envoy")
+	if err != nil || !strings.Contains(out, "mail/kind=campaign>recipient") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
