@@ -16,6 +16,9 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
+// The log messages of a reload, "rules: reloaded" and "rules: reload
+// failed; ...", are matched by the server to count reloads; keep them.
+
 // reloadDelay lets a burst of file events (an editor writing, renaming and
 // chmod-ing) settle into one reload.
 const reloadDelay = 100 * time.Millisecond

@@ -124,6 +124,12 @@ func TestWatchReloadsAndKeepsOldRulesOnError(t *testing.T) {
 	if !strings.Contains(logs.String(), "rules.yaml:") || !strings.Contains(logs.String(), "limit must be a whole number") {
 		t.Fatalf("log does not say what is wrong:\n%s", logs.String())
 	}
+	// The server counts reloads by these messages; keep them stable.
+	for _, msg := range []string{`msg="rules: reloaded"`, `msg="rules: reload failed; the rules in force stay"`} {
+		if !strings.Contains(logs.String(), msg) {
+			t.Fatalf("log lacks %s:\n%s", msg, logs.String())
+		}
+	}
 
 	// Changing the limit gives the rule fresh counters (a new configuration).
 	writeFile(t, path, limitFile(10, ""))
