@@ -142,10 +142,6 @@ func TestDifferentialRandom(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := ref.state(key)
-				if c.Algorithm == algorithm.Concurrency && want[0] == 0 {
-					// Redis deletes a concurrency key with nothing in flight.
-					want = make([]int64, len(want))
-				}
 				if !slices.Equal(b[0].State, want) {
 					t.Fatalf("final state of %s:\nredis %v\ngo    %v", key, b[0].State, want)
 				}
@@ -246,4 +242,109 @@ func micros(d algorithm.Decision) algorithm.Decision {
 	}
 	d.ResetAfter, d.RetryAfter, d.Delay = up(d.ResetAfter), up(d.RetryAfter), up(d.Delay)
 	return d
+}
+
+// TestDifferentialRandomConfigs draws random limits (every algorithm, random
+// limits, windows, capacities, rates, bursts, tolerances and delays, all in
+// whole milliseconds) and replays a random trace through each, requiring
+// identical decisions and merged states.
+func TestDifferentialRandomConfigs(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(99, 3))
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rng.IntN(hi-lo+1)) * time.Millisecond }
+	ran, skipped := 0, 0
+	defer func() { t.Logf("%d random limits replayed, %d skipped", ran, skipped) }()
+	for n := range 90 {
+		c := algorithm.Config{
+			Algorithm: algorithm.Names[n%len(algorithm.Names)],
+			Limit:     1 + rng.Int64N(40),
+			Window:    ms(1, 5000),
+		}
+		switch c.Algorithm {
+		case algorithm.SlidingWindow:
+			c.Slices = 1 + rng.IntN(8)
+			c.Window = time.Duration(c.Slices) * ms(1, 800)
+		case algorithm.TokenBucket:
+			c.Capacity = 1 + rng.Int64N(20)
+			if rng.IntN(2) == 0 {
+				c.Rate = float64([]int{1, 2, 4, 5, 8, 10, 20, 50, 100, 1000}[rng.IntN(10)])
+			}
+		case algorithm.GCRA:
+			c.Burst = 1 + rng.Int64N(10)
+		case algorithm.BoundedLog:
+			c.Tolerance = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1}[rng.IntN(6)]
+		case algorithm.LeakyBucket:
+			c.MaxDelay = ms(0, 3000)
+		case algorithm.Concurrency:
+			if rng.IntN(2) == 0 {
+				c.Window = 0
+			}
+		}
+		a, err := algorithm.New(c)
+		if err != nil {
+			t.Fatalf("config %+v: %v", c, err)
+		}
+		if _, err := s.specFor(a); err != nil {
+			t.Fatalf("config %+v: %v", c, err)
+		}
+		switch c.Algorithm {
+		case algorithm.TokenBucket, algorithm.GCRA, algorithm.LeakyBucket:
+			if probeInterval(a)*1000 != probeNS(a) {
+				skipped++
+				continue // an interval Redis rounds up to whole µs
+			}
+		}
+		ran++
+		ref := &goRef{alg: a, states: map[string][]int64{}}
+		now := t0 + int64(rng.IntN(100000))*int64(time.Millisecond)
+		for step := range 150 {
+			switch r := rng.IntN(100); {
+			case r < 3:
+				now -= int64(rng.IntN(500)) * int64(time.Millisecond)
+			case r < 10:
+				now += int64(rng.IntN(2*int(max(c.Window, time.Second)/time.Millisecond))) * int64(time.Millisecond)
+			default:
+				now += int64(rng.IntN(int(max(c.Window, time.Second)/time.Millisecond)/int(c.Limit)+1)) * int64(time.Millisecond)
+			}
+			key := fmt.Sprint(n, []string{"p", "q"}[rng.IntN(2)]) // configs may repeat
+			cost := 1 + rng.Int64N(min(c.Limit, 3))
+			if rng.IntN(30) == 0 {
+				cost = c.Limit + 1
+			}
+			req := store.Request{Algorithm: a, Key: key, Cost: cost}
+			switch op := rng.IntN(10); {
+			case op == 0:
+				ev := []store.Event{{Time: now - int64(rng.IntN(2000))*int64(time.Millisecond), Cost: 1 + rng.Int64N(3)}}
+				a.Record(ref.state(key), ev[0].Time, ev[0].Cost)
+				b := []store.SyncBatch{{Algorithm: a, Key: key, Events: ev}}
+				if err := s.Sync(ctx, now, b); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(b[0].State, ref.state(key)) {
+					t.Fatalf("%+v step %d merge %v:\nredis %v\ngo    %v", c, step, ev, b[0].State, ref.state(key))
+				}
+			case op == 1 && c.Algorithm == algorithm.Concurrency:
+				a.Release(ref.state(key), now, cost)
+				if err := s.Release(ctx, now, []store.Request{req}); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				want := micros(a.Decide(ref.state(key), now, cost))
+				got, err := s.DecideOne(ctx, now, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("%+v step %d cost %d:\nredis %+v\ngo    %+v", c, step, cost, got, want)
+				}
+			}
+		}
+	}
+}
+
+// probeNS returns the nanoseconds a cost-1 request on a fresh state reports
+// as ResetAfter: the emission interval for bucket algorithms.
+func probeNS(a algorithm.Algorithm) int64 {
+	return int64(a.Peek(make([]int64, a.Words()), 1<<40, 1).ResetAfter)
 }

@@ -541,10 +541,11 @@ local function load(key, words)
 end
 
 local function save(key, s, ttl, code)
-  if code == 7 and s[1] == 0 then
-    -- Nothing in flight: the same as a never-seen key.
-    redis.call('DEL', key)
-    return
+  if code == 7 and ttl == 0 and s[1] == 0 then
+    -- A concurrency limit without a window keeps its keys while units are
+    -- in flight; with none, the state only remembers the last time (which
+    -- guards against a clock going back), so let it go after a minute.
+    ttl = 60000
   end
   local t = {}
   for i = 1, #s do t[i] = string.format('%d', s[i]) end
@@ -605,7 +606,7 @@ for i = 1, #KEYS do
   elseif op == 'r' then
     local cost = nextarg()
     nextarg() -- shadow: unused
-    if alg.release and redis.call('EXISTS', key) == 1 then
+    if alg.release then
       alg.release(P, s, now, cost)
       save(key, s, ttl, code)
     end
