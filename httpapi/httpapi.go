@@ -13,7 +13,8 @@
 // applied (see CheckResponse), whether or not the request is over the
 // limit. Errors are JSON objects {"error": "..."}: 400 for a malformed or
 // out-of-bounds request, 405 for a wrong method, 413 for a body larger than
-// the limit, 503 when the limiter could not decide.
+// the limit, 503 when the limiter could not decide. Values longer than
+// rules.MaxValueLen are accepted (the engine counts them by digest).
 package httpapi
 
 import (
@@ -206,6 +207,10 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.o.Engine.Check(r.Context(), req)
+	if errors.Is(err, rules.ErrInvalidRequest) {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if err != nil {
 		a.o.Logger.Warn("httpapi: check failed", "err", err)
 		Error(w, http.StatusServiceUnavailable, "the limiter could not decide: "+err.Error())
@@ -240,8 +245,6 @@ func (in *CheckRequest) toRequest() (rules.Request, error) {
 				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: key is empty", i, j)
 			case len(e.Key) > rules.MaxKeyLen:
 				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: key is %d bytes, the most is %d", i, j, len(e.Key), rules.MaxKeyLen)
-			case len(e.Value) > rules.MaxValueLen:
-				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: value is %d bytes, the most is %d", i, j, len(e.Value), rules.MaxValueLen)
 			}
 			rd[j] = rules.Entry{Key: e.Key, Value: e.Value}
 		}

@@ -54,6 +54,8 @@ func Fields(res rules.Result) []Field {
 		Field{HeaderXRateLimitReset, strconv.FormatInt(seconds(tight.Decision.ResetAfter), 10)},
 	)
 	var policy, state strings.Builder
+	policy.Grow(len(sts) * 48)
+	state.Grow(len(sts) * 40)
 	for i, s := range sts {
 		if i > 0 {
 			policy.WriteString(", ")

@@ -28,6 +28,7 @@ package rls
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"time"
@@ -72,8 +73,9 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 }
 
 // ShouldRateLimit decides one request. An empty domain, a request without
-// descriptors, or a descriptor entry with an empty key is INVALID_ARGUMENT;
-// a failure to decide is UNAVAILABLE.
+// descriptors, a descriptor entry with an empty key, or a request past the
+// rule engine's bounds (rules.MaxEntries, rules.MaxKeyLen, ...) is
+// INVALID_ARGUMENT; a failure to decide is UNAVAILABLE.
 func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if in.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "domain is empty: set the rate limit domain the rules are written for")
@@ -93,10 +95,24 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		idx  []int
 	}
 	var groups []group
+	var first int64
+	mixed := false
+	var wbuf [8]int64
+	weights := wbuf[:0]
+	if len(descs) > len(wbuf) {
+		weights = make([]int64, 0, len(descs))
+	}
+	weights = weights[:len(descs)]
 	out := make([]rules.Descriptor, len(descs))
+	n := 0
+	for _, d := range descs {
+		n += len(d.GetEntries())
+	}
+	slab := make([]rules.Entry, n) // every descriptor's entries, in one allocation
 	for i, d := range descs {
 		entries := d.GetEntries()
-		rd := make(rules.Descriptor, len(entries))
+		rd := slab[:len(entries):len(entries)]
+		slab = slab[len(entries):]
 		for j, e := range entries {
 			if e.GetKey() == "" {
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d entry %d has an empty key", i, j)
@@ -114,16 +130,26 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		if h == 0 {
 			h = 1
 		}
-		found := false
-		for k := range groups {
-			if groups[k].hits == h {
-				groups[k].idx = append(groups[k].idx, i)
-				found = true
-				break
-			}
+		if i == 0 {
+			first = h
+		} else if h != first {
+			mixed = true
 		}
-		if !found {
-			groups = append(groups, group{hits: h, idx: []int{i}})
+		weights[i] = h
+	}
+	if mixed {
+		for i, h := range weights {
+			found := false
+			for k := range groups {
+				if groups[k].hits == h {
+					groups[k].idx = append(groups[k].idx, i)
+					found = true
+					break
+				}
+			}
+			if !found {
+				groups = append(groups, group{hits: h, idx: []int{i}})
+			}
 		}
 	}
 
@@ -132,20 +158,29 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs)),
 	}
 	var merged rules.Result
-	merged.Allowed = true
-	merged.Tightest = -1
+	if !mixed {
+		// The common case: one weight, one check, no regrouping.
+		res, err := s.check(ctx, rules.Request{Domain: in.GetDomain(), Hits: first, Descriptors: out})
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			resp.Statuses[i] = descriptorStatus(res, i)
+		}
+		s.logShadow(in.GetDomain(), res)
+		merged = res
+	} else {
+		merged.Allowed = true
+		merged.Tightest = -1
+	}
 	for _, g := range groups {
 		req := rules.Request{Domain: in.GetDomain(), Hits: g.hits, Descriptors: make([]rules.Descriptor, len(g.idx))}
 		for k, i := range g.idx {
 			req.Descriptors[k] = out[i]
 		}
-		res, err := s.checker.Check(ctx, req)
+		res, err := s.check(ctx, req)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, status.FromContextError(ctx.Err()).Err()
-			}
-			s.log.Warn("rls: check failed", "domain", in.GetDomain(), "err", err)
-			return nil, status.Errorf(codes.Unavailable, "rate limit check failed: %v", err)
+			return nil, err
 		}
 		for k, i := range g.idx {
 			resp.Statuses[i] = descriptorStatus(res, k)
@@ -160,19 +195,46 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		if !res.Allowed {
 			merged.Allowed = false
 		}
-		for _, st := range res.Statuses {
-			if st.Shadow && !st.Decision.Allowed {
-				s.log.Info("shadow rule would reject", "domain", in.GetDomain(), "rule", st.Rule, "key", st.Key)
-			}
-		}
+		s.logShadow(in.GetDomain(), res)
 	}
 	if !merged.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	for _, f := range httplimit.Fields(merged) {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: f.Name, Value: f.Value})
+	fields := httplimit.Fields(merged)
+	if len(fields) > 0 {
+		hv := make([]corev3.HeaderValue, len(fields)) // one allocation for all
+		resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, len(fields))
+		for i, f := range fields {
+			hv[i].Key, hv[i].Value = f.Name, f.Value
+			resp.ResponseHeadersToAdd[i] = &hv[i]
+		}
 	}
 	return resp, nil
+}
+
+// check asks the checker, mapping its failure to a gRPC status.
+func (s *Service) check(ctx context.Context, req rules.Request) (rules.Result, error) {
+	res, err := s.checker.Check(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, status.FromContextError(ctx.Err()).Err()
+		}
+		if errors.Is(err, rules.ErrInvalidRequest) {
+			return res, status.Error(codes.InvalidArgument, err.Error())
+		}
+		s.log.Warn("rls: check failed", "domain", req.Domain, "err", err)
+		return res, status.Errorf(codes.Unavailable, "rate limit check failed: %v", err)
+	}
+	return res, nil
+}
+
+// logShadow logs what shadow rules would have rejected.
+func (s *Service) logShadow(domain string, res rules.Result) {
+	for _, st := range res.Statuses {
+		if st.Shadow && !st.Decision.Allowed {
+			s.log.Info("shadow rule would reject", "domain", domain, "rule", st.Rule, "key", st.Key)
+		}
+	}
 }
 
 // descriptorStatus builds the status of descriptor i of res.

@@ -190,6 +190,7 @@ func TestInvalidArgument(t *testing.T) {
 		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("", "a")}},
 		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a", "", "b")}},
 		{Domain: "edge"},
+		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc(strings.Repeat("k", rules.MaxKeyLen+1), "a")}},
 	}
 	for i, req := range cases {
 		_, err := c.ShouldRateLimit(ctx(t), req)
