@@ -80,9 +80,9 @@ type Options struct {
 	Deadline time.Duration
 	// SyncDeadline bounds one Sync call to the shared store. Zero means
 	// DefaultSyncDeadline or Interval, whichever is longer. A sync that
-	// times out may still have been applied, and its counts are pushed
-	// again (counted twice, never lost), so it should be generous;
-	// decisions never wait for a sync.
+	// times out costs an extra round trip to learn whether the store
+	// applied it, so it should be generous; decisions never wait for a
+	// sync.
 	SyncDeadline time.Duration
 	// Shared is the store the nodes share. Centralized needs a store.Store
 	// (and a store.Syncer to push counts taken during an outage); Delayed
@@ -145,6 +145,7 @@ type Node struct {
 	bufB     []store.SyncBatch
 	bufP     []pushed
 	sentinel sentinel // store reset detection (delayed)
+	unknown  *attempt // a failed sync the store may have applied
 	lastGC   time.Time
 
 	pending     atomic.Int64 // events not yet pushed

@@ -544,3 +544,37 @@ func TestSplitNodeSyncOnlyDropsIdleState(t *testing.T) {
 		t.Fatalf("%d entries held after a minute idle with a 1s window, want 0", held)
 	}
 }
+
+// TestDelayedSyncAppliedAfterTimeoutCountsOnce: a sync times out but the
+// store applies it later; the node must not push those events again.
+func TestDelayedSyncAppliedAfterTimeoutCountsOnce(t *testing.T) {
+	count := counterRule(t)
+	clk := newVClock()
+	shared := newFaultStore()
+	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, SyncDeadline: 20 * time.Millisecond})
+	for i := 0; i < 5; i++ {
+		n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: "k", Cost: 1})
+	}
+	shared.startStall()
+	if err := n.Sync(ctx); err == nil {
+		t.Fatal("Sync against a stalled store: no error")
+	}
+	shared.endStall() // the abandoned call now goes through
+	deadline := time.Now().Add(5 * time.Second)
+	for sharedCount(t, shared.inner, count, "k", clk.NS()) != 5 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 0; i < 3; i++ {
+		n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: "k", Cost: 1})
+	}
+	clk.Add(200 * time.Millisecond)
+	if err := n.Sync(ctx); err != nil {
+		t.Fatalf("Sync after the stall: %v", err)
+	}
+	if got := sharedCount(t, shared.inner, count, "k", clk.NS()); got != 8 {
+		t.Fatalf("shared count = %d, want the 8 accepted, each once", got)
+	}
+	if h := n.Health(); h.PendingEvents != 0 {
+		t.Fatalf("%d events still pending", h.PendingEvents)
+	}
+}

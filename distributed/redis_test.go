@@ -268,3 +268,63 @@ func TestRedisClusterDelayedCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisDelayedPauseNeverBlocksDecisions stops redis-server with
+// SIGSTOP under delayed nodes: decisions stay local and fast, syncs give up
+// at their deadline, and after SIGCONT every accepted request is counted
+// exactly once.
+func TestRedisDelayedPauseNeverBlocksDecisions(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := redisShared(t, srv, true)
+	count := counterRule(t)
+	clk := newVClock()
+	nodes := make([]*Node, 2)
+	for k := range nodes {
+		nodes[k] = mustNode(t, Options{Arrangement: Delayed, Nodes: 2, Shared: shared, Clock: clk.Now, ManualSync: true,
+			SyncDeadline: 50 * time.Millisecond, ID: fmt.Sprintf("%s-%d", t.Name(), k)})
+	}
+	paused := false
+	var slowest time.Duration
+	acc, _ := drive(t, clk, nodes, 50, 20*time.Second, 200*time.Millisecond, func(n *Node, now int64) bool {
+		start := time.Now()
+		d, err := n.DecideOne(ctx, now, store.Request{Algorithm: count, Key: "paused", Cost: 1})
+		slowest = max(slowest, time.Since(start))
+		if err != nil {
+			t.Fatalf("DecideOne: %v", err)
+		}
+		return d.Allowed
+	}, func(el time.Duration) {
+		switch {
+		case !paused && el >= 5*time.Second && el < 10*time.Second:
+			srv.Pause()
+			paused = true
+		case paused && el >= 10*time.Second:
+			srv.Resume()
+			paused = false
+		}
+	})
+	var errs uint64
+	for _, n := range nodes {
+		errs += n.Health().StoreErrors
+		if err := n.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("paused Redis: %d sync errors, slowest decision %v", errs, slowest)
+	if errs == 0 {
+		t.Fatal("no sync failed while Redis was paused")
+	}
+	// A decision never waits for the store; the bound is generous for a
+	// loaded machine, far below the 50 ms sync deadline times the syncs.
+	if slowest > 50*time.Millisecond {
+		t.Errorf("slowest decision %v while Redis was paused", slowest)
+	}
+	// The sync that timed out was queued in the stopped server and ran when
+	// it resumed; the node finds that out before pushing its events again,
+	// so they are counted once.
+	got := sharedCount(t, shared, count, "paused", clk.NS())
+	t.Logf("accepted %d, shared count %d", len(acc), got)
+	if got != int64(len(acc)) {
+		t.Errorf("shared count %d after the pause, want the %d accepted", got, len(acc))
+	}
+}

@@ -51,6 +51,11 @@ type pushed struct {
 func (n *Node) syncLocked(ctx context.Context, final bool) error {
 	now := n.clock()
 	n.gc(now, false)
+	if n.unknown != nil {
+		if err := n.resolve(ctx, now, final); err != nil {
+			return err
+		}
+	}
 	if n.sentinel.repush && n.syncer != nil {
 		if err := n.repush(ctx, now, final); err != nil {
 			return err
@@ -81,6 +86,11 @@ func (n *Node) syncLocked(ctx context.Context, final bool) error {
 		return n.syncer.Sync(c, now.UnixNano(), batches)
 	})
 	if err != nil {
+		if sentinelAt >= 0 {
+			// The store may still apply it (a timeout, a stopped server):
+			// find out before pushing these events again.
+			n.unknown = &attempt{parts: append([]pushed(nil), parts...), seq: n.seq}
+		}
 		n.release(parts)
 		if ctx.Err() != nil {
 			n.br.abandon()
@@ -255,6 +265,7 @@ func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 		return n.syncer.Sync(c, now.UnixNano(), batches)
 	})
 	if err != nil {
+		n.unknown = &attempt{repush: true}
 		if ctx.Err() != nil {
 			n.br.abandon()
 			return ctx.Err()
@@ -266,6 +277,68 @@ func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 	n.apply(batches[:len(parts)], parts, now)
 	n.sentinel.adopt(batches[sentinelAt].State, now.UnixNano())
 	n.sentinel.repush = false
+	return nil
+}
+
+// attempt is a sync that failed but may have been applied by the store.
+type attempt struct {
+	parts  []pushed // what it pushed: the first count events of each entry
+	seq    uint64   // the sync's sequence number
+	repush bool     // it was a push of the history after a store reset
+}
+
+// resolve settles the outcome of n.unknown before anything is pushed
+// again: it reads the node's sync count alone (one round trip, only after
+// a failure). If the failed sync was applied after all, its events leave
+// the pending lists instead of being counted twice.
+func (n *Node) resolve(ctx context.Context, now time.Time, final bool) error {
+	if !final && !n.br.allow(now) {
+		return ErrBreakerOpen
+	}
+	b := []store.SyncBatch{{Algorithm: n.sentinel.alg, Key: n.sentinel.key}}
+	err := call(ctx, n.syncDL, func(c context.Context) error {
+		return n.syncer.Sync(c, now.UnixNano(), b)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			n.br.abandon()
+			return ctx.Err()
+		}
+		n.storeFailed(err)
+		return fmt.Errorf("distributed: sync with %s: %w", n.name, err)
+	}
+	n.storeOK()
+	a := n.unknown
+	n.unknown = nil
+	if len(b[0].State) != n.sentinel.alg.Words() {
+		return nil
+	}
+	got := used(n.sentinel.alg, b[0].State, now.UnixNano())
+	switch {
+	case got > n.sentinel.expected: // applied
+		n.sentinel.expected = got
+		if a.repush {
+			n.sentinel.repush = false
+			return nil
+		}
+		var done int64
+		for _, p := range a.parts {
+			e := p.e
+			s := &n.table.shards[n.table.shardOf(e.key)]
+			s.mu.Lock()
+			k := min(p.count, len(e.events))
+			if k > 0 {
+				e.history = appendHistory(e.history, e.events[:k], a.seq, now.UnixNano()-int64(e.alg.IdleAfter()))
+				e.events = append([]store.Event(nil), e.events[k:]...)
+				done += int64(k)
+			}
+			s.mu.Unlock()
+		}
+		n.pending.Add(-done)
+	case got < n.sentinel.expected: // the store lost its data meanwhile
+		n.sentinel.expected = got
+		n.sentinel.repush, n.sentinel.lostAt = true, n.seq+1
+	}
 	return nil
 }
 
