@@ -12,7 +12,8 @@
 //
 // Two file formats are read: Floodgate's own (see docs/rules.md) and the
 // configuration format of envoyproxy/ratelimit, so that its users can point
-// Floodgate at the files they already have. Parse tells them apart.
+// Floodgate at the files they already have. Parse tells them apart; Load
+// also takes a directory of such files, one domain each.
 //
 // An Engine holds the current rule Set, the store and the clock. Its rule set
 // can be swapped at any time (Watch does it when the file changes) without
