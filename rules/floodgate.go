@@ -428,6 +428,10 @@ func (d *decoder) countBy(n *yaml.Node, what string) []string {
 			d.errorf(c, "%s: count_by lists %q twice; list it once", what, k)
 			continue
 		}
+		if k == "global" {
+			d.errorf(c, "%s: for one counter shared by every request write count_by: global, not a list", what)
+			continue
+		}
 		keys = append(keys, k)
 	}
 	return keys

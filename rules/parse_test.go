@@ -115,6 +115,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad name", "domain: a\nrules:\n  - {name: 'a b', count_by: global, limit: 1, window: 1s}\n", `test.yaml:3: rule name "a b" must start`},
 		{"no count_by", "domain: a\nrules:\n  - {name: x, limit: 1, window: 1s}\n", "test.yaml:3: rule \"x\": count_by is missing"},
 		{"count_by scalar", "domain: a\nrules:\n  - {name: x, count_by: member, limit: 1, window: 1s}\n", "count_by must be a list, such as count_by: [member]"},
+		{"count_by global list", "domain: a\nrules:\n  - {name: x, count_by: [global], limit: 1, window: 1s}\n", "write count_by: global, not a list"},
 		{"count_by twice", "domain: a\nrules:\n  - {name: x, count_by: [a, a], limit: 1, window: 1s}\n", `count_by lists "a" twice`},
 		{"no limit", "domain: a\nrules:\n  - {name: x, count_by: global, window: 1s}\n", "limit is missing"},
 		{"no window", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 1}\n", "window is missing; write any Go duration"},
