@@ -605,3 +605,52 @@ rules:
 		})
 	}
 }
+
+// The stack the issue describes: per member, per tenant above it, global
+// above both, and a per-endpoint limit beside them.
+func TestFourLevelStack(t *testing.T) {
+	e, _ := newTestEngine(t, `
+domain: d
+rules:
+  - {name: member, count_by: [member], limit: 4, window: 1h, algorithm: fixed-window}
+  - {name: tenant, count_by: [tenant], limit: 6, window: 1h, algorithm: fixed-window}
+  - {name: global, count_by: global, limit: 9, window: 1h, algorithm: fixed-window}
+  - {name: export, match: {path: /export}, count_by: [tenant], limit: 1, window: 1h, algorithm: fixed-window}
+`)
+	req := func(tenant, member, path string) Request {
+		return one("tenant="+tenant, "member="+member, "path="+path)
+	}
+	steps := []struct {
+		r        Request
+		n        int
+		allowed  int
+		rejected []string // of the last request
+	}{
+		{req("a", "a1", "/list"), 5, 4, []string{"member"}},   // member cap
+		{req("a", "a2", "/list"), 3, 2, []string{"tenant"}},   // tenant a: 6
+		{req("b", "b1", "/export"), 2, 1, []string{"export"}}, // endpoint
+		{req("b", "b2", "/list"), 3, 2, []string{"global"}},   // global 9 = 4+2+1+2
+		{req("c", "c1", "/export"), 1, 0, []string{"global"}},
+	}
+	for i, s := range steps {
+		var last Result
+		got := 0
+		for j := 0; j < s.n; j++ {
+			last = check(t, e, s.r)
+			if last.Allowed {
+				got++
+			}
+		}
+		if got != s.allowed || !slices.Equal(last.Rejected, s.rejected) {
+			t.Fatalf("step %d: %d allowed (want %d), last rejected %v (want %v)", i, got, s.allowed, last.Rejected, s.rejected)
+		}
+		if !last.Allowed && last.Statuses[last.Tightest].Rule != s.rejected[0] {
+			t.Fatalf("step %d: tightest %s", i, last.Statuses[last.Tightest].Rule)
+		}
+	}
+	// b's second export is over two limits at once: two names, in file order.
+	r := check(t, e, req("b", "b1", "/export"))
+	if !slices.Equal(r.Rejected, []string{"global", "export"}) {
+		t.Fatalf("b's second export: rejected %v, want global and export", r.Rejected)
+	}
+}
