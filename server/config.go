@@ -82,6 +82,12 @@ type Arrangement struct {
 	Nodes    int           `yaml:"nodes"`
 	Interval time.Duration `yaml:"interval"`
 	Deadline time.Duration `yaml:"deadline"`
+	// SyncDeadline bounds one delayed-sync exchange.
+	SyncDeadline time.Duration `yaml:"sync_deadline"`
+	// BreakerFailures consecutive failures open the circuit breaker for
+	// BreakerCooldown.
+	BreakerFailures int           `yaml:"breaker_failures"`
+	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
 }
 
 // Gateway configures the rate-limiting reverse proxy.
@@ -273,6 +279,15 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.Arrangement.Deadline <= 0 {
 		return fmt.Errorf("%s: arrangement.deadline must be positive, got %v", at("arrangement.deadline"), c.Arrangement.Deadline)
+	}
+	if c.Arrangement.SyncDeadline <= 0 {
+		return fmt.Errorf("%s: arrangement.sync_deadline must be positive, got %v", at("arrangement.sync_deadline"), c.Arrangement.SyncDeadline)
+	}
+	if c.Arrangement.BreakerFailures < 1 {
+		return fmt.Errorf("%s: arrangement.breaker_failures must be at least 1, got %d", at("arrangement.breaker_failures"), c.Arrangement.BreakerFailures)
+	}
+	if c.Arrangement.BreakerCooldown <= 0 {
+		return fmt.Errorf("%s: arrangement.breaker_cooldown must be positive, got %v", at("arrangement.breaker_cooldown"), c.Arrangement.BreakerCooldown)
 	}
 	if len(c.Gateway.Routes) > 0 {
 		if err := checkAddr(c.Gateway.Addr); err != nil {

@@ -77,6 +77,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"log:\n  level: loud\n", "f.yaml:2: log.level"},
 		{"http: [\n", "f.yaml:"},
 		{"max_body_bytes: 0\n", "f.yaml:1: max_body_bytes"},
+		{"arrangement:\n  breaker_failures: 0\n", "f.yaml:2: arrangement.breaker_failures"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig("f.yaml", []byte(c.yaml))

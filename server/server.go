@@ -174,13 +174,16 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 	s.redis = rs
 	a := s.cfg.Arrangement
 	node, err := distributed.New(distributed.Options{
-		Arrangement: a.Mode,
-		Nodes:       a.Nodes,
-		Interval:    a.Interval,
-		Deadline:    a.Deadline,
-		Shared:      rs,
-		StoreName:   c.Type + "://" + strings.Join(c.Addrs, ","),
-		Logger:      s.log,
+		Arrangement:     a.Mode,
+		Nodes:           a.Nodes,
+		Interval:        a.Interval,
+		Deadline:        a.Deadline,
+		SyncDeadline:    a.SyncDeadline,
+		BreakerFailures: a.BreakerFailures,
+		BreakerCooldown: a.BreakerCooldown,
+		Shared:          rs,
+		StoreName:       c.Type + "://" + strings.Join(c.Addrs, ","),
+		Logger:          s.log,
 	})
 	if err != nil {
 		rs.Close()
