@@ -208,6 +208,14 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 			}
 		}
 	}
+	if _, ok := f["count_by"]; !ok && unlimited {
+		for _, o := range r.overrides {
+			if !o.lim.unlimited {
+				d.errorf(n, "%s: an override limits requests, so the rule needs count_by too: list the entries each counter is kept for, or write count_by: global", what)
+				break
+			}
+		}
+	}
 	if len(d.errs) > before {
 		return nil
 	}

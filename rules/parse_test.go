@@ -116,6 +116,7 @@ func TestParseErrors(t *testing.T) {
 		{"no count_by", "domain: a\nrules:\n  - {name: x, limit: 1, window: 1s}\n", "test.yaml:3: rule \"x\": count_by is missing"},
 		{"count_by scalar", "domain: a\nrules:\n  - {name: x, count_by: member, limit: 1, window: 1s}\n", "count_by must be a list, such as count_by: [member]"},
 		{"count_by global list", "domain: a\nrules:\n  - {name: x, count_by: [global], limit: 1, window: 1s}\n", "write count_by: global, not a list"},
+		{"unlimited override without count_by", "domain: a\nrules:\n  - name: x\n    unlimited: true\n    overrides:\n      - {match: {client: bad}, limit: 5, window: 1m}\n", "an override limits requests, so the rule needs count_by too"},
 		{"count_by twice", "domain: a\nrules:\n  - {name: x, count_by: [a, a], limit: 1, window: 1s}\n", `count_by lists "a" twice`},
 		{"no limit", "domain: a\nrules:\n  - {name: x, count_by: global, window: 1s}\n", "limit is missing"},
 		{"no window", "domain: a\nrules:\n  - {name: x, count_by: global, limit: 1}\n", "window is missing; write any Go duration"},
