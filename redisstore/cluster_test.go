@@ -172,3 +172,43 @@ func TestClusterMigration(t *testing.T) {
 		t.Fatalf("EXISTS on new owner: %q, %v", v, err)
 	}
 }
+
+// TestClusterTryAgain decides two keys of one limit (one slot, one atomic
+// call) while a migration has moved one key and not the other: Redis answers
+// TRYAGAIN until the migration ends, and the store retries until it does.
+func TestClusterTryAgain(t *testing.T) {
+	c := sharedCluster(t)
+	s := newClusterStore(t)
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 10, Window: time.Hour})
+	reqs := []store.Request{{Algorithm: a, Key: "left", Cost: 1}, {Algorithm: a, Key: "right", Cost: 1}}
+	out := make([]algorithm.Decision, 2)
+	if err := s.Decide(ctx, t0, reqs, out); err != nil || !out[0].Allowed || !out[1].Allowed {
+		t.Fatalf("before: %+v, %v", out, err)
+	}
+	kl, _ := s.Key(a, "left")
+	sl := int(slot(kl))
+	from := c.Owner(sl)
+	to := (from + 2) % 3
+	c.BeginMigration(sl, to)
+	c.MigrateKeys(from, to, kl)
+	done := make(chan struct{})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		c.FinishMigration(sl, from, to)
+		close(done)
+	}()
+	err := s.Decide(ctx, t0, reqs, out)
+	<-done
+	if err != nil {
+		t.Fatalf("during the migration: %v", err)
+	}
+	if !out[0].Allowed || !out[1].Allowed || out[0].Remaining != 8 || out[1].Remaining != 8 {
+		t.Fatalf("during the migration: %+v; want both allowed with 8 remaining", out)
+	}
+	stats, _ := c.Servers()[from].Do("INFO", "errorstats")
+	stats2, _ := c.Servers()[to].Do("INFO", "errorstats")
+	if !strings.Contains(stats+stats2, "errorstat_TRYAGAIN") {
+		t.Fatalf("no TRYAGAIN was answered, so the retry was not exercised:\n%s\n%s", stats, stats2)
+	}
+}
