@@ -429,8 +429,29 @@ func TestRedisReadinessAndShutdownPush(t *testing.T) {
 	if code, body := httpGet(t, r2.url("/readyz")); code != 503 || !strings.Contains(body, "not ready") {
 		t.Fatalf("/readyz with Redis killed: %d %q", code, body)
 	}
-	rs.Restart()
+	// The built-in rules fail open: with Redis dead, calls are still
+	// answered, and allowed.
+	for i := 0; i < 5; i++ {
+		resp, err := c2.ShouldRateLimit(ctx, rlsReq("default", "client", "outage"))
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("call %d with Redis down: %v %v", i, resp, err)
+		}
+	}
+	// The gRPC health service follows readiness.
+	_, h2 := rlsClient(t, r2.srv.Addr(ListenerGRPC))
 	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hs, err := h2.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil && hs.Status == healthpb.HealthCheckResponse_NOT_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gRPC health with Redis down: %v %v", hs, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rs.Restart()
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		code, body := httpGet(t, r2.url("/readyz"))
 		if code == 200 {
