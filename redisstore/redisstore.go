@@ -97,18 +97,18 @@ type Options struct {
 
 // Store is a counter store in Redis. It is safe for concurrent use.
 type Store struct {
-	conn    atomic.Pointer[rueidis.Client]
-	copt    rueidis.ClientOption
-	every   time.Duration
-	dialMu  sync.Mutex
-	dialed  time.Time // last connection attempt, under dialMu
-	dialErr error     // its error, under dialMu
-	cluster bool
-	client2 bool // ClientTime
-	prefix  string
-	timeout time.Duration
-	slack   time.Duration
-	specs   sync.Map // algorithm.Config -> *spec or error
+	conn       atomic.Pointer[rueidis.Client]
+	copt       rueidis.ClientOption
+	every      time.Duration
+	dialMu     sync.Mutex
+	dialed     time.Time // last connection attempt, under dialMu
+	dialErr    error     // its error, under dialMu
+	cluster    bool
+	clientTime bool
+	prefix     string
+	timeout    time.Duration
+	slack      time.Duration
+	specs      sync.Map // algorithm.Config -> *spec or error
 }
 
 var (
@@ -161,7 +161,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if o.ReconnectEvery <= 0 {
 		o.ReconnectEvery = time.Second
 	}
-	s := &Store{copt: copt, every: o.ReconnectEvery, cluster: o.Cluster, client2: o.ClientTime,
+	s := &Store{copt: copt, every: o.ReconnectEvery, cluster: o.Cluster, clientTime: o.ClientTime,
 		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
 	if _, err := s.connect(ctx, true); err != nil && !o.ConnectLater {
 		return nil, err
@@ -334,7 +334,7 @@ func plain(c byte) bool {
 // now returns the script's time argument: the caller's time in whole
 // microseconds, or "" for the server's clock.
 func (s *Store) now(now int64) string {
-	if !s.client2 {
+	if !s.clientTime {
 		return ""
 	}
 	return itoa(floorDiv(now, usec))

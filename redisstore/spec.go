@@ -30,7 +30,6 @@ const (
 // in microseconds, the number of words its Redis state holds, and how to
 // turn that state into the Go algorithm's state (nanoseconds).
 type spec struct {
-	alg      algorithm.Algorithm
 	code     int
 	params   []int64
 	luaWords int
@@ -65,10 +64,10 @@ func probeInterval(a algorithm.Algorithm) int64 {
 }
 
 // newSpec builds the spec of a; ttlSlack is added to the key TTL.
-func newSpec(a algorithm.Algorithm, prefixTTL time.Duration) (*spec, error) {
+func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 	c := a.Config()
 	name := a.Name()
-	sp := &spec{alg: a, goWords: a.Words(), limit: c.Limit}
+	sp := &spec{goWords: a.Words(), limit: c.Limit}
 	var w int64
 	if name != algorithm.Concurrency || c.Window != 0 {
 		var err error
@@ -128,7 +127,7 @@ func newSpec(a algorithm.Algorithm, prefixTTL time.Duration) (*spec, error) {
 		return nil, fmt.Errorf("%w %q", ErrUnsupported, name)
 	}
 	if idle := a.IdleAfter(); idle > 0 {
-		sp.ttlMS = int64((idle+prefixTTL)+time.Millisecond-1) / int64(time.Millisecond)
+		sp.ttlMS = int64((idle+ttlSlack)+time.Millisecond-1) / int64(time.Millisecond)
 	}
 	sp.tag = configTag(c)
 	sp.header = append(sp.header,
