@@ -378,8 +378,11 @@ type sentinel struct {
 }
 
 func (t *sentinel) init(id string) {
-	// A concurrency counter only grows under Record and forgets only after
-	// a year without syncs, so its count is the number of syncs made.
+	// A concurrency counter only grows under Record, so its count is the
+	// number of syncs made. It expires only after the longest window
+	// (366 days) without a sync, longer than any key's history lives, so
+	// its expiry can never be mistaken for lost data that still matters.
+	// The cost is one small key per node name left behind for that long.
 	a, err := algorithm.New(algorithm.Config{
 		Algorithm: algorithm.Concurrency,
 		Limit:     algorithm.MaxLimit,
