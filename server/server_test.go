@@ -476,3 +476,28 @@ func TestNewErrors(t *testing.T) {
 		t.Fatal("bad trusted proxy accepted")
 	}
 }
+
+func TestRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	cfg := testConfig()
+	cfg.Store = Store{Type: StoreRedisCluster, Addrs: cl.Addrs(), Prefix: "fgtest"}
+	cfg.Arrangement.Mode = "centralized"
+	cfg.Arrangement.Deadline = time.Second
+	r := start(t, cfg)
+	if code, body := httpGet(t, r.url("/readyz")); code != 200 {
+		t.Fatalf("/readyz on a cluster: %d %s", code, body)
+	}
+	c, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		resp, err := c.ShouldRateLimit(ctx, rlsReq("default", "client", "c"+strings.Repeat("x", i)))
+		if err != nil || resp.Statuses[0].LimitRemaining != 599 {
+			t.Fatalf("call %d on a cluster: %v %v", i, resp, err)
+		}
+	}
+	resp, err := c.ShouldRateLimit(ctx, rlsReq("default", "client", "c"))
+	if err != nil || resp.Statuses[0].LimitRemaining != 598 {
+		t.Fatalf("second call for one key on a cluster: %v %v", resp, err)
+	}
+}
