@@ -57,6 +57,8 @@ const (
 	// maxBatchKeys bounds the keys of one script call in Sync, so one call
 	// does not hold Redis for long.
 	maxBatchKeys = 256
+	// maxBatchEvents bounds the events of one script call in Sync.
+	maxBatchEvents = 4096
 	// maxPlainKey is the longest escaped key kept readable; longer keys are
 	// hashed.
 	maxPlainKey = 128
@@ -614,7 +616,7 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 // algorithm's Record and returns the merged state in each batch's State.
 // All batches go out in one pipeline: one round trip per Redis node,
 // however many keys; keys of one Cluster slot share a script call (at most
-// 256 keys per call).
+// 256 keys and 4,096 events per call, so that no call holds Redis long).
 func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
 	if len(batches) == 0 {
 		return nil
@@ -631,25 +633,39 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 	defer cancel()
 	t := s.now(now)
 	var calls []call
-	var parts [][]int
+	var parts [][]int // per call, the batch of each key it holds
 	for _, idx := range s.groups(rs) {
-		for len(idx) > 0 {
-			n := min(len(idx), maxBatchKeys)
-			part := idx[:n]
-			idx = idx[n:]
-			c := call{args: []string{"s", t}}
-			for _, i := range part {
-				b := &batches[i]
+		var c call
+		var part []int
+		events := 0
+		flush := func() {
+			if len(part) > 0 {
+				calls, parts = append(calls, c), append(parts, part)
+			}
+			c, part, events = call{args: []string{"s", t}}, nil, 0
+		}
+		flush()
+		for _, i := range idx {
+			evs := batches[i].Events
+			for first := true; first || len(evs) > 0; first = false {
+				if len(part) == maxBatchKeys || events >= maxBatchEvents {
+					flush()
+				}
+				// A key with more events than fit goes on in the next call
+				// of the same pipeline; the last call's state is the result.
+				n := min(len(evs), maxBatchEvents-events)
 				c.keys = append(c.keys, rs[i].key)
 				c.args = append(c.args, rs[i].sp.header...)
-				c.args = append(c.args, itoa(int64(len(b.Events))))
-				for _, e := range b.Events {
+				c.args = append(c.args, itoa(int64(n)))
+				for _, e := range evs[:n] {
 					c.args = append(c.args, itoa(floorDiv(e.Time, usec)), itoa(e.Cost))
 				}
+				part = append(part, i)
+				events += n
+				evs = evs[n:]
 			}
-			calls = append(calls, c)
-			parts = append(parts, part)
 		}
+		flush()
 	}
 	res, err := s.exec(ctx, calls)
 	if err != nil {

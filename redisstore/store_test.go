@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -321,5 +322,29 @@ func TestSyncBatches(t *testing.T) {
 	}
 	if !strings.Contains(out, "cmdstat_evalsha:calls=4,") {
 		t.Fatalf("want 4 EVALSHA calls for 1,000 keys:\n%s", out)
+	}
+}
+
+// TestSyncManyEvents merges more events than one script call takes, for one
+// key and for several, and checks the counts.
+func TestSyncManyEvents(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	var batches []store.SyncBatch
+	for k, n := range []int{10000, 3, 4095, 4097, 1} {
+		evs := make([]store.Event, n)
+		for i := range evs {
+			evs[i] = store.Event{Time: t0, Cost: 1}
+		}
+		batches = append(batches, store.SyncBatch{Algorithm: a, Key: fmt.Sprint("many-", k), Events: evs})
+	}
+	if err := s.Sync(ctx, t0, batches); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if b.State[1] != int64(len(b.Events)) {
+			t.Fatalf("%s: count %d after merging %d events", b.Key, b.State[1], len(b.Events))
+		}
 	}
 }
