@@ -167,6 +167,10 @@ func (s sethvargo) allow(ctx context.Context, key string) bool {
 	return err == nil && ok
 }
 
+// close stops the store's sweeper goroutine, which otherwise keeps the
+// store and its keys alive after the benchmark.
+func (s sethvargo) close() { _ = s.s.Close(context.Background()) }
+
 func newSethvargo() limiter {
 	s, err := memorystore.New(&memorystore.Config{Tokens: huge, Interval: time.Hour})
 	if err != nil {
@@ -238,9 +242,15 @@ func prepare(b *testing.B, name string, ks *keySet, mk func() limiter) (limiter,
 	if built.name == name {
 		return built.lim, built.heapPerK
 	}
+	if c, ok := built.lim.(interface{ close() }); ok {
+		c.close()
+	}
 	built.lim, built.name = nil, ""
 	ctx := context.Background()
 	var before, after runtime.MemStats
+	// Twice: a peer's store freed by a finalizer (ulule's janitor) goes
+	// only in the second collection.
+	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	lim := mk()

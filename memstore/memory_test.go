@@ -89,3 +89,38 @@ func pageRounding(size int) float64 {
 	}
 	return float64((size+8<<10-1)/(8<<10)*(8<<10)) / float64(size)
 }
+
+// TestSweepGivesMemoryBack checks that once keys go idle, Sweep drops them
+// and the heap they used is released.
+func TestSweepGivesMemoryBack(t *testing.T) {
+	n := 100_000
+	if raceEnabled {
+		n = 20_000
+	}
+	c := newCounter(100, time.Second, 3)
+	s := New(Options{Shards: 16})
+	var base, full, swept runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	for i := range n {
+		decide(t, s, c, fmt.Sprint("k", i), sec, 1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&full)
+	if got := s.Sweep(10 * sec); got != n {
+		t.Fatalf("Sweep dropped %d of %d idle keys", got, n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&swept)
+	used := int64(full.HeapAlloc) - int64(base.HeapAlloc)
+	left := int64(swept.HeapAlloc) - int64(base.HeapAlloc)
+	t.Logf("%d keys: %d bytes; after Sweep: %d bytes", n, used, left)
+	if s.Len() != 0 || left > used/20 {
+		t.Fatalf("after Sweep: Len %d, %d of %d bytes still held", s.Len(), left, used)
+	}
+	// The store still works after giving everything back.
+	if d := decide(t, s, c, "k1", 11*sec, 1); !d.Allowed || d.Remaining != 99 {
+		t.Fatalf("decision after Sweep: %+v", d)
+	}
+	runtime.KeepAlive(s)
+}

@@ -553,3 +553,32 @@ func TestConcurrentUseWithEviction(t *testing.T) {
 		t.Fatalf("Len %d over MaxKeys %d", got, s.MaxKeys())
 	}
 }
+
+// TestEvictionAcrossLimits checks that the key bound covers all limits
+// together: keys of one limit that went quiet make room for another's.
+func TestEvictionAcrossLimits(t *testing.T) {
+	s := New(Options{Shards: 2, MaxKeys: 512})
+	quiet := newCounter(1<<40, 1000*time.Hour, 2)
+	busy := newCounter(1<<40, 1000*time.Hour, 4)
+	now := sec
+	for i := range 512 {
+		now += int64(100 * time.Millisecond)
+		decide(t, s, quiet, fmt.Sprint("q", i), now, 1)
+	}
+	for i := range 5000 {
+		now += int64(100 * time.Millisecond)
+		decide(t, s, busy, fmt.Sprint("b", i), now, 1)
+		if s.Len() > s.MaxKeys() {
+			t.Fatalf("Len %d over MaxKeys %d", s.Len(), s.MaxKeys())
+		}
+	}
+	left := 0
+	for i := range 512 {
+		if count(t, s, quiet, fmt.Sprint("q", i), now) > 0 {
+			left++
+		}
+	}
+	if left > 16 {
+		t.Fatalf("%d of 512 long-unused keys of the quiet limit survived 5000 newer keys of another limit", left)
+	}
+}
