@@ -493,7 +493,8 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 		if !n.br.allow(n.clock()) {
 			return fmt.Errorf("distributed: release not sent: %w", ErrBreakerOpen)
 		}
-		err := call(ctx, n.deadline, func(c context.Context) error { return n.shared.Release(c, now, reqs) })
+		rs := append([]store.Request(nil), reqs...) // the call may outlive its deadline
+		err := call(ctx, n.deadline, func(c context.Context) error { return n.shared.Release(c, now, rs) })
 		if err != nil {
 			if ctx.Err() != nil {
 				n.br.abandon()
@@ -549,11 +550,14 @@ func (n *Node) decideSplit(now int64, reqs []store.Request, out []algorithm.Deci
 func (n *Node) decideCentral(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
 	if n.br.allow(n.clock()) {
 		var err error
+		// A call abandoned at its deadline may still run, so it gets its
+		// own copies of the caller's slices.
 		if len(reqs) == 1 {
 			var d algorithm.Decision
+			r := reqs[0]
 			err = call(ctx, n.deadline, func(c context.Context) error {
 				var e error
-				d, e = n.shared.DecideOne(c, now, reqs[0])
+				d, e = n.shared.DecideOne(c, now, r)
 				return e
 			})
 			if err == nil {
@@ -561,7 +565,8 @@ func (n *Node) decideCentral(ctx context.Context, now int64, reqs []store.Reques
 			}
 		} else {
 			tmp := make([]algorithm.Decision, len(reqs))
-			err = call(ctx, n.deadline, func(c context.Context) error { return n.shared.Decide(c, now, reqs, tmp) })
+			rs := append([]store.Request(nil), reqs...)
+			err = call(ctx, n.deadline, func(c context.Context) error { return n.shared.Decide(c, now, rs, tmp) })
 			if err == nil {
 				copy(out, tmp)
 			}

@@ -86,6 +86,9 @@ func (n *Node) syncLocked(ctx context.Context, final bool) error {
 		return n.syncer.Sync(c, now.UnixNano(), batches)
 	})
 	if err != nil {
+		// The abandoned call may still be writing into batches: never
+		// reuse them.
+		n.bufB, n.bufP = nil, nil
 		if sentinelAt >= 0 {
 			// The store may still apply it (a timeout, a stopped server):
 			// find out before pushing these events again.
