@@ -639,7 +639,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 		defer s.mu.Unlock()
 		h := howOf(r)
 		if h == howClosed {
-			out[0] = closedDecision(r)
+			out[0] = n.closedDecision(r)
 			return nil
 		}
 		e := s.get(r.Algorithm, r.Key, true)
@@ -686,7 +686,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 		r := &reqs[i]
 		h := howOf(r)
 		if h == howClosed {
-			out[i] = closedDecision(r)
+			out[i] = n.closedDecision(r)
 			work[i].h = h
 			if !r.Shadow {
 				ok = false
@@ -799,7 +799,9 @@ func (n *Node) commitEvent(s *shard, e *entry, h how, now, cost int64) {
 	s.markDirty(e)
 }
 
-func closedDecision(r *store.Request) algorithm.Decision {
+// closedDecision is a fail-closed rejection: retry once the breaker's
+// cooldown has passed, when the node tries the store again.
+func (n *Node) closedDecision(r *store.Request) algorithm.Decision {
 	cfg := r.Algorithm.Config()
-	return algorithm.Decision{Allowed: false, Limit: cfg.Limit, Reason: ReasonStoreUnavailable}
+	return algorithm.Decision{Allowed: false, Limit: cfg.Limit, Reason: ReasonStoreUnavailable, RetryAfter: n.br.cooldown}
 }

@@ -379,8 +379,8 @@ func TestCentralizedFailClosedAndFailLocal(t *testing.T) {
 	}
 	shared.setDown(true)
 	d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailClosed})
-	if err != nil || d.Allowed || d.Reason != ReasonStoreUnavailable || d.Limit != 100 {
-		t.Fatalf("fail-closed = %+v, %v; want rejected, %q, limit 100", d, err, ReasonStoreUnavailable)
+	if err != nil || d.Allowed || d.Reason != ReasonStoreUnavailable || d.Limit != 100 || d.RetryAfter != DefaultBreakerCooldown {
+		t.Fatalf("fail-closed = %+v, %v; want rejected, %q, limit 100, retry after the breaker's cooldown", d, err, ReasonStoreUnavailable)
 	}
 	accepted := 0
 	for i := 0; i < 40; i++ {
