@@ -167,7 +167,11 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		s.mem = memstore.New(memstore.Options{})
 		return s.mem, nil
 	}
-	rs, err := redisstore.New(ctx, redisstore.Options{Addrs: c.Addrs, Cluster: c.Type == StoreRedisCluster, Prefix: c.Prefix})
+	// ConnectLater: a node that starts during a Redis outage serves (each
+	// rule failing open or closed by its policy, /readyz saying 503) and
+	// connects when Redis comes back.
+	rs, err := redisstore.New(ctx, redisstore.Options{Addrs: c.Addrs, Cluster: c.Type == StoreRedisCluster, Prefix: c.Prefix,
+		ConnectLater: true})
 	if err != nil {
 		return nil, fmt.Errorf("store %s %v: %w", c.Type, c.Addrs, err)
 	}

@@ -501,3 +501,37 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("second call for one key on a cluster: %v %v", resp, err)
 	}
 }
+
+// TestStartDuringRedisOutage starts the server while Redis is down: it
+// serves, fails open, reports not ready, and becomes ready when Redis
+// returns.
+func TestStartDuringRedisOutage(t *testing.T) {
+	rs := redistest.Start(t)
+	rs.Kill()
+	cfg := testConfig()
+	cfg.Store = Store{Type: StoreRedis, Addrs: []string{rs.Addr()}, Prefix: "fgtest"}
+	cfg.Arrangement.Mode = "centralized"
+	r := start(t, cfg)
+	if code, _ := httpGet(t, r.url("/readyz")); code != 503 {
+		t.Fatalf("/readyz with Redis down at start: %d", code)
+	}
+	c, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, rlsReq("default", "client", "early"))
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("call with Redis down at start: %v %v", resp, err)
+	}
+	rs.Restart()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := httpGet(t, r.url("/readyz"))
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after Redis came up: %d %q", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
