@@ -19,6 +19,10 @@ import (
 // The log messages of a reload, "rules: reloaded" and "rules: reload
 // failed; ...", are matched by the server to count reloads; keep them.
 
+// watchReady, when set (by tests), is called once Watch receives file
+// events and SIGHUP.
+var watchReady func()
+
 // reloadDelay lets a burst of file events (an editor writing, renaming and
 // chmod-ing) settle into one reload.
 const reloadDelay = 100 * time.Millisecond
@@ -62,6 +66,9 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if watchReady != nil {
+		watchReady()
+	}
 
 	last, _ := contentSum(abs, isDir)
 	reload := func(why string, force bool) {

@@ -49,7 +49,7 @@ func writeFile(t *testing.T, path, text string) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -81,14 +81,21 @@ func startWatch(t *testing.T, path string, e *Engine) (*syncBuffer, func()) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	ready := make(chan struct{})
+	watchReady = func() { close(ready) }
 	go func() { done <- Watch(ctx, path, e, log) }()
-	// Give the watcher time to register before the test changes the file.
-	time.Sleep(50 * time.Millisecond)
+	// Wait until the watcher sees events and SIGHUP before the test acts.
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Watch: %v", err)
+	}
 	return logs, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Watch: %v", err)
 		}
+		watchReady = nil
 	}
 }
 
