@@ -102,9 +102,11 @@ type Store struct {
 	conn       atomic.Pointer[rueidis.Client]
 	copt       rueidis.ClientOption
 	every      time.Duration
-	dialMu     sync.Mutex
-	dialed     time.Time // last connection attempt, under dialMu
-	dialErr    error     // its error, under dialMu
+	dialMu     sync.Mutex // guards the four fields below
+	dialed     time.Time  // start of the last connection attempt
+	dialErr    error      // its error
+	dialing    bool       // an attempt is in flight
+	closed     bool
 	cluster    bool
 	clientTime bool
 	prefix     string
@@ -129,7 +131,7 @@ var ErrNotConnected = errors.New("redisstore: not connected to Redis")
 var ErrNoAlgorithm = errors.New("redisstore: request has no algorithm")
 
 // New connects to Redis as o says and returns a Store. It fails if no
-// address answers; callers that must start while Redis is down retry New.
+// address answers, unless o.ConnectLater is set.
 func New(ctx context.Context, o Options) (*Store, error) {
 	if len(o.Addrs) == 0 {
 		return nil, errors.New("redisstore: Options.Addrs is empty: give at least one host:port")
@@ -165,16 +167,22 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	s := &Store{copt: copt, every: o.ReconnectEvery, cluster: o.Cluster, clientTime: o.ClientTime,
 		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
-	if _, err := s.connect(ctx, true); err != nil && !o.ConnectLater {
+	c, err := s.dial(ctx)
+	switch {
+	case err == nil:
+		s.conn.Store(&c)
+	case o.ConnectLater:
+		s.dialErr, s.dialed = err, time.Now()
+	default:
 		return nil, err
 	}
 	return s, nil
 }
 
-// connect returns the client, connecting first if there is none yet. Unless
-// force is set, it tries at most once per s.every and otherwise returns the
-// last error at once.
-func (s *Store) connect(ctx context.Context, force bool) (rueidis.Client, error) {
+// connect returns the client. Before the first connection (ConnectLater)
+// it returns ErrNotConnected at once, and starts a connection attempt in
+// the background if none has started in the last s.every.
+func (s *Store) connect() (rueidis.Client, error) {
 	if c := s.conn.Load(); c != nil {
 		return *c, nil
 	}
@@ -183,17 +191,27 @@ func (s *Store) connect(ctx context.Context, force bool) (rueidis.Client, error)
 	if c := s.conn.Load(); c != nil {
 		return *c, nil
 	}
-	if !force && time.Since(s.dialed) < s.every {
-		return nil, fmt.Errorf("%w: %w", ErrNotConnected, s.dialErr)
+	if !s.dialing && !s.closed && time.Since(s.dialed) >= s.every {
+		s.dialing, s.dialed = true, time.Now()
+		go func() {
+			c, err := s.dial(context.Background())
+			s.dialMu.Lock()
+			defer s.dialMu.Unlock()
+			s.dialing = false
+			switch {
+			case err != nil:
+				s.dialErr = err
+			case s.closed:
+				c.Close()
+			default:
+				s.conn.Store(&c)
+			}
+		}()
 	}
-	s.dialed = time.Now()
-	c, err := s.dial(ctx)
-	if err != nil {
-		s.dialErr = err
-		return nil, err
+	if s.closed {
+		return nil, errors.New("redisstore: store is closed")
 	}
-	s.conn.Store(&c)
-	return c, nil
+	return nil, fmt.Errorf("%w: %w", ErrNotConnected, s.dialErr)
 }
 
 func (s *Store) dial(ctx context.Context) (rueidis.Client, error) {
@@ -214,7 +232,7 @@ func (s *Store) dial(ctx context.Context) (rueidis.Client, error) {
 
 // Ping checks that every Redis node answers.
 func (s *Store) Ping(ctx context.Context) error {
-	c, err := s.connect(ctx, false)
+	c, err := s.connect()
 	if err != nil {
 		return err
 	}
@@ -236,10 +254,10 @@ func ping(ctx context.Context, c rueidis.Client, timeout time.Duration) error {
 func (s *Store) Close() error {
 	s.dialMu.Lock()
 	defer s.dialMu.Unlock()
+	s.closed = true
 	if c := s.conn.Swap(nil); c != nil {
 		(*c).Close()
 	}
-	s.dialed, s.dialErr = time.Now().Add(100*365*24*time.Hour), errors.New("redisstore: store closed")
 	return nil
 }
 
@@ -364,7 +382,7 @@ type call struct {
 // TRYAGAIN (a multi-key call during a slot migration) are retried shortly.
 // Neither error means the script ran, so neither retry can count twice.
 func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
-	client, err := s.connect(ctx, false)
+	client, err := s.connect()
 	if err != nil {
 		return nil, err
 	}
