@@ -108,6 +108,12 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	if p.intervals, err = parseIntervals(*intervals); err != nil {
 		return fmt.Errorf("sim distributed: --intervals: %w", err)
 	}
+	for _, r := range p.rates {
+		if n := int64(r) * int64(p.limit.Window) / int64(time.Second); n > maxSimRequests {
+			return fmt.Errorf("sim distributed: rate %d/s over a %v window is %d requests per run; at most %d",
+				r, p.limit.Window, n, maxSimRequests)
+		}
+	}
 	doc, err := simDistributed(context.Background(), p)
 	if err != nil {
 		return fmt.Errorf("sim distributed: %w", err)
@@ -118,6 +124,10 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	printDistributed(stdout, doc)
 	return nil
 }
+
+// maxSimRequests bounds one run (rate x window) so a mistyped flag cannot
+// start an hour-long simulation.
+const maxSimRequests = 5_000_000
 
 func parseRates(s string) ([]int, error) {
 	var out []int

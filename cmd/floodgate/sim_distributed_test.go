@@ -105,6 +105,7 @@ func TestSimDistributedBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--rates", "ten"},
 		{"--rates", "0"},
+		{"--rates", "100000", "--window", "1h"},
 		{"--intervals", "0s"},
 		{"--nodes", "0"},
 		{"--seed", "99999999999"},
