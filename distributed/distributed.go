@@ -308,7 +308,10 @@ type Health struct {
 	// BreakerOpenings counts how many times the breaker has opened.
 	BreakerOpenings uint64
 	// SyncLag is the time since the last successful exchange with the
-	// shared store (zero for split).
+	// shared store (zero for split). A delayed node exchanges every
+	// Interval even when idle, so a lag of several intervals means trouble;
+	// a centralized node only calls the store to decide, so its lag also
+	// grows when no traffic arrives.
 	SyncLag time.Duration
 	// Syncs counts successful synchronizations.
 	Syncs uint64
