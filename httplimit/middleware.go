@@ -44,6 +44,9 @@ type Options struct {
 	FailClosed bool
 	// Logger receives errors and shadow rejections; nil means slog.Default().
 	Logger *slog.Logger
+	// ShadowLog logs shadow rejections; nil means one record per rule per
+	// second to Logger.
+	ShadowLog *ShadowLog
 }
 
 // Middleware returns net/http middleware that checks every request against
@@ -55,7 +58,7 @@ type Options struct {
 //     the handler does not run.
 //   - A request a leaky-bucket rule delays waits for its delay, or until
 //     the client goes away, and then runs.
-//   - Shadow rules never reject; their rejections are logged.
+//   - Shadow rules never reject; their rejections are logged (see ShadowLog).
 //   - What concurrency rules hold is released when the handler returns,
 //     panics, or the client goes away.
 func Middleware(o Options) (func(http.Handler) http.Handler, error) {
@@ -67,6 +70,9 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 	}
 	if len(o.Sources) == 0 && o.Describe == nil {
 		o.Sources = []Source{IP(o.Proxies)}
+	}
+	if o.ShadowLog == nil {
+		o.ShadowLog = NewShadowLog(o.Logger, time.Second)
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{o: o, next: next}
@@ -122,7 +128,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	logShadow(h.o.Logger, res, r)
+	h.o.ShadowLog.Record(res, "path", r.URL.Path)
 	SetHeaders(w.Header(), res)
 	if !res.Allowed {
 		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
@@ -200,16 +206,6 @@ func Delay(res rules.Result) time.Duration {
 		}
 	}
 	return d
-}
-
-// logShadow logs the rejections of shadow rules: what would have happened.
-func logShadow(log *slog.Logger, res rules.Result, r *http.Request) {
-	for _, s := range res.Statuses {
-		if s.Shadow && !s.Decision.Allowed {
-			log.Info("shadow rule would reject", "rule", s.Rule, "key", s.Key, "path", r.URL.Path,
-				"limit", s.Limit, "window", s.Window, "retry_after", s.Decision.RetryAfter)
-		}
-	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

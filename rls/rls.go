@@ -56,6 +56,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	checker Checker
 	log     *slog.Logger
+	shadow  *httplimit.ShadowLog
 }
 
 // New returns a Service that decides with c and logs to log (nil means
@@ -64,7 +65,7 @@ func New(c Checker, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{checker: c, log: log}
+	return &Service{checker: c, log: log, shadow: httplimit.NewShadowLog(log, time.Second)}
 }
 
 // Register registers s on g.
@@ -228,13 +229,10 @@ func (s *Service) check(ctx context.Context, req rules.Request) (rules.Result, e
 	return res, nil
 }
 
-// logShadow logs what shadow rules would have rejected.
+// logShadow logs what shadow rules would have rejected, at most once per
+// rule per second.
 func (s *Service) logShadow(domain string, res rules.Result) {
-	for _, st := range res.Statuses {
-		if st.Shadow && !st.Decision.Allowed {
-			s.log.Info("shadow rule would reject", "domain", domain, "rule", st.Rule, "key", st.Key)
-		}
-	}
+	s.shadow.Record(res, "domain", domain)
 }
 
 // descriptorStatus builds the status of descriptor i of res.
