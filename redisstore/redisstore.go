@@ -112,7 +112,8 @@ type Store struct {
 	prefix     string
 	timeout    time.Duration
 	slack      time.Duration
-	specs      sync.Map // algorithm.Config -> *spec or error
+	specMu     sync.RWMutex
+	specs      map[algorithm.Config]specEntry
 }
 
 var (
@@ -279,19 +280,25 @@ func (s *Store) specFor(a algorithm.Algorithm) (*spec, error) {
 		return nil, ErrNoAlgorithm
 	}
 	c := a.Config()
-	if v, ok := s.specs.Load(c); ok {
-		if err, isErr := v.(error); isErr {
-			return nil, err
+	s.specMu.RLock()
+	e, ok := s.specs[c]
+	s.specMu.RUnlock()
+	if !ok {
+		e.sp, e.err = newSpec(a, s.slack)
+		s.specMu.Lock()
+		if s.specs == nil {
+			s.specs = make(map[algorithm.Config]specEntry)
 		}
-		return v.(*spec), nil
+		s.specs[c] = e
+		s.specMu.Unlock()
 	}
-	sp, err := newSpec(a, s.slack)
-	if err != nil {
-		s.specs.Store(c, err)
-		return nil, err
-	}
-	s.specs.Store(c, sp)
-	return sp, nil
+	return e.sp, e.err
+}
+
+// specEntry is a cached spec, or the reason an algorithm has none.
+type specEntry struct {
+	sp  *spec
+	err error
 }
 
 // Key returns the Redis key that holds the state of key under a's limit.
@@ -492,24 +499,79 @@ func decisions(r rueidis.RedisResult, rs []request, idx []int, out []algorithm.D
 		if f[5] < 0 || f[5] >= int64(len(reasons)) {
 			return fmt.Errorf("redisstore: script returned reason code %d", f[5])
 		}
-		out[i] = algorithm.Decision{
-			Allowed:    f[0] == 1,
-			Limit:      rs[i].sp.limit,
-			Remaining:  f[1],
-			ResetAfter: time.Duration(f[2] * usec),
-			RetryAfter: time.Duration(f[3] * usec),
-			Delay:      time.Duration(f[4] * usec),
-			Reason:     reasons[f[5]],
-		}
+		out[i] = decision(f, rs[i].sp)
 	}
 	return nil
 }
 
 // DecideOne decides one request in one EVALSHA.
 func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
-	var out [1]algorithm.Decision
-	err := s.Decide(ctx, now, []store.Request{req}, out[:])
-	return out[0], err
+	sp, err := s.specFor(req.Algorithm)
+	if err != nil {
+		return algorithm.Decision{}, err
+	}
+	client, err := s.connect()
+	if err != nil {
+		return algorithm.Decision{}, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	shadow := "0"
+	if req.Shadow {
+		shadow = "1"
+	}
+	key := s.key(sp, req.Key)
+	args := make([]string, 0, len(sp.header)+4)
+	args = append(append(append(args, "d", s.now(now)), sp.header...), itoa(req.Cost), shadow)
+	r := client.Do(ctx, client.B().Evalsha().Sha1(scriptSHA).Numkeys(1).Key(key).Arg(args...).Build())
+	if rerr, ok := rueidis.IsRedisErr(r.Error()); ok && (rerr.IsNoScript() || rerr.IsTryAgain()) {
+		// The slow path knows how to recover.
+		var out [1]algorithm.Decision
+		err := s.Decide(ctx, now, []store.Request{req}, out[:])
+		return out[0], err
+	}
+	if err := r.Error(); err != nil {
+		return algorithm.Decision{}, fmt.Errorf("redisstore: %w", err)
+	}
+	var v [6]int64
+	if err := decodeInts(r, v[:]); err != nil {
+		return algorithm.Decision{}, err
+	}
+	if v[5] < 0 || v[5] >= int64(len(reasons)) {
+		return algorithm.Decision{}, fmt.Errorf("redisstore: script returned reason code %d", v[5])
+	}
+	return decision(v[:], sp), nil
+}
+
+// decodeInts reads an array reply of len(dst) integers into dst.
+func decodeInts(r rueidis.RedisResult, dst []int64) error {
+	msgs, err := r.ToArray()
+	if err != nil {
+		return fmt.Errorf("redisstore: reading decision: %w", err)
+	}
+	if len(msgs) != len(dst) {
+		return fmt.Errorf("redisstore: script returned %d values, want %d", len(msgs), len(dst))
+	}
+	for i := range msgs {
+		if dst[i], err = msgs[i].AsInt64(); err != nil {
+			return fmt.Errorf("redisstore: reading decision: %w", err)
+		}
+	}
+	return nil
+}
+
+// decision builds a Decision from the script's six values; f[5] is a
+// valid reason code.
+func decision(f []int64, sp *spec) algorithm.Decision {
+	return algorithm.Decision{
+		Allowed:    f[0] == 1,
+		Limit:      sp.limit,
+		Remaining:  f[1],
+		ResetAfter: time.Duration(f[2] * usec),
+		RetryAfter: time.Duration(f[3] * usec),
+		Delay:      time.Duration(f[4] * usec),
+		Reason:     reasons[f[5]],
+	}
 }
 
 // Decide decides every request and counts the allowed ones only if every
