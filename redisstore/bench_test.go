@@ -199,3 +199,44 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClusterSync merges one event into each of 3,000 keys spread over
+// 30 limits (so over the three masters of a real cluster) per Sync. One op
+// is one key.
+func BenchmarkClusterSync(b *testing.B) {
+	c := sharedCluster(b)
+	s := newStore(b, Options{Addrs: c.Addrs()[:1], Cluster: true})
+	ctx := context.Background()
+	const keys = 3000
+	batches := make([]store.SyncBatch, keys)
+	for i := range batches {
+		a := mustAlg(b, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: int64(600 + i%30), Window: time.Minute})
+		batches[i] = store.SyncBatch{Algorithm: a, Key: fmt.Sprint("client-", i), Events: make([]store.Event, 1)}
+	}
+	clusterCPU := func() float64 {
+		var sec float64
+		for _, srv := range c.Servers() {
+			out, err := srv.Do("INFO", "cpu")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range cpuStat.FindAllStringSubmatch(out, -1) {
+				v, _ := strconv.ParseFloat(m[1], 64)
+				sec += v
+			}
+		}
+		return sec
+	}
+	cpu0 := clusterCPU()
+	for b.Loop() {
+		now := time.Now().UnixNano()
+		for j := range batches {
+			batches[j].Events[0] = store.Event{Time: now, Cost: 1}
+		}
+		if err := s.Sync(ctx, now, batches); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
+	b.ReportMetric((clusterCPU()-cpu0)*1e6/float64(b.N*keys), "server-cpu-µs/key")
+}

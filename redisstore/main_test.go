@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // sharedCluster starts the package's cluster on first use.
-func sharedCluster(t *testing.T) *redistest.Cluster {
+func sharedCluster(t testing.TB) *redistest.Cluster {
 	t.Helper()
 	clusterOnce.Do(func() {
 		cluster, clusterStop, clusterErr = redistest.StartSharedCluster()
