@@ -3,7 +3,6 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -42,52 +41,90 @@ type Field struct {
 // should not pace itself by them. A rule that applied to several descriptors
 // is described once, by its most restrictive status.
 func Fields(res rules.Result) []Field {
-	sts := visible(res)
+	var arr [8]rules.Status
+	sts := visible(res, arr[:0])
 	if len(sts) == 0 {
 		return nil
 	}
-	out := make([]Field, 0, 6)
 	tight := tightest(res, sts)
-	out = append(out,
-		Field{HeaderXRateLimitLimit, strconv.FormatInt(tight.Limit, 10)},
-		Field{HeaderXRateLimitRemain, strconv.FormatInt(tight.Decision.Remaining, 10)},
-		Field{HeaderXRateLimitReset, strconv.FormatInt(seconds(tight.Decision.ResetAfter), 10)},
-	)
-	var policy, state strings.Builder
-	policy.Grow(len(sts) * 48)
-	state.Grow(len(sts) * 40)
-	for i, s := range sts {
+	// Every value is written into one buffer and cut out of one string: a
+	// handful of allocations per response instead of one per number.
+	buf := make([]byte, 0, 64+len(sts)*96)
+	var ends [len(fieldNames)]int
+	n := 0
+	buf = strconv.AppendInt(buf, tight.Limit, 10)
+	ends[n], n = len(buf), n+1
+	buf = strconv.AppendInt(buf, tight.Decision.Remaining, 10)
+	ends[n], n = len(buf), n+1
+	buf = strconv.AppendInt(buf, seconds(tight.Decision.ResetAfter), 10)
+	ends[n], n = len(buf), n+1
+	for i := range sts {
+		s := &sts[i]
 		if i > 0 {
-			policy.WriteString(", ")
-			state.WriteString(", ")
+			buf = append(buf, ", "...)
 		}
-		name := sfString(s.Rule)
-		policy.WriteString(name)
-		policy.WriteString(";q=")
-		policy.WriteString(strconv.FormatInt(s.Limit, 10))
+		buf = appendSFString(buf, s.Rule)
+		buf = append(buf, ";q="...)
+		buf = strconv.AppendInt(buf, s.Limit, 10)
 		if s.Algorithm == algorithm.Concurrency || s.Window <= 0 {
-			policy.WriteString(`;qu="` + headerQuotaUnitConcurent + `"`)
+			buf = append(buf, `;qu="`+headerQuotaUnitConcurent+`"`...)
 		} else {
-			policy.WriteString(";w=")
-			policy.WriteString(strconv.FormatInt(max(1, seconds(s.Window)), 10))
+			buf = append(buf, ";w="...)
+			buf = strconv.AppendInt(buf, max(1, seconds(s.Window)), 10)
 		}
-		state.WriteString(name)
-		state.WriteString(";r=")
-		state.WriteString(strconv.FormatInt(s.Decision.Remaining, 10))
-		state.WriteString(";t=")
-		state.WriteString(strconv.FormatInt(seconds(s.Decision.ResetAfter), 10))
 	}
-	out = append(out, Field{HeaderRateLimitPolicy, policy.String()}, Field{HeaderRateLimit, state.String()})
+	ends[n], n = len(buf), n+1
+	for i := range sts {
+		s := &sts[i]
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = appendSFString(buf, s.Rule)
+		buf = append(buf, ";r="...)
+		buf = strconv.AppendInt(buf, s.Decision.Remaining, 10)
+		buf = append(buf, ";t="...)
+		buf = strconv.AppendInt(buf, seconds(s.Decision.ResetAfter), 10)
+	}
+	ends[n], n = len(buf), n+1
 	if !res.Allowed {
-		out = append(out, Field{HeaderRetryAfter, strconv.FormatInt(RetryAfter(res), 10)})
+		buf = strconv.AppendInt(buf, RetryAfter(res), 10)
+		ends[n], n = len(buf), n+1
+	}
+	all := string(buf)
+	out := make([]Field, n)
+	from := 0
+	for i := 0; i < n; i++ {
+		out[i] = Field{fieldNames[i], all[from:ends[i]]}
+		from = ends[i]
 	}
 	return out
 }
 
-// SetHeaders sets the fields Fields returns on h.
+// fieldNames are the names Fields writes, in its order.
+var fieldNames = [...]string{HeaderXRateLimitLimit, HeaderXRateLimitRemain, HeaderXRateLimitReset,
+	HeaderRateLimitPolicy, HeaderRateLimit, HeaderRetryAfter}
+
+// canonicalNames maps each field name to its canonical MIME form, the key
+// http.Header uses.
+var canonicalNames = func() map[string]string {
+	m := make(map[string]string, len(fieldNames))
+	for _, n := range fieldNames {
+		m[n] = http.CanonicalHeaderKey(n)
+	}
+	return m
+}()
+
+// SetHeaders sets the fields Fields returns on h, replacing any values they
+// had.
 func SetHeaders(h http.Header, res rules.Result) {
-	for _, f := range Fields(res) {
-		h.Set(f.Name, f.Value)
+	fs := Fields(res)
+	if len(fs) == 0 {
+		return
+	}
+	vals := make([]string, len(fs))
+	for i, f := range fs {
+		vals[i] = f.Value
+		h[canonicalNames[f.Name]] = vals[i : i+1 : i+1]
 	}
 }
 
@@ -107,10 +144,10 @@ func RetryAfter(res rules.Result) int64 {
 	return max(1, seconds(d))
 }
 
-// visible returns the statuses the headers describe: limited, not shadow,
-// one per rule (the most restrictive), in rule order.
-func visible(res rules.Result) []rules.Status {
-	var out []rules.Status
+// visible appends to dst the statuses the headers describe: limited, not
+// shadow, one per rule (the most restrictive), in rule order.
+func visible(res rules.Result, dst []rules.Status) []rules.Status {
+	out := dst
 	for _, s := range res.Statuses {
 		if s.Shadow || s.Unlimited {
 			continue
@@ -174,22 +211,21 @@ func seconds(d time.Duration) int64 {
 // sfString renders s as a structured-field string (RFC 9651): quoted, with
 // '"' and '\' escaped; bytes outside printable ASCII, which an sf-string
 // cannot hold, become '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
+func sfString(s string) string { return string(appendSFString(nil, s)) }
+
+// appendSFString appends s to b as sfString renders it.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
+			b = append(b, '?')
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }
