@@ -557,12 +557,14 @@ local function save(key, s, ttl, code)
 end
 
 local op = ARGV[1]
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[2])
+local now = 0
+if op ~= 's' then -- merging uses the events' own times
+  if ARGV[2] == '' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  else
+    now = tonumber(ARGV[2])
+  end
 end
 
 local pos = 3
