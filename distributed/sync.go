@@ -154,6 +154,24 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 				}
 			}
 		}
+		if n.arr == Delayed {
+			// Keys near their limit are pulled every sync while in use, so a
+			// node that sees a client only now and then does not decide on a
+			// view many intervals old.
+			keep := s.nears[:0]
+			for _, e := range s.nears {
+				if !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
+					e.onNear = false
+					continue
+				}
+				keep = append(keep, e)
+				if e.mark != n.seq {
+					take(e)
+				}
+			}
+			clear(s.nears[len(keep):])
+			s.nears = keep
+		}
 		s.mu.Unlock()
 	}
 	return batches, parts
@@ -201,6 +219,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time) {
 				for _, ev := range e.events {
 					e.alg.Record(e.state, ev.Time, ev.Cost)
 				}
+				s.noteNear(e, e.alg.Peek(e.state, now.UnixNano(), 1), n.nodes)
 			}
 			e.split, e.splitAlg = nil, nil
 		case Centralized:
@@ -357,7 +376,7 @@ func (n *Node) gc(now time.Time, force bool) {
 		s := &n.table.shards[i]
 		s.mu.Lock()
 		for k, e := range s.m {
-			if e.dirty || e.inflight > 0 || len(e.events) > 0 {
+			if e.dirty || e.onNear || e.inflight > 0 || len(e.events) > 0 {
 				continue
 			}
 			if t-e.last > int64(e.alg.IdleAfter()) {

@@ -45,6 +45,11 @@ type entry struct {
 	// dirty is set while the entry is on its shard's list of entries to
 	// sync.
 	dirty bool
+	// near is set when the last view or decision showed the key near its
+	// limit (see noteNear); a delayed node then pulls it every sync while it
+	// is in use, not only after its own decisions. onNear is set while the
+	// entry is on its shard's near list.
+	near, onNear bool
 
 	// Centralized only: the last decision the shared store made, the
 	// "last known global view" a failure falls back on.
@@ -65,6 +70,7 @@ type shard struct {
 	mu    sync.Mutex
 	m     map[entryKey]*entry
 	dirty []*entry
+	nears []*entry // entries that have been near their limit
 }
 
 // table is a node's local state, sharded by key.
@@ -103,6 +109,19 @@ func (s *shard) markDirty(e *entry) {
 	if !e.dirty {
 		e.dirty = true
 		s.dirty = append(s.dirty, e)
+	}
+}
+
+// noteNear records whether d, a decision or a peek on e's view, shows the
+// key near its limit: at half of it or more, or with fewer than 2*nodes
+// units left (a stale view undercounts by about one request per other node,
+// which matters when that is a large part of what is left). The caller
+// holds the lock.
+func (s *shard) noteNear(e *entry, d algorithm.Decision, nodes int) {
+	e.near = !d.Allowed || d.Remaining*2 < d.Limit || d.Remaining < 2*int64(nodes)
+	if e.near && !e.onNear {
+		e.onNear = true
+		s.nears = append(s.nears, e)
 	}
 }
 
