@@ -51,6 +51,7 @@ type LimitError struct {
 	Result rules.Result
 }
 
+// Error names the rule and the wait.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("rate limited by rule %q: retry after %v", e.Rule, e.RetryAfter)
 }
