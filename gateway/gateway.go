@@ -12,9 +12,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/floodgate-dev/floodgate/httplimit"
 )
 
 // Route sends requests whose URL path starts with Prefix to Upstream. The
@@ -35,6 +38,11 @@ type Options struct {
 	Transport http.RoundTripper
 	// Logger receives upstream errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Proxies are the trusted proxies in front of the gateway. When a
+	// request comes from one, its X-Forwarded-For chain is passed on with
+	// the peer appended; from anyone else the chain is dropped and the
+	// upstream sees only the peer's address. Nil trusts nobody.
+	Proxies *httplimit.Proxies
 }
 
 // Gateway is an http.Handler that limits and forwards requests.
@@ -75,6 +83,9 @@ func New(o Options) (*Gateway, error) {
 		p := &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				pr.SetURL(up)
+				if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 && o.Proxies.Trusted(peer(pr.In)) {
+					pr.Out.Header["X-Forwarded-For"] = xff
+				}
 				pr.SetXForwarded()
 				pr.Out.Host = up.Host
 			},
@@ -118,6 +129,15 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+}
+
+// peer returns the address of the connection r came on.
+func peer(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

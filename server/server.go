@@ -136,7 +136,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			}
 			routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u})
 		}
-		gw, err := gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log})
+		gw, err := gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
 		if err != nil {
 			s.closeStore(ctx)
 			return nil, err
