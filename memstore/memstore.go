@@ -79,10 +79,11 @@ type Options struct {
 	// power of two. Zero means 16 per CPU (GOMAXPROCS), at least 64.
 	Shards int
 	// MaxKeys bounds the number of keys the store tracks, over all limits
-	// together. Each shard holds at most MaxKeys/Shards (rounded up) keys,
-	// and evicts before inserting beyond that, so eviction can begin
-	// slightly before the store as a whole holds MaxKeys keys. Zero means
-	// DefaultMaxKeys.
+	// together. Each shard holds at most MaxKeys/Shards (rounded up, and at
+	// most 16,777,214) keys, and evicts before inserting beyond that, so
+	// eviction can begin slightly before the store as a whole holds MaxKeys
+	// keys. Zero means DefaultMaxKeys. Store.MaxKeys reports the bound in
+	// force.
 	MaxKeys int
 }
 
