@@ -535,3 +535,24 @@ func TestStartDuringRedisOutage(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestGlobalShadow(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	os.WriteFile(file, []byte("domain: d\nrules:\n  - name: tiny\n    match: {client: \"*\"}\n    count_by: [client]\n    limit: 1\n    window: 1h\n"), 0o644)
+	cfg := testConfig()
+	cfg.Rules = file
+	cfg.Shadow = true
+	r := start(t, cfg)
+	c, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 3; i++ {
+		resp, err := c.ShouldRateLimit(ctx, rlsReq("d", "client", "a"))
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("call %d under the global shadow switch: %v %v", i, resp, err)
+		}
+	}
+	if !strings.Contains(r.logs.String(), "shadow rule would reject") {
+		t.Fatalf("shadow rejections not logged:\n%s", r.logs.String())
+	}
+}
