@@ -409,23 +409,38 @@ type limit struct {
 	cfg   algorithm.Config
 }
 
-// limitCache maps recently used Algorithm values to their limit without
-// hashing the Config; it is replaced, never modified.
+// limitCache maps the Algorithm values in use to their limit without
+// hashing their Config. It is replaced, never modified. Only algorithms of
+// comparable dynamic types are entered (the others take the slow path).
 type limitCache struct {
+	// The first few entries are also kept in slices and scanned: comparing
+	// a handful of interfaces is cheaper than hashing one.
 	algs   []algorithm.Algorithm
 	limits []*limit
+	m      map[algorithm.Algorithm]*limit
 }
 
-const maxCached = 32
+const (
+	scanCached = 8
+	// maxCached bounds the cache, which would otherwise keep every
+	// Algorithm value ever seen (rule reloads make new ones); when full it
+	// starts over.
+	maxCached = 4096
+)
 
 // limitFor returns the limit of a's Config, registering it if new.
 func (s *Store) limitFor(a algorithm.Algorithm) (*limit, error) {
 	if c := s.recent.Load(); c != nil {
-		// Only algorithms of comparable dynamic types are cached, so this
-		// comparison cannot panic: equal types are comparable types.
+		// Cached algorithms have comparable types, so these comparisons
+		// cannot panic: equal types are comparable types.
 		for i, x := range c.algs {
 			if x == a {
 				return c.limits[i], nil
+			}
+		}
+		if len(c.m) > len(c.algs) && reflect.TypeOf(a).Comparable() {
+			if l, ok := c.m[a]; ok {
+				return l, nil
 			}
 		}
 	}
@@ -448,17 +463,29 @@ func (s *Store) limitSlow(a algorithm.Algorithm) (*limit, error) {
 		return nil, fmt.Errorf("memstore: algorithm %s reports %d state words for a config seen with %d",
 			a.Name(), words, l.words)
 	}
-	if reflect.TypeOf(a).Comparable() {
-		old := s.recent.Load()
-		c := &limitCache{}
-		if old != nil && len(old.algs) < maxCached {
-			c.algs = append(c.algs, old.algs...)
-			c.limits = append(c.limits, old.limits...)
+	if !reflect.TypeOf(a).Comparable() {
+		return l, nil
+	}
+	old := s.recent.Load()
+	if old != nil {
+		if _, ok := old.m[a]; ok {
+			return l, nil // entered by a concurrent caller
 		}
+	}
+	c := &limitCache{m: make(map[algorithm.Algorithm]*limit)}
+	if old != nil && len(old.m) < maxCached {
+		c.algs = append(c.algs, old.algs...)
+		c.limits = append(c.limits, old.limits...)
+		for k, v := range old.m {
+			c.m[k] = v
+		}
+	}
+	if len(c.algs) < scanCached {
 		c.algs = append(c.algs, a)
 		c.limits = append(c.limits, l)
-		s.recent.Store(c)
 	}
+	c.m[a] = l
+	s.recent.Store(c)
 	return l, nil
 }
 

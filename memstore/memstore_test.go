@@ -582,3 +582,31 @@ func TestEvictionAcrossLimits(t *testing.T) {
 		t.Fatalf("%d of 512 long-unused keys of the quiet limit survived 5000 newer keys of another limit", left)
 	}
 }
+
+// TestManyLimitsStayCheap uses more limits than the scanned part of the
+// algorithm cache, in turn, and checks that deciding still allocates nothing
+// and that each limit keeps its own counter.
+func TestManyLimitsStayCheap(t *testing.T) {
+	s := New(Options{})
+	algs := make([]*counter, 100)
+	for i := range algs {
+		algs[i] = newCounter(int64(1000+i), time.Hour, 2)
+		decide(t, s, algs[i], "k", sec, 1)
+	}
+	if raceEnabled {
+		t.Log("allocation count not checked under the race detector")
+	} else {
+		i := 0
+		if n := testing.AllocsPerRun(1000, func() {
+			_, _ = s.DecideOne(ctx, sec, store.Request{Algorithm: algs[i%len(algs)], Key: "k", Cost: 1})
+			i++
+		}); n != 0 {
+			t.Fatalf("deciding across 100 limits allocates %v times", n)
+		}
+	}
+	for i, a := range algs {
+		if got := count(t, s, a, "k", sec); got < 1 || got > 12 {
+			t.Fatalf("limit %d: count %d, want its own 1 + its share of 1000 (at most 12)", i, got)
+		}
+	}
+}
