@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -45,4 +46,40 @@ rules:
 	// 200 "per-key";q=2;w=60 1
 	// 200 "per-key";q=2;w=60 0
 	// 429 "per-key";q=2;w=60 0
+}
+
+func ExampleTransport() {
+	dependency := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "ok")
+	}))
+	defer dependency.Close()
+	set, err := rules.Parse("outbound.yaml", []byte(`
+domain: outbound
+rules:
+  - name: dependency
+    match: {host: "*"}
+    count_by: [host]
+    limit: 1
+    window: 1h
+    algorithm: fixed-window
+`))
+	if err != nil {
+		panic(err)
+	}
+	client := &http.Client{Transport: &httplimit.Transport{
+		Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
+	}}
+	for i := 0; i < 2; i++ {
+		resp, err := client.Get(dependency.URL)
+		if err != nil {
+			var le *httplimit.LimitError
+			fmt.Println("not sent:", errors.As(err, &le) && le.Rule == "dependency")
+			continue
+		}
+		resp.Body.Close()
+		fmt.Println("sent:", resp.StatusCode)
+	}
+	// Output:
+	// sent: 200
+	// not sent: true
 }
