@@ -221,6 +221,7 @@ var implementations = []struct {
 	{"floodgate/gcra", newFloodgate(algorithm.GCRA)},
 	{"floodgate/bounded-log", newFloodgate(algorithm.BoundedLog)},
 	{"floodgate/sliding-window", newFloodgate(algorithm.SlidingWindow)},
+	{"floodgate/weighted-window", newFloodgate(algorithm.WeightedWindow)},
 	{"x-time-rate/mutex-map", func() limiter { return &xrateMutex{m: make(map[string]*rate.Limiter)} }},
 	{"x-time-rate/sync-map", func() limiter { return &xrateSyncMap{} }},
 	{"sethvargo-go-limiter/memorystore", newSethvargo},
