@@ -240,3 +240,39 @@ func BenchmarkClusterSync(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
 	b.ReportMetric((clusterCPU()-cpu0)*1e6/float64(b.N*keys), "server-cpu-µs/key")
 }
+
+// BenchmarkDecideHot decides for 10 keys only, so each key's state is full
+// (a bounded log of 22 entries, a sliding log of 600 timestamps): the case
+// where reading and writing the state costs most.
+func BenchmarkDecideHot(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b, Options{})
+	for _, c := range []algorithm.Config{benchConfigs[5], benchConfigs[6], benchConfigs[7]} {
+		a := mustAlg(b, c)
+		// Fill every key to its limit first, in pipelined batches.
+		for k := range 10 {
+			reqs := make([]store.Request, 600)
+			for i := range reqs {
+				reqs[i] = store.Request{Algorithm: a, Key: fmt.Sprint("hot-", k), Cost: 1}
+			}
+			if err := s.Decide(ctx, 0, reqs, make([]algorithm.Decision, len(reqs))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("%s-e%v", c.Algorithm, c.Tolerance), func(b *testing.B) {
+			resetStats(b)
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(time.Now().UnixNano())
+				for pb.Next() {
+					i++
+					if _, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: fmt.Sprint("hot-", i%10), Cost: 1}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			reportServer(b)
+		})
+	}
+}

@@ -524,18 +524,31 @@ BUILD[8] = function()
   }
 end
 
--- State I/O: a key's value is its state words as decimal integers separated
--- by spaces. string.format('%d') keeps all digits (tostring would not).
+-- State I/O: a key's value is its state words packed as little-endian
+-- doubles, 8 bytes each (exact, since every word is an integer below 2^53).
+-- struct.pack and struct.unpack handle a whole chunk of words in one C
+-- call, several times faster than decimal text; chunks keep the values on
+-- the Lua stack well below its limit.
+local CHUNK = 256
+
 local function load(key, words)
   local v = redis.call('GET', key)
   local s = {}
-  if v then
-    for w in string.gmatch(v, '%S+') do s[#s + 1] = tonumber(w) end
-    if #s ~= words then
-      return nil, 'floodgate: key ' .. key .. ' holds ' .. #s .. ' state words, want ' .. words
-    end
-  else
+  if not v then
     for i = 1, words do s[i] = 0 end
+    return s
+  end
+  if #v ~= 8 * words then
+    return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want ' .. 8 * words ..
+      ' (' .. words .. ' state words); was it written by another program or version?'
+  end
+  local pos, i = 1, 0
+  while i < words do
+    local n = min(CHUNK, words - i)
+    local vals = { struct.unpack('<' .. string.rep('d', n), v, pos) }
+    for j = 1, n do s[i + j] = vals[j] end
+    pos = vals[n + 1]
+    i = i + n
   end
   return s
 end
@@ -547,12 +560,16 @@ local function save(key, s, ttl, code)
     -- guards against a clock going back), so let it go after a minute.
     ttl = 60000
   end
-  local t = {}
-  for i = 1, #s do t[i] = string.format('%d', s[i]) end
+  local parts, i = {}, 0
+  while i < #s do
+    local n = min(CHUNK, #s - i)
+    parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
+    i = i + n
+  end
   if ttl > 0 then
-    redis.call('SET', key, table.concat(t, ' '), 'PX', ttl)
+    redis.call('SET', key, table.concat(parts), 'PX', ttl)
   else
-    redis.call('SET', key, table.concat(t, ' '))
+    redis.call('SET', key, table.concat(parts))
   end
 end
 

@@ -255,6 +255,14 @@ func TestBadInput(t *testing.T) {
 	if _, err := s.DecideOne(ctx, t0, store.Request{Algorithm: sw, Key: "k", Cost: 1}); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("1s in 7 slices: err = %v", err)
 	}
+	// A key that holds something else is an error, not a silent reset.
+	k, _ := s.Key(a, "foreign")
+	if _, err := shared.Do("SET", k, "12 34"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "foreign", Cost: 1}); err == nil || !strings.Contains(err.Error(), "holds 5 bytes") {
+		t.Errorf("foreign value: err = %v", err)
+	}
 	for _, cost := range []int64{0, -1, 4, 1 << 62} {
 		d, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "cost", Cost: cost})
 		if err != nil || d.Allowed || d.Reason == "" {
