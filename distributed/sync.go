@@ -18,8 +18,10 @@ const gcEvery = 10 * time.Second
 // Sync exchanges counts with the shared store once, now.
 //
 // A delayed node pushes the requests it accepted since its last sync and
-// pulls the merged state of every key it decided on since then (and within
-// Options.Refresh), in one Syncer.Sync call. A centralized node pushes the
+// pulls the merged state of every key it decided on since then, of every key
+// near its limit still in use, and of every key decided on within
+// Options.Refresh, in one Syncer.Sync call. After a failed sync it first
+// reads its own sync count to learn whether the store applied it anyway. A centralized node pushes the
 // requests it accepted locally while the store was unavailable. A split
 // node only drops idle state. On failure the counts are kept for the next
 // Sync; while the circuit breaker is open Sync returns ErrBreakerOpen
