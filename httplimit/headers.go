@@ -32,9 +32,12 @@ type Field struct {
 //     until the rule's allowance is fully back, rounded up), not a Unix time.
 //   - RateLimit-Policy and RateLimit as draft-ietf-httpapi-ratelimit-headers-11
 //     defines them, one list member per rule that applied:
-//     `"rule";q=LIMIT;w=WINDOW_SECONDS` and `"rule";r=REMAINING;t=RESET_SECONDS`.
-//     Windows that are not whole seconds are rounded up; concurrency rules
-//     have no window and say qu="concurrent-requests" instead.
+//     `"rule";q=LIMIT;w=WINDOW_SECONDS` and `"rule";r=REMAINING;t=SECONDS`,
+//     where t is the time until the rule's allowance is fully back, or for a
+//     rule that rejected, until the request could pass (so that Retry-After
+//     never points before the end of the effective window, as the draft
+//     asks). Windows that are not whole seconds are rounded up; concurrency
+//     rules have no window and say qu="concurrent-requests" instead.
 //   - Retry-After, in seconds rounded up (at least 1), when res rejects.
 //
 // Shadow and unlimited rules are left out: they never reject, and a client
@@ -83,7 +86,13 @@ func Fields(res rules.Result) []Field {
 		buf = append(buf, ";r="...)
 		buf = strconv.AppendInt(buf, s.Decision.Remaining, 10)
 		buf = append(buf, ";t="...)
-		buf = strconv.AppendInt(buf, seconds(s.Decision.ResetAfter), 10)
+		if s.Decision.Allowed {
+			buf = strconv.AppendInt(buf, seconds(s.Decision.ResetAfter), 10)
+		} else {
+			// A rejecting rule's effective window ends when the request
+			// could pass, so Retry-After never points before it.
+			buf = strconv.AppendInt(buf, seconds(s.Decision.RetryAfter), 10)
+		}
 	}
 	ends[n], n = len(buf), n+1
 	if !res.Allowed {

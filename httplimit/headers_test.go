@@ -33,7 +33,8 @@ func TestFieldsSeveralRules(t *testing.T) {
 		"X-RateLimit-Remaining": "0",
 		"X-RateLimit-Reset":     "30",
 		"RateLimit-Policy":      `"per-member";q=20;w=60, "global";q=1000;w=91, "in-flight";q=4;qu="concurrent-requests"`,
-		"RateLimit":             `"per-member";r=7;t=2, "global";r=0;t=30, "in-flight";r=3;t=0`,
+		// The rejecting rule's t is its retry-after, not its full reset.
+		"RateLimit": `"per-member";r=7;t=2, "global";r=0;t=3, "in-flight";r=3;t=0`,
 		// The shadow rule's hour does not count: only enforcing rejections.
 		"Retry-After": "3",
 	}
