@@ -84,8 +84,14 @@ type handler struct {
 	next http.Handler
 }
 
-// Rejection is the JSON body of a 429 response.
+// Rejection is the JSON body of a 429 response. It is an RFC 9457 problem
+// detail of the "quota-exceeded" type draft-ietf-httpapi-ratelimit-headers
+// defines (type, title, violated-policies), with Floodgate's own members.
 type Rejection struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	ViolatedPolicies []string `json:"violated-policies"`
+
 	Error string `json:"error"`
 	// Rule is the rejecting rule with the longest wait; Rules lists every
 	// rule that rejected.
@@ -131,6 +137,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.o.ShadowLog.Record(res, "path", r.URL.Path)
 	SetHeaders(w.Header(), res)
 	if !res.Allowed {
+		w.Header().Set("Content-Type", "application/problem+json")
 		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
 		return
 	}
@@ -156,7 +163,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // NewRejection describes a rejected result for a 429 body.
 func NewRejection(res rules.Result) Rejection {
-	rej := Rejection{Error: "rate limit exceeded", RetryAfter: RetryAfter(res)}
+	rej := Rejection{
+		Type:       ProblemQuotaExceeded,
+		Title:      "Request cannot be satisfied as assigned quota has been exceeded",
+		Error:      "rate limit exceeded",
+		RetryAfter: RetryAfter(res),
+	}
 	var worst *rules.Status
 	for i := range res.Statuses {
 		s := &res.Statuses[i]
@@ -168,6 +180,7 @@ func NewRejection(res rules.Result) Rejection {
 			worst = s
 		}
 	}
+	rej.ViolatedPolicies = rej.Rules
 	if worst != nil {
 		rej.Rule = worst.Rule
 		rej.Limit = worst.Limit
@@ -208,8 +221,13 @@ func Delay(res rules.Result) time.Duration {
 	return d
 }
 
+// ProblemQuotaExceeded is the problem type of a 429 body.
+const ProblemQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)

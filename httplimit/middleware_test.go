@@ -106,7 +106,7 @@ func TestMiddlewareRejectsWithHeadersAndBody(t *testing.T) {
 	if ra == "" || ra == "0" {
 		t.Fatalf("Retry-After %q on 429", ra)
 	}
-	if resp.Header.Get("Content-Type") != "application/json" {
+	if resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Errorf("429 content type %q", resp.Header.Get("Content-Type"))
 	}
 	var body Rejection
@@ -114,7 +114,8 @@ func TestMiddlewareRejectsWithHeadersAndBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	if body.Rule != "per-ip" || body.Limit != 3 || body.Window != "1m0s" || body.WindowSeconds != 60 ||
-		body.Remaining != 0 || itoa(int(body.RetryAfter)) != ra || len(body.Rules) != 1 {
+		body.Remaining != 0 || itoa(int(body.RetryAfter)) != ra || len(body.Rules) != 1 ||
+		body.Type != ProblemQuotaExceeded || len(body.ViolatedPolicies) != 1 || body.ViolatedPolicies[0] != "per-ip" {
 		t.Fatalf("429 body %+v (Retry-After %s)", body, ra)
 	}
 }
