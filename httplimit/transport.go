@@ -132,9 +132,10 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // retryDuration is the longest RetryAfter of the rules that rejected res,
-// at least a millisecond so a waiting caller never spins.
+// at least 10ms so a waiting caller never spins (a concurrency rule has no
+// retry time: its slot frees when another call ends).
 func retryDuration(res rules.Result) time.Duration {
-	d := time.Millisecond
+	d := 10 * time.Millisecond
 	for _, s := range res.Statuses {
 		if !s.Shadow && !s.Decision.Allowed && s.Decision.RetryAfter > d {
 			d = s.Decision.RetryAfter
