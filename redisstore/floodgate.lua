@@ -525,7 +525,8 @@ BUILD[8] = function()
 end
 
 -- State I/O: a key's value is its state words packed as little-endian
--- doubles, 8 bytes each (exact, since every word is an integer below 2^53).
+-- doubles, 8 bytes each (exact, since every word is an integer below 2^53),
+-- without the trailing zero words.
 -- struct.pack and struct.unpack handle a whole chunk of words in one C
 -- call, several times faster than decimal text; chunks keep the values on
 -- the Lua stack well below its limit.
@@ -534,22 +535,20 @@ local CHUNK = 256
 local function load(key, words)
   local v = redis.call('GET', key)
   local s = {}
-  if not v then
-    for i = 1, words do s[i] = 0 end
-    return s
+  if not v then v = '' end
+  if #v % 8 ~= 0 or #v > 8 * words then
+    return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want a multiple of 8 up to ' ..
+      8 * words .. ' (' .. words .. ' state words); was it written by another program or version?'
   end
-  if #v ~= 8 * words then
-    return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want ' .. 8 * words ..
-      ' (' .. words .. ' state words); was it written by another program or version?'
-  end
-  local pos, i = 1, 0
-  while i < words do
-    local n = min(CHUNK, words - i)
+  local stored, pos, i = #v / 8, 1, 0
+  while i < stored do
+    local n = min(CHUNK, stored - i)
     local vals = { struct.unpack('<' .. string.rep('d', n), v, pos) }
     for j = 1, n do s[i + j] = vals[j] end
     pos = vals[n + 1]
     i = i + n
   end
+  for j = stored + 1, words do s[j] = 0 end
   return s
 end
 
@@ -560,9 +559,13 @@ local function save(key, s, ttl, code)
     -- guards against a clock going back), so let it go after a minute.
     ttl = 60000
   end
+  -- Trailing zero words are left out (load restores them): a log that is
+  -- mostly empty stays small.
+  local used = #s
+  while used > 0 and s[used] == 0 do used = used - 1 end
   local parts, i = {}, 0
-  while i < #s do
-    local n = min(CHUNK, #s - i)
+  while i < used do
+    local n = min(CHUNK, used - i)
     parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
     i = i + n
   end
