@@ -653,7 +653,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 		d := alg.Decide(st, now, r.Cost)
 		out[0] = d
 		e.last = now
-		if h == howView {
+		if h == howView && n.arr == Delayed {
 			s.noteNear(e, d, n.nodes)
 		}
 		if d.Allowed {
@@ -714,7 +714,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 		work[i] = scratch{e: e, h: h, state: cp}
 		out[i] = alg.Decide(cp, now, r.Cost)
 		e.last = now
-		if h == howView {
+		if h == howView && n.arr == Delayed {
 			s.noteNear(e, out[i], n.nodes)
 		}
 		if !out[i].Allowed && !r.Shadow {
