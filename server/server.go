@@ -294,9 +294,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 		}()
 	}
-	serveHTTP(ListenerHTTP, s.handler, s.cfg.HTTP.TLS)
+	serveHTTP(ListenerHTTP, accessLog(ListenerHTTP, s.handler, s.log), s.cfg.HTTP.TLS)
 	if s.gatewayH != nil {
-		serveHTTP(ListenerGateway, s.gatewayH, s.cfg.Gateway.TLS)
+		serveHTTP(ListenerGateway, accessLog(ListenerGateway, s.gatewayH, s.log), s.cfg.Gateway.TLS)
 	}
 	if ln, ok := s.listeners[ListenerGRPC]; ok {
 		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.cfg.GRPC.TLS.Enabled())

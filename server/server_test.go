@@ -226,6 +226,10 @@ rules:
 	if code, _ := httpGet(t, gw+"/catalog/search"); code != 200 {
 		t.Fatalf("uncovered path: %d", code)
 	}
+	// The tests log at debug level: every request has an access record.
+	if logs := r.logs.String(); !strings.Contains(logs, "msg=request listener=gateway method=GET path=/loan/list status=429") {
+		t.Fatalf("no access log record for the rejected request:\n%s", logs)
+	}
 
 	// A request in flight when shutdown starts is finished, not cut off.
 	type result struct {
