@@ -348,3 +348,48 @@ func TestDifferentialRandomConfigs(t *testing.T) {
 func probeNS(a algorithm.Algorithm) int64 {
 	return int64(a.Peek(make([]int64, a.Words()), 1<<40, 1).ResetAfter)
 }
+
+// TestRoundedInterval checks the one place Redis departs from Go on whole
+// microsecond inputs: a rate whose interval is not whole microseconds
+// (3,000/s: 333,334 ns in Go) refills every 334 µs in Redis, 0.2% slower and
+// never faster. Offered every 100 µs for 0.3 s, a bucket of 1 accepts at
+// every fourth tick in both; after the last acceptance Redis's state is one
+// rounded interval (666 ns) further ahead than Go's.
+func TestRoundedInterval(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.TokenBucket, Limit: 3000, Window: time.Second, Capacity: 1, Rate: 3000})
+	if got := probeNS(a); got != 333_334 {
+		t.Fatalf("Go interval %d ns, want 333,334", got)
+	}
+	st := make([]int64, a.Words())
+	goAcc, redisAcc := 0, 0
+	const n, step = 3000, 100 * time.Microsecond
+	for i := range int64(n) {
+		now := t0 + i*int64(step)
+		if a.Decide(st, now, 1).Allowed {
+			goAcc++
+		}
+		d, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: "rate3000", Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			redisAcc++
+		}
+	}
+	b := []store.SyncBatch{{Algorithm: a, Key: "rate3000"}}
+	if err := s.Sync(ctx, t0, b); err != nil {
+		t.Fatal(err)
+	}
+	if goAcc != redisAcc {
+		t.Fatalf("accepted: go %d, redis %d", goAcc, redisAcc)
+	}
+	goTat, redisTat := st[0], b[0].State[0]
+	last := t0 + (n-1)*int64(step)
+	t.Logf("accepted %d; after the last acceptance Go's bucket is full again %v later, Redis's %v",
+		goAcc, time.Duration(goTat-last), time.Duration(redisTat-last))
+	if redisTat-goTat != 334_000-333_334 {
+		t.Fatalf("Redis tat - Go tat = %d ns, want one interval's rounding, 666 ns", redisTat-goTat)
+	}
+}
