@@ -48,6 +48,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Shadow reports that the engine runs every rule in shadow mode (the
+	// server's global switch), so /v1/rules shows every rule as shadow.
+	Shadow bool
 }
 
 // CheckRequest is the body of POST /v1/check.
@@ -306,7 +309,14 @@ func (a *api) rules(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusMethodNotAllowed, "use GET for /v1/rules")
 		return
 	}
-	writeJSON(w, http.StatusOK, NewRulesResponse(a.o.Engine.Set()))
+	out := NewRulesResponse(a.o.Engine.Set())
+	if a.o.Shadow {
+		out.Shadow = true
+		for i := range out.Rules {
+			out.Rules[i].Shadow = true
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // NewRulesResponse describes a rule set.

@@ -90,7 +90,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.closeStore(ctx)
 		return nil, err
 	}
-	api, err := httpapi.New(httpapi.Options{Engine: s.check, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
+	api, err := httpapi.New(httpapi.Options{Engine: s.check, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Shadow: cfg.Shadow})
 	if err != nil {
 		s.closeStore(ctx)
 		return nil, err
@@ -519,7 +519,18 @@ func (o *observed) Set() *rules.Set { return o.engine.Set() }
 // statusSource feeds the status page.
 type statusSource struct{ s *Server }
 
-func (src statusSource) Rules() []rules.RuleInfo    { return src.s.engine.Set().Rules() }
+// Rules lists the rules in force, all marked shadow under the global switch.
+func (src statusSource) Rules() []rules.RuleInfo {
+	rs := src.s.engine.Set().Rules()
+	if src.s.cfg.Shadow {
+		for i := range rs {
+			rs[i].Shadow = true
+		}
+	}
+	return rs
+}
+
+// Snapshot returns the recorder's current figures.
 func (src statusSource) Snapshot() metrics.Snapshot { return src.s.rec.Snapshot() }
 
 // reloadHandler counts rule reloads in metrics from the watcher's log

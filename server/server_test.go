@@ -559,4 +559,10 @@ func TestGlobalShadow(t *testing.T) {
 	if !strings.Contains(r.logs.String(), "shadow rule would reject") {
 		t.Fatalf("shadow rejections not logged:\n%s", r.logs.String())
 	}
+	if _, body := httpGet(t, r.url("/v1/rules")); !strings.Contains(body, `"shadow":true`) || strings.Contains(body, `"shadow":false`) {
+		t.Fatalf("/v1/rules under the global shadow switch: %s", body)
+	}
+	if _, body := httpGet(t, r.url("/status.json")); !strings.Contains(body, `"shadow":true`) {
+		t.Fatalf("status feed does not show the rule as shadow under the global switch: %.500s", body)
+	}
 }
