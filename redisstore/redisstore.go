@@ -25,6 +25,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/tls"
 	_ "embed"
 	"encoding/hex"
 	"errors"
@@ -83,6 +84,8 @@ type Options struct {
 	Username, Password string
 	// DB selects a database on a single server.
 	DB int
+	// TLS, if set, makes connections use TLS with this configuration.
+	TLS *tls.Config
 	// TTLSlack is added to every key's TTL beyond its algorithm's
 	// IdleAfter (default 1s; with ClientTime, 1m, since the caller's clock
 	// may run apart from Redis's).
@@ -157,6 +160,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		Username:          o.Username,
 		Password:          o.Password,
 		SelectDB:          o.DB,
+		TLSConfig:         o.TLS,
 		DisableCache:      true,
 		DisableRetry:      true, // a script that may have run must not run twice
 		ForceSingleClient: !o.Cluster,
