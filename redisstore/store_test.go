@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,5 +356,55 @@ func TestSyncManyEvents(t *testing.T) {
 		if b.State[1] != int64(len(b.Events)) {
 			t.Fatalf("%s: count %d after merging %d events", b.Key, b.State[1], len(b.Events))
 		}
+	}
+}
+
+// TestKillUnderLoad kills redis-server while 16 goroutines decide, then
+// restarts it: calls during the outage return errors (none hangs, none
+// panics), and decisions resume after the restart.
+func TestKillUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond})
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 1000, Window: time.Minute})
+	var phase atomic.Int32 // 0 before the kill, 1 down, 2 restarted
+	var okBefore, errDown, okAfter atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := phase.Load()
+				_, err := s.DecideOne(context.Background(), 0, store.Request{Algorithm: a, Key: fmt.Sprint(g, "-", i%50), Cost: 1})
+				switch {
+				case p == 0 && err == nil:
+					okBefore.Add(1)
+				case p == 1 && err != nil && phase.Load() == 1:
+					errDown.Add(1)
+				case p == 2 && err == nil:
+					okAfter.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	phase.Store(1)
+	srv.Kill()
+	time.Sleep(500 * time.Millisecond)
+	srv.Restart()
+	phase.Store(2)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("decisions before the kill %d, errors while down %d, decisions after the restart %d",
+		okBefore.Load(), errDown.Load(), okAfter.Load())
+	if okBefore.Load() == 0 || errDown.Load() == 0 || okAfter.Load() == 0 {
+		t.Fatal("want decisions before, errors during and decisions after the outage")
 	}
 }
