@@ -212,3 +212,34 @@ func TestClusterTryAgain(t *testing.T) {
 		t.Fatalf("no TRYAGAIN was answered, so the retry was not exercised:\n%s\n%s", stats, stats2)
 	}
 }
+
+// TestClusterSpread spreads one limit over 8 hash tags: its keys land on
+// more than one master, and every decision still equals the Go algorithm's.
+func TestClusterSpread(t *testing.T) {
+	c := sharedCluster(t)
+	s := newStore(t, Options{Addrs: c.Addrs()[:1], Cluster: true, ClientTime: true, SlotsPerLimit: 8})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: 7, Window: time.Second, Slices: 4})
+	ref := &goRef{alg: a, states: map[string][]int64{}}
+	masters := map[int]bool{}
+	for k := range 40 {
+		name, _ := s.Key(a, fmt.Sprint("c", k))
+		masters[c.Owner(int(slot(name)))] = true
+	}
+	if len(masters) < 2 {
+		t.Fatalf("40 keys of one limit over 8 tags landed on %d master(s)", len(masters))
+	}
+	now := t0
+	for step := range 400 {
+		now += int64(step%5) * int64(time.Millisecond) * 7
+		key := fmt.Sprint("c", step%40)
+		want := micros(a.Decide(ref.state(key), now, 1))
+		got, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: key, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("step %d: redis %+v, go %+v", step, got, want)
+		}
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +91,12 @@ type Options struct {
 	// IdleAfter (default 1s; with ClientTime, 1m, since the caller's clock
 	// may run apart from Redis's).
 	TTLSlack time.Duration
+	// SlotsPerLimit spreads the keys of one limit over that many Redis
+	// Cluster hash tags (by a hash of the request key), so that one heavily
+	// used limit is served by several masters. The default, 1, keeps every
+	// key of a limit in one slot. Changing it moves every key: counts start
+	// again from zero.
+	SlotsPerLimit int
 	// ConnectLater lets New succeed while Redis is unreachable: calls then
 	// fail with ErrNotConnected (at once, without waiting) and the store
 	// tries to connect again at most every ReconnectEvery. A limiter node
@@ -112,6 +119,7 @@ type Store struct {
 	closed     bool
 	cluster    bool
 	clientTime bool
+	spread     int
 	prefix     string
 	timeout    time.Duration
 	slack      time.Duration
@@ -170,7 +178,10 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if o.ReconnectEvery <= 0 {
 		o.ReconnectEvery = time.Second
 	}
-	s := &Store{copt: copt, every: o.ReconnectEvery, cluster: o.Cluster, clientTime: o.ClientTime,
+	if o.SlotsPerLimit < 0 || o.SlotsPerLimit > 16384 {
+		return nil, fmt.Errorf("redisstore: SlotsPerLimit must be between 1 and 16384, got %d", o.SlotsPerLimit)
+	}
+	s := &Store{copt: copt, every: o.ReconnectEvery, cluster: o.Cluster, clientTime: o.ClientTime, spread: o.SlotsPerLimit,
 		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
 	c, err := s.dial(ctx)
 	switch {
@@ -320,6 +331,12 @@ func (s *Store) key(sp *spec, key string) string {
 	b.WriteString(s.prefix)
 	b.WriteString(":{")
 	b.WriteString(sp.tag)
+	if s.spread > 1 {
+		h := fnv.New32a()
+		h.Write([]byte(key))
+		b.WriteByte('.')
+		b.WriteString(strconv.FormatUint(uint64(h.Sum32()%uint32(s.spread)), 10))
+	}
 	b.WriteString("}:")
 	writeKey(&b, key)
 	return b.String()
