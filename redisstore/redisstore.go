@@ -15,7 +15,8 @@
 //	<prefix>:{<limit>}:<key>
 //
 // where <limit> is a hash of the algorithm's whole Config, so two limits
-// never share state and all keys of one limit hash to one Cluster slot, and
+// never share state and all keys of one limit hash to one Cluster slot
+// (Options.SlotsPerLimit can spread them), and
 // <key> is the request's key with every byte outside [A-Za-z0-9-_.] escaped
 // as %XX (long keys are replaced by # and their SHA-256), so no key can reach
 // another's. See docs/redis.md.
