@@ -491,7 +491,7 @@ BUILD[8] = function()
       return 1, limit - sum - cost, reset, 0, 0, OK
     end,
     record = function(P, s, now, cost)
-      local window, m, size = P[2], P[3], P[4]
+      local window, size = P[2], P[4]
       if cost < 1 then return end
       cost = min(cost, MAXLIMIT)
       local latest, drop = bl_view(P, s, now)
@@ -504,46 +504,22 @@ BUILD[8] = function()
         return
       end
       if now <= latest - window then return end
-      local i = n - 1
-      while i >= 0 and s[bl_at(P, s, i)] > now do i = i - 1 end
-      while cost > 0 do
-        local done = false
-        if i >= 0 then
-          local o = bl_at(P, s, i)
-          if s[o + 2] < m then
-            local k = min(cost, m - s[o + 2])
-            s[o + 1], s[o + 2] = max(s[o + 1], now), s[o + 2] + k
-            cost = cost - k
-            done = true
-          end
-        end
-        if not done and i + 1 < n then
-          local o = bl_at(P, s, i + 1)
-          if s[o + 2] < m then
-            local k = min(cost, m - s[o + 2])
-            s[o], s[o + 2] = min(s[o], now), s[o + 2] + k
-            cost = cost - k
-            done = true
-          end
-        end
-        if not done then
-          if n == size then
-            bl_add(P, s, s[bl_at(P, s, n - 1) + 1], cost, latest - window)
-            return
-          end
-          for j = n, i + 2, -1 do
-            local o, p = bl_at(P, s, j), bl_at(P, s, j - 1)
-            s[o], s[o + 1], s[o + 2] = s[p], s[p + 1], s[p + 2]
-          end
-          i = i + 1
-          local k = min(cost, m)
-          local o = bl_at(P, s, i)
-          s[o], s[o + 1], s[o + 2] = now, now, k
-          n = n + 1
-          s[1] = n
-          cost = cost - k
+      for i = n - 1, 0, -1 do
+        local o = bl_at(P, s, i)
+        if s[o] <= now then
+          s[o + 1], s[o + 2] = max(s[o + 1], now), addsat(s[o + 2], cost)
+          return
         end
       end
+      if n < size then
+        s[2] = (s[2] + size - 1) % size
+        s[1] = s[1] + 1
+        local o = bl_at(P, s, 0)
+        s[o], s[o + 1], s[o + 2] = now, now, cost
+        return
+      end
+      local o = bl_at(P, s, 0)
+      s[o], s[o + 2] = now, addsat(s[o + 2], cost)
     end,
   }
 end
