@@ -39,7 +39,7 @@ type Limit = algorithm.Config
 type Limiter struct {
 	alg   algorithm.Algorithm
 	store store.Store
-	mem   *memstore.Store // store, when it is a memory store: called directly
+	mem   *memstore.Store  // store, when it is a memory store: called directly
 	clock func() time.Time // nil: start plus the monotonic time since
 	start time.Time
 }
