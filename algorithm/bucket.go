@@ -21,7 +21,7 @@ type bucket struct {
 func newBucket(c Config, limit, capacity, interval int64) *bucket {
 	span := capacity * interval
 	return &bucket{
-		base:     base{cfg: c, words: 2, idle: time.Duration(span)},
+		base:     base{cfg: c, words: 2, idle: time.Duration(2 * span)},
 		limit:    limit,
 		capacity: capacity,
 		interval: interval,
@@ -79,7 +79,9 @@ func (a *bucket) Peek(s []int64, now, cost int64) Decision {
 }
 
 // Record takes cost units (at most a full bucket per call) without checking;
-// the bucket may go into debt, at most maxAhead.
+// the bucket may go into debt by at most one more full bucket, so a state
+// still equals a zero one IdleAfter (two refill spans) after its last update
+// and a store that expires idle keys forgives no debt.
 func (a *bucket) Record(s []int64, now, cost int64) {
 	s = s[:2:2]
 	if cost < 1 {
@@ -88,6 +90,6 @@ func (a *bucket) Record(s []int64, now, cost int64) {
 	repairTAT(s)
 	now = clampTime(now)
 	tat := max(s[0], now) + min(cost, a.capacity)*a.interval
-	s[0] = min(tat, max(s[1], now)+maxAhead)
+	s[0] = min(tat, max(s[1], now)+2*a.span)
 	s[1] = max(s[1], now)
 }

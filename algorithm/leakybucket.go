@@ -80,6 +80,6 @@ func (a *leakyBucket) Record(s []int64, now, cost int64) {
 	repairTAT(s)
 	now = clampTime(now)
 	free := max(s[0], now) + min(cost, a.limit)*a.interval
-	s[0] = min(free, max(s[1], now)+maxAhead)
+	s[0] = min(free, max(s[1], now)+int64(a.idle))
 	s[1] = max(s[1], now)
 }

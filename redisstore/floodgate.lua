@@ -23,7 +23,6 @@ local floor = math.floor
 local MAXT = 4611686018427387 -- algorithm.MaxTime (2^62 ns) in whole microseconds
 local MAXLIMIT = 4294967295   -- algorithm.MaxLimit
 local MAXCOUNT = 9007199254740992 -- counts saturate at 2^53 here (2^62 in Go)
-local MAXAHEAD = 4 * 366 * 86400 * 1000000 -- 4 * algorithm.MaxWindow in microseconds
 local MAXU32 = 4294967295
 
 -- Reason codes, decoded by the Go side.
@@ -333,7 +332,7 @@ BUILD[5] = function()
       if cost < 1 then return end
       now = clamp(now)
       local tat = max(s[1], now) + min(cost, P[2]) * P[3]
-      s[1] = min(tat, max(s[2], now) + MAXAHEAD)
+      s[1] = min(tat, max(s[2], now) + 2 * P[4])
       s[2] = max(s[2], now)
     end,
   }
@@ -364,7 +363,7 @@ BUILD[6] = function()
       if cost < 1 then return end
       now = clamp(now)
       local free = max(s[1], now) + min(cost, P[1]) * P[2]
-      s[1] = min(free, max(s[2], now) + MAXAHEAD)
+      s[1] = min(free, max(s[2], now) + P[3] + P[1] * P[2])
       s[2] = max(s[2], now)
     end,
   }
