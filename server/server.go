@@ -51,7 +51,6 @@ type Server struct {
 	grpc       *grpc.Server
 	health     *health.Server
 	listeners  map[string]net.Listener
-	listenOnce sync.Once
 }
 
 // Listener names, for Addr.

@@ -59,6 +59,7 @@ type Error struct {
 	Reason string
 }
 
+// Error returns "NAME:LINE: reason".
 func (e *Error) Error() string { return fmt.Sprintf("%s:%d: %s", e.Name, e.Line, e.Reason) }
 
 // Parse reads a whole trace from r and returns its records sorted by time
