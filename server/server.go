@@ -46,11 +46,11 @@ type Server struct {
 	redis *redisstore.Store
 	node  *distributed.Node
 
-	handler    http.Handler // admin and API
-	gatewayH   http.Handler // nil without routes
-	grpc       *grpc.Server
-	health     *health.Server
-	listeners  map[string]net.Listener
+	handler   http.Handler // admin and API
+	gatewayH  http.Handler // nil without routes
+	grpc      *grpc.Server
+	health    *health.Server
+	listeners map[string]net.Listener
 }
 
 // Listener names, for Addr.
