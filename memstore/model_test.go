@@ -57,14 +57,6 @@ func (m modelStore) decide(now int64, reqs []store.Request, out []algorithm.Deci
 	}
 }
 
-// recordsDebt names the algorithms whose Record can push a bucket into debt
-// beyond what IdleAfter covers: after ten Records at one instant, a gcra or
-// token-bucket state idle for IdleAfter still rejects where a zero state
-// allows. A store that expires such a key forgives the debt. Until the
-// algorithms bound the debt by IdleAfter, Sync is not mixed into the model
-// test for them.
-var recordsDebt = map[string]bool{algorithm.GCRA: true, algorithm.TokenBucket: true}
-
 // TestMatchesModel drives the memory store and the model with the same
 // random traffic through every algorithm, with clock jumps past the idle
 // time, and requires identical decisions.
@@ -120,7 +112,7 @@ func TestMatchesModel(t *testing.T) {
 			case op == 0:
 				swept += s.Sweep(now)
 				continue
-			case op == 2 && !recordsDebt[reqs[0].Algorithm.Name()]:
+			case op == 2:
 				// Another node's counts arrive (delayed synchronization).
 				b := []store.SyncBatch{{Algorithm: reqs[0].Algorithm, Key: reqs[0].Key}}
 				for range r.IntN(3) {
