@@ -51,8 +51,8 @@ func TestNewDefaultsAndErrors(t *testing.T) {
 	if a.Name() != BoundedLog || a.Config().Tolerance != 0.05 {
 		t.Errorf("default: got %s with tolerance %v, want bounded-log with 0.05", a.Name(), a.Config().Tolerance)
 	}
-	if got := mustNew(t, Config{Algorithm: SlidingWindow, Limit: 600, Window: time.Minute}); got.Config().Slices != 12 || got.Words() != 7 {
-		t.Errorf("sliding-window: slices %d words %d, want 12 and 7", got.Config().Slices, got.Words())
+	if got := mustNew(t, Config{Algorithm: SlidingWindow, Limit: 600, Window: time.Minute}); got.Config().Slices != 12 || got.Words() != 4 {
+		t.Errorf("sliding-window: slices %d words %d, want 12 and 4", got.Config().Slices, got.Words())
 	}
 	tb := mustNew(t, Config{Algorithm: TokenBucket, Limit: 600, Window: time.Minute})
 	if c := tb.Config(); c.Capacity != 600 || c.Rate != 10 {

@@ -35,9 +35,11 @@
 // window at most 2L, reached by piling L just before and L just after a
 // boundary. ResetAfter is the time until the current window ends.
 //
-// sliding-window (1 + ceil(N/2) words; 7 for the default 12 slices): N
-// slices of floor(W/N), counting the current slice and the N-1 before it as
-// seed 000 does; counts are packed two uint32 to a word. The counted span is
+// sliding-window (1 + ceil(N/4) words when L < 2^16, else 1 + ceil(N/2);
+// 4 and 7 for the default 12 slices): N slices of floor(W/N), counting the
+// current slice and the N-1 before it as seed 000 does; counts are packed
+// four 16-bit or two 32-bit fields to a word, and Record saturates a slice's
+// count at its field's maximum. The counted span is
 // shorter than W by up to one slice, so an adversary piling L units at the
 // end of the slice about to drop out and L more right after gets 2L through;
 // the busiest window is at most 2L. ResetAfter is the time until the newest

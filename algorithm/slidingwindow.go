@@ -1,48 +1,68 @@
 package algorithm
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // slidingWindow counts units in N slices of Window/N each and counts the
 // current slice and the N-1 before it, as seed 000's sliding window counter
 // does. The counted span is therefore between (N-1)/N of Window and Window.
 //
 // State: [0] the number of the newest slice (time/slice), then the N slice
-// counts packed two uint32 to a word, slice number z at ring position z%N.
+// counts packed into fields of the remaining words, slice number z at ring
+// position z%N, position p in bits [b*(p%f), b*(p%f+1)) of word 1+p/f. The
+// field width b is 16 bits when Limit fits in them and 32 bits otherwise;
+// f = 64/b fields share a word. Decide never lets a slice exceed Limit, and
+// Record saturates a count at the field's maximum, so no count spills into
+// its neighbour.
 type slidingWindow struct {
 	base
 	limit  int64
 	slice  int64 // nanoseconds per slice
 	slices int64
+	bits   int64  // width of a count field: 16 or 32
+	per    int64  // count fields per word: 64/bits
+	field  uint64 // largest count a field holds: 1<<bits - 1
+}
+
+// slidingWindowBits returns the width of a slice count field for a limit: 16
+// bits when the limit fits in them, else 32 (MaxLimit fits).
+func slidingWindowBits(limit int64) int64 {
+	if limit < 1<<16 {
+		return 16
+	}
+	return 32
 }
 
 func newSlidingWindow(c Config) *slidingWindow {
+	bits := slidingWindowBits(c.Limit)
+	per := 64 / bits
 	return &slidingWindow{
-		base:   base{cfg: c, words: 1 + (c.Slices+1)/2, idle: c.Window},
+		base:   base{cfg: c, words: 1 + int((int64(c.Slices)+per-1)/per), idle: c.Window},
 		limit:  c.Limit,
 		slice:  int64(c.Window) / int64(c.Slices),
 		slices: int64(c.Slices),
+		bits:   bits,
+		per:    per,
+		field:  1<<bits - 1,
 	}
 }
 
 // count returns the count of slice number z.
 func (a *slidingWindow) count(s []int64, z int64) int64 {
-	return countAt(s, z%a.slices)
+	return a.countAt(s, z%a.slices)
 }
 
 // countAt returns the count at ring position p.
-func countAt(s []int64, p int64) int64 {
-	return int64(uint32(uint64(s[1+p>>1]) >> (32 * (p & 1))))
+func (a *slidingWindow) countAt(s []int64, p int64) int64 {
+	return int64(uint64(s[1+p/a.per]) >> (a.bits * (p % a.per)) & a.field)
 }
 
-// set sets the count of slice number z to v (at most MaxUint32).
+// set sets the count of slice number z to v, saturated at the field's
+// maximum.
 func (a *slidingWindow) set(s []int64, z, v int64) {
 	p := z % a.slices
-	sh := 32 * (p % 2)
-	w := uint64(s[1+p/2])&^(math.MaxUint32<<sh) | uint64(min(v, math.MaxUint32))<<sh
-	s[1+p/2] = int64(w)
+	i, sh := 1+p/a.per, a.bits*(p%a.per)
+	v = min(v, int64(a.field))
+	s[i] = int64(uint64(s[i])&^(a.field<<sh) | uint64(v)<<sh)
 }
 
 // view returns the slice now falls in (never before the newest one in s),
@@ -60,7 +80,9 @@ func (a *slidingWindow) view(s []int64, now int64) (k, t, oldest, total int64) {
 	}
 	// Sum every slot, then take out the slices the gap since s[0] expired.
 	for _, w := range s[1:] {
-		total += int64(uint32(w)) + int64(uint64(w)>>32)
+		for u := uint64(w); u != 0; u >>= a.bits {
+			total += int64(u & a.field)
+		}
 	}
 	for z := max(s[0]-a.slices+1, 0); z < oldest; z++ {
 		total -= a.count(s, z)
@@ -89,7 +111,7 @@ func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision
 		// Slice z stops counting when slice z+N begins.
 		need, z, p := total+cost-a.limit, oldest, oldest%a.slices
 		for ; z < s[0]; z++ {
-			need -= countAt(s, p)
+			need -= a.countAt(s, p)
 			if need <= 0 {
 				break
 			}
@@ -116,7 +138,7 @@ func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision
 func (a *slidingWindow) resetAfter(s []int64, now, oldest, newest int64) time.Duration {
 	p := newest % a.slices
 	for z := newest; z >= oldest; z-- {
-		if countAt(s, p) > 0 {
+		if a.countAt(s, p) > 0 {
 			return time.Duration((z+a.slices)*a.slice - now)
 		}
 		if p--; p < 0 {

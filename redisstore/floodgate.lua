@@ -128,11 +128,16 @@ BUILD[1] = function()
 end
 
 -- 2: sliding-window. P: limit, slice, slices. State: newest slice number,
--- then one count per ring position (Go packs two to a word; the Go side
--- converts).
+-- then one count per ring position (Go packs them four to a word when the
+-- limit is below 2^16, else two; the Go side converts). A count saturates
+-- at its Go field's maximum: 65535 or 2^32-1.
 BUILD[2] = function()
   local function sw_count(P, s, z) return s[2 + imod(z, P[3])] end
-  local function sw_set(P, s, z, v) s[2 + imod(z, P[3])] = min(v, MAXU32) end
+  local function sw_set(P, s, z, v)
+    local field = MAXU32
+    if P[1] < 65536 then field = 65535 end
+    s[2 + imod(z, P[3])] = min(v, field)
+  end
   local function sw_view(P, s, now)
     local slice, N = P[2], P[3]
     now = clamp(now)

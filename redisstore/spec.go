@@ -155,14 +155,20 @@ func configTag(c algorithm.Config) string {
 
 // toGo converts a state read from Redis into the Go algorithm's state in
 // dst (len goWords): times from microseconds to nanoseconds, and the
-// sliding window's counts packed two to a word.
+// sliding window's counts packed as package algorithm packs them: four
+// 16-bit counts to a word when the limit is below 2^16, else two 32-bit.
 func (sp *spec) toGo(lua []int64, dst []int64) {
 	clear(dst)
 	if sp.code == codeSliding {
+		bits, field := 32, uint64(1<<32-1)
+		if sp.limit < 1<<16 {
+			bits, field = 16, 1<<16-1
+		}
+		per := 64 / bits
 		dst[0] = lua[0]
 		for p := range len(lua) - 1 {
-			v := uint64(uint32(lua[1+p]))
-			dst[1+p/2] = int64(uint64(dst[1+p/2]) | v<<(32*(p%2)))
+			v := uint64(lua[1+p]) & field
+			dst[1+p/per] = int64(uint64(dst[1+p/per]) | v<<(bits*(p%per)))
 		}
 		return
 	}
