@@ -10,6 +10,7 @@
 package metrics
 
 import (
+	"math"
 	"net/http"
 	"runtime"
 	runtimemetrics "runtime/metrics"
@@ -24,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Results a rule's decision is counted under, as the "result" label of
@@ -137,7 +139,11 @@ type sample struct {
 	at                                   time.Time
 	allowed, rejected, unmatched, errors uint64
 	latencyNs                            uint64
-	rules                                map[string][3]uint64
+	// latencyLE and latencyCum are the latency histogram's bucket bounds
+	// (seconds) and cumulative counts.
+	latencyLE  []float64
+	latencyCum []uint64
+	rules      map[string][3]uint64
 }
 
 // Option configures a Recorder.
@@ -419,6 +425,10 @@ type RequestStats struct {
 	RejectedPerSec float64 `json:"rejected_per_s"`
 	// MeanLatencyMs is the recent mean decision time in milliseconds.
 	MeanLatencyMs float64 `json:"mean_latency_ms"`
+	// P99LatencyMs bounds the recent 99th percentile decision time from
+	// above: the upper edge, in milliseconds, of the histogram bucket that
+	// holds it (0 with no recent requests; +Inf is reported as -1).
+	P99LatencyMs float64 `json:"p99_latency_ms"`
 }
 
 // RuleStats is one rule's decisions: totals since start and recent rates.
@@ -469,6 +479,15 @@ func (r *Recorder) current(at time.Time) sample {
 		errors:    r.totals.errors.Load(),
 		latencyNs: r.totals.latencyNs.Load(),
 		rules:     map[string][3]uint64{},
+	}
+	var m dto.Metric
+	if err := r.latency.Write(&m); err == nil && m.Histogram != nil {
+		for _, b := range m.Histogram.Bucket {
+			s.latencyLE = append(s.latencyLE, b.GetUpperBound())
+			s.latencyCum = append(s.latencyCum, b.GetCumulativeCount())
+		}
+		s.latencyLE = append(s.latencyLE, math.Inf(1))
+		s.latencyCum = append(s.latencyCum, m.Histogram.GetSampleCount())
 	}
 	r.rulesMu.RLock()
 	for name, rs := range r.rules {
@@ -539,6 +558,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	if n := total - baseTotal; n > 0 && cur.latencyNs >= base.latencyNs {
 		snap.Requests.MeanLatencyMs = float64(cur.latencyNs-base.latencyNs) / float64(n) / 1e6
 	}
+	snap.Requests.P99LatencyMs = quantileBound(base, cur, 0.99)
 	if ns := r.lastReload.Load(); ns != 0 {
 		t := time.Unix(0, ns)
 		snap.Reloads.Last = &t
@@ -570,4 +590,34 @@ func (r *Recorder) Snapshot() Snapshot {
 		snap.HeapBytes = heap[0].Value.Uint64()
 	}
 	return snap
+}
+
+// quantileBound returns the upper edge, in milliseconds, of the latency
+// bucket holding quantile q of the observations made between base and cur;
+// 0 if there were none, -1 if it is the unbounded last bucket.
+func quantileBound(base, cur sample, q float64) float64 {
+	n := len(cur.latencyCum)
+	if n == 0 {
+		return 0
+	}
+	baseCum := func(i int) uint64 {
+		if len(base.latencyCum) == n {
+			return base.latencyCum[i]
+		}
+		return 0
+	}
+	total := cur.latencyCum[n-1] - baseCum(n-1)
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(total)))
+	for i := range n {
+		if cur.latencyCum[i]-baseCum(i) >= rank {
+			if math.IsInf(cur.latencyLE[i], 1) {
+				return -1
+			}
+			return cur.latencyLE[i] * 1e3
+		}
+	}
+	return -1
 }

@@ -238,6 +238,50 @@ func TestSnapshotRates(t *testing.T) {
 	}
 }
 
+// TestRecentP99 checks the p99 bound follows the recent latencies: 990 fast
+// and 10 slow decisions leave p99 in the fast bucket; 20 slow ones move it to
+// the slow bucket; once those age out of the window it falls back.
+func TestRecentP99(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	r := New(WithClock(clk.now))
+	ok := result(status("a", "k", true, false))
+	if got := r.Snapshot().Requests.P99LatencyMs; got != 0 {
+		t.Errorf("p99 with no requests = %v", got)
+	}
+	for range 990 {
+		r.Observe(ok, 8*time.Microsecond)
+	}
+	for range 10 {
+		r.Observe(ok, 3*time.Millisecond)
+	}
+	if got := r.Snapshot().Requests.P99LatencyMs; got != 0.01 {
+		t.Errorf("p99 bound = %v ms, want 0.01 (the 10 µs bucket)", got)
+	}
+	for range 10 {
+		r.Observe(ok, 3*time.Millisecond)
+	}
+	if got := r.Snapshot().Requests.P99LatencyMs; got != 5 {
+		t.Errorf("p99 bound = %v ms, want 5 (the 2.5-5 ms bucket)", got)
+	}
+	// Ten quiet seconds, then fast traffic only: the slow calls are out of
+	// the rate window.
+	for range 10 {
+		clk.advance(time.Second)
+		r.Snapshot()
+	}
+	for range 100 {
+		r.Observe(ok, 20*time.Microsecond)
+	}
+	if got := r.Snapshot().Requests.P99LatencyMs; got != 0.025 {
+		t.Errorf("p99 bound after the window moved = %v ms, want 0.025", got)
+	}
+	r.Observe(ok, 2*time.Second)
+	r.Observe(ok, 2*time.Second)
+	if got := r.Snapshot().Requests.P99LatencyMs; got != -1 {
+		t.Errorf("p99 in the +Inf bucket = %v, want -1", got)
+	}
+}
+
 func TestTopRejectedKeys(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	r := New(WithClock(clk.now))

@@ -115,6 +115,7 @@ func TestBrowserRendersLiveData(t *testing.T) {
 		"store up",                            // health pill
 		"memory",                              // store type
 		`<span class="tag tag-shadow">shadow`, // shadow marker
+		"p99 ≤ ",                              // recent latency bound
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)

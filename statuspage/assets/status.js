@@ -55,7 +55,9 @@
     $("rejps").className = "value" + (q.rejected_per_s > 0 ? " rej" : "");
     setText("rej-sub", fmtInt(q.rejected) + " rejected, " + fmtInt(q.errors) + " errors");
     setText("latency", fmtMs(q.mean_latency_ms));
-    setText("lat-sub", "over the last " + Math.round(m.rate_window_s || 0) + " s");
+    var p99 = q.p99_latency_ms;
+    setText("lat-sub", (p99 > 0 ? "p99 ≤ " + fmtMs(p99) + " · " : p99 < 0 ? "p99 over 1 s · " : "") +
+      "last " + Math.round(m.rate_window_s || 0) + " s");
     var s = m.store || {};
     setText("store", (s.type || "?") + (s.up ? "" : " down"));
     $("store").className = "value" + (s.up ? "" : " rej");
