@@ -103,19 +103,20 @@ func TestNewDefaultsAndErrors(t *testing.T) {
 	}
 }
 
-// TestBoundedLogSize checks the ring size formula against the bound in
-// boundedlog.go's comment.
+// TestBoundedLogSize checks the ring size formula: twice the entries of m
+// units the limit needs (Decide needs ceil(L/m)+2, Record's time-capped
+// entries as many again), plus two.
 func TestBoundedLogSize(t *testing.T) {
 	for _, tc := range []struct {
 		l       int64
 		e       float64
 		m, size int64
 	}{
-		{600, 0.05, 30, 22},
-		{600, 0.1, 60, 12},
-		{10, 0.05, 1, 12},
-		{1, 0.05, 1, 3},
-		{7, 0.5, 3, 5},
+		{600, 0.05, 30, 42},
+		{600, 0.1, 60, 22},
+		{10, 0.05, 1, 22},
+		{1, 0.05, 1, 4},
+		{7, 0.5, 3, 8},
 	} {
 		m, size := boundedLogSize(tc.l, tc.e)
 		if m != tc.m || size != tc.size {
@@ -123,8 +124,8 @@ func TestBoundedLogSize(t *testing.T) {
 		}
 	}
 	a := mustNew(t, Config{Limit: 600, Window: time.Minute})
-	if a.Words() != 2+3*22 {
-		t.Errorf("bounded-log 600/min words = %d, want %d", a.Words(), 2+3*22)
+	if a.Words() != 2+3*42 {
+		t.Errorf("bounded-log 600/min words = %d, want %d", a.Words(), 2+3*42)
 	}
 }
 

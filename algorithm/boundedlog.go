@@ -28,25 +28,29 @@ import "time"
 // then it is the oldest entry; so after an accepted request at t the kept
 // entries are at most one straddler, k full entries of m units after it and
 // the open entry with at least 1 unit, all but the straddler counted in S <= L:
-// k*m + 1 <= L, k <= floor((L-1)/m). So at most floor((L-1)/m) + 2 <=
-// ceil(L/m) + 2 entries are ever kept, which is maxEntries; a test checks it
-// on random traffic. Only Record, which does not check the limit, can fill
-// the ring; then it adds to the open entry beyond m rather than lose units.
+// k*m + 1 <= L, k <= floor((L-1)/m). So Decide alone keeps at most
+// floor((L-1)/m) + 2 <= ceil(L/m) + 2 entries; a test checks it on random
+// traffic. Record, which merges counts taken elsewhere, also closes entries
+// that span ceil(W*m/L) (see Record), so the ring holds 2*ceil(L/m) + 2
+// entries. Only when it is full does Record put more than m units in an
+// entry, rather than lose units.
 //
 // State: [0] number of entries, [1] index of the oldest entry in the ring,
-// then maxEntries entries of three words: first, last, count.
+// then 2*ceil(L/m) + 2 entries of three words: first, last, count.
 type boundedLog struct {
 	base
 	limit, window int64
 	m             int64 // units per entry
 	size          int64 // entries in the ring
+	span          int64 // Record's entries span less than this: ceil(W*m/L)
 }
 
 // boundedLogSize returns the units per entry and the ring size for limit l
-// and tolerance e.
+// and tolerance e: room for Decide's ceil(l/m)+2 entries and as many again
+// for the time-capped entries Record makes of late events.
 func boundedLogSize(l int64, e float64) (m, size int64) {
 	m = max(1, int64(e*float64(l)))
-	return m, (l+m-1)/m + 2
+	return m, 2*((l+m-1)/m) + 2
 }
 
 func newBoundedLog(c Config) *boundedLog {
@@ -57,6 +61,7 @@ func newBoundedLog(c Config) *boundedLog {
 		window: int64(c.Window),
 		m:      m,
 		size:   size,
+		span:   mulDivUp(int64(c.Window), m, c.Limit),
 	}
 }
 
@@ -193,9 +198,32 @@ func (a *boundedLog) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)
 }
 
-// Record adds cost units at now without checking the limit. An event older
-// than the newest entry joins the entry that covers its time (the latest one
-// starting at or before it), or a new oldest entry if it predates them all.
+// Record adds cost units at now without checking the limit, as merges of
+// counts taken elsewhere do. Its entries hold at most m units, as Decide's
+// do, and also span less than span (the time L units at the limit's even
+// rate take to fill one: ceil(W·m/L)); that is why the ring has room for
+// twice as many entries as Decide needs.
+//
+// An event at or after the newest entry's last timestamp is appended. An
+// older one (a late event, pushed by another node) goes, while there is
+// room, to:
+//
+//   - the entry that covers its time (the latest one starting at or before
+//     it), moving that entry's last timestamp up to it if need be;
+//   - if the event falls after a full covering entry, into the gap: the next
+//     entry, its first timestamp moved down to the event, or a new entry;
+//   - if it falls inside a full entry, the first later entry with room, its
+//     first timestamp moved down to the end of the entry before it when that
+//     keeps its span, or else a new entry at the end of the full one. This
+//     is the one place an event is counted as later than it happened: an
+//     overcount by at most the full entry's span, never an undercount;
+//   - if it predates every entry, the oldest entry, its first timestamp moved
+//     down, or a new oldest entry.
+//
+// So entries stay in time order without overlapping and every unit lies at
+// or before its entry's last timestamp: at most one entry straddles t-W, and
+// the log undercounts (t-W, t] by at most m. Only when the ring is full do
+// units go beyond m, into the entry covering their time.
 func (a *boundedLog) Record(s []int64, now, cost int64) {
 	s = s[:a.words:a.words]
 	if cost < 1 {
@@ -206,28 +234,94 @@ func (a *boundedLog) Record(s []int64, now, cost int64) {
 	latest, drop, _, _ := a.view(s, now)
 	s[1] = (s[1] + drop) % a.size
 	s[0] -= drop
-	now, n := clampTime(now), s[0]
-	if n == 0 || now >= s[a.at(s, n-1)+1] {
-		a.add(s, now, cost, latest-a.window)
+	now = clampTime(now)
+	if n := s[0]; n == 0 || now >= s[a.at(s, n-1)+1] {
+		a.add(s, now, cost, max(latest-a.window, now-a.span))
 		return
 	}
 	if now <= latest-a.window {
 		return // it would be dropped right away
 	}
-	for i := n - 1; i >= 0; i-- {
-		o := a.at(s, i)
-		if s[o] <= now {
-			s[o+1], s[o+2] = max(s[o+1], now), addSat(s[o+2], cost)
+	for cost > 0 {
+		n := s[0]
+		i := n - 1
+		for i >= 0 && s[a.at(s, i)] > now {
+			i--
+		}
+		var o int64 // the entry that takes units, after setting its times
+		switch {
+		case i < 0: // before every entry
+			o = a.at(s, 0)
+			if !a.room(s[o+2], now, s[o+1]) {
+				if n < a.size {
+					o = a.insert(s, 0, now)
+					break
+				}
+				s[o], s[o+2] = now, addSat(s[o+2], cost) // the ring is full
+				return
+			}
+			s[o] = now
+		case s[a.at(s, i)+2] < a.m && (now <= s[a.at(s, i)+1] || a.room(0, s[a.at(s, i)], now)):
+			o = a.at(s, i)
+			s[o+1] = max(s[o+1], now)
+		case now > s[a.at(s, i)+1]: // in the gap after a full entry
+			if o = a.at(s, i+1); a.room(s[o+2], now, s[o+1]) {
+				s[o] = now
+				break
+			}
+			if n < a.size {
+				o = a.insert(s, i+1, now)
+				break
+			}
+			o = a.at(s, i)
+			s[o+1], s[o+2] = now, addSat(s[o+2], cost) // the ring is full
+			return
+		default: // inside a full entry
+			j := i + 1
+			for j < n && s[a.at(s, j)+2] >= a.m {
+				j++
+			}
+			if j < n {
+				o = a.at(s, j)
+				if t := max(now, s[a.at(s, j-1)+1]); s[o+1]-t < a.span {
+					s[o] = min(s[o], t)
+				}
+				break
+			}
+			if n < a.size {
+				o = a.insert(s, i+1, s[a.at(s, i)+1])
+				break
+			}
+			o = a.at(s, i)
+			s[o+2] = addSat(s[o+2], cost) // the ring is full
 			return
 		}
+		k := min(cost, a.m-s[o+2])
+		s[o+2] += k
+		cost -= k
 	}
-	if n < a.size {
+}
+
+// room reports whether an entry of count units from first to last may take
+// more units from Record.
+func (a *boundedLog) room(count, first, last int64) bool {
+	return count < a.m && last-first < a.span
+}
+
+// insert puts an empty entry at time t at index i, moving the entries from
+// i on one place newer, and returns its offset. The ring must not be full.
+func (a *boundedLog) insert(s []int64, i, t int64) int64 {
+	n := s[0]
+	if i == 0 {
 		s[1] = (s[1] + a.size - 1) % a.size
-		s[0]++
-		o := a.at(s, 0)
-		s[o], s[o+1], s[o+2] = now, now, cost
-		return
+	} else {
+		for j := n; j > i; j-- {
+			d, o := a.at(s, j), a.at(s, j-1)
+			s[d], s[d+1], s[d+2] = s[o], s[o+1], s[o+2]
+		}
 	}
-	o := a.at(s, 0)
-	s[o], s[o+2] = now, addSat(s[o+2], cost)
+	s[0] = n + 1
+	o := a.at(s, i)
+	s[o], s[o+1], s[o+2] = t, t, 0
+	return o
 }

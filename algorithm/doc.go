@@ -86,10 +86,14 @@
 // request. ResetAfter (and RetryAfter when rejected) is the time until that
 // guard empties the state, or zero if W is zero, when only a Release helps.
 //
-// bounded-log (2 + 3·(ceil(L/m)+2) words, m = max(1, floor(e·L)), e =
+// bounded-log (2 + 3·(2·ceil(L/m)+2) words, m = max(1, floor(e·L)), e =
 // Tolerance, default 0.05): Floodgate's own, described in GUIDE.md and in
 // the source. It keeps both promises for any traffic: the busiest window is
 // at most L + m <= (1+e)·L, and a request that keeps the key's accepted
 // units in the trailing W within L is never rejected. ResetAfter is the time
-// until no entry is counted.
+// until no entry is counted. Record merges late events (older than the
+// newest entry, as delayed nodes push them) without letting an entry grow
+// past m units or the count of (t-W, t] fall more than m short; an event
+// inside a full entry is counted from a later entry instead, a short
+// overcount. Half the ring is for the entries Record makes.
 package algorithm

@@ -239,13 +239,17 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time) {
 }
 
 // appendHistory adds the events pushed by sync seq to h as one event (the
-// last time, the summed cost, which counts them no earlier than they
-// happened) and drops history at or before cutoff.
+// earliest time, the summed cost, which counts them no later than they
+// happened: pushed again, they never make a client at its limit be
+// rejected, and they leave the window at most one sync interval early) and
+// drops history at or before cutoff.
 func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64) []pushedEvent {
 	ev := pushedEvent{seq: seq}
-	for _, s := range sent {
+	for i, s := range sent {
 		ev.Cost += s.Cost
-		ev.Time = max(ev.Time, s.Time)
+		if i == 0 || s.Time < ev.Time {
+			ev.Time = s.Time
+		}
 	}
 	drop := 0
 	for drop < len(h) && h[drop].Time <= cutoff {

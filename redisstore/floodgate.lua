@@ -419,8 +419,9 @@ BUILD[7] = function()
 end
 
 -- 8: bounded-log. P: limit, window, m (units per entry), size (entries in
--- the ring). State: entries, ring index of the oldest, then size entries of
--- first, last, count.
+-- the ring: twice what Decide needs, for Record's time-capped entries).
+-- State: entries, ring index of the oldest, then size entries of first,
+-- last, count.
 BUILD[8] = function()
   local function bl_at(P, s, i) return 3 + 3 * ((s[2] + i) % P[4]) end
   local function bl_view(P, s, now)
@@ -442,6 +443,23 @@ BUILD[8] = function()
     local o = bl_at(P, s, n - 1)
     if s[o] > now - P[2] and s[o + 2] + cost <= P[3] then return s[o] end
     return now
+  end
+  -- bl_insert puts an empty entry at time t at index i, moving the entries
+  -- from i on one place newer, and returns its offset.
+  local function bl_insert(P, s, i, t)
+    local n, size = s[1], P[4]
+    if i == 0 then
+      s[2] = (s[2] + size - 1) % size
+    else
+      for j = n, i + 1, -1 do
+        local d, o = bl_at(P, s, j), bl_at(P, s, j - 1)
+        s[d], s[d + 1], s[d + 2] = s[o], s[o + 1], s[o + 2]
+      end
+    end
+    s[1] = n + 1
+    local o = bl_at(P, s, i)
+    s[o], s[o + 1], s[o + 2] = t, t, 0
+    return o
   end
   local function bl_add(P, s, now, cost, cut)
     local m, size = P[3], P[4]
@@ -495,35 +513,74 @@ BUILD[8] = function()
       return 1, limit - sum - cost, reset, 0, 0, OK
     end,
     record = function(P, s, now, cost)
-      local window, size = P[2], P[4]
+      local limit, window, m, size = P[1], P[2], P[3], P[4]
       if cost < 1 then return end
       cost = min(cost, MAXLIMIT)
+      -- Record's entries span less than ceil(W*m/L).
+      local span = muldivup(window, m, limit)
+      local function room(count, first, last) return count < m and last - first < span end
       local latest, drop = bl_view(P, s, now)
       s[2] = (s[2] + drop) % size
       s[1] = s[1] - drop
       now = clamp(now)
       local n = s[1]
       if n == 0 or now >= s[bl_at(P, s, n - 1) + 1] then
-        bl_add(P, s, now, cost, latest - window)
+        bl_add(P, s, now, cost, max(latest - window, now - span))
         return
       end
       if now <= latest - window then return end
-      for i = n - 1, 0, -1 do
-        local o = bl_at(P, s, i)
-        if s[o] <= now then
-          s[o + 1], s[o + 2] = max(s[o + 1], now), addsat(s[o + 2], cost)
-          return
+      while cost > 0 do
+        n = s[1]
+        local i = n - 1
+        while i >= 0 and s[bl_at(P, s, i)] > now do i = i - 1 end
+        local o
+        if i < 0 then
+          -- Before every entry.
+          o = bl_at(P, s, 0)
+          if room(s[o + 2], now, s[o + 1]) then
+            s[o] = now
+          elseif n < size then
+            o = bl_insert(P, s, 0, now)
+          else
+            s[o], s[o + 2] = now, addsat(s[o + 2], cost)
+            return
+          end
+        else
+          local oi = bl_at(P, s, i)
+          if s[oi + 2] < m and (now <= s[oi + 1] or room(0, s[oi], now)) then
+            o = oi
+            s[o + 1] = max(s[o + 1], now)
+          elseif now > s[oi + 1] then
+            -- In the gap after a full entry.
+            o = bl_at(P, s, i + 1)
+            if room(s[o + 2], now, s[o + 1]) then
+              s[o] = now
+            elseif n < size then
+              o = bl_insert(P, s, i + 1, now)
+            else
+              s[oi + 1], s[oi + 2] = now, addsat(s[oi + 2], cost)
+              return
+            end
+          else
+            -- Inside a full entry.
+            local j = i + 1
+            while j < n and s[bl_at(P, s, j) + 2] >= m do j = j + 1 end
+            if j < n then
+              o = bl_at(P, s, j)
+              local t = max(now, s[bl_at(P, s, j - 1) + 1])
+              if s[o + 1] - t < span then s[o] = min(s[o], t) end
+            elseif n < size then
+              o = bl_insert(P, s, i + 1, s[oi + 1])
+            else
+              s[oi + 2] = addsat(s[oi + 2], cost)
+              return
+            end
+          end
         end
+        local k = min(cost, m - s[o + 2])
+        s[o + 2] = s[o + 2] + k
+        cost = cost - k
       end
-      if n < size then
-        s[2] = (s[2] + size - 1) % size
-        s[1] = s[1] + 1
-        local o = bl_at(P, s, 0)
-        s[o], s[o + 1], s[o + 2] = now, now, cost
-        return
-      end
-      local o = bl_at(P, s, 0)
-      s[o], s[o + 2] = now, addsat(s[o + 2], cost)
     end,
   }
 end

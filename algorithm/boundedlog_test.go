@@ -1,0 +1,155 @@
+package algorithm
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// delivery is one push of events by one node, at the time it was sent.
+type delivery struct {
+	at     int64
+	events []event
+}
+
+// nodePushes spreads the events of a trace over nodes (each event goes to a
+// random node) and returns what the nodes push, in the order they push it:
+// every node sends the events it took since its last push every interval,
+// on its own phase, except during outages, after which each sends its whole
+// backlog at once, node after node.
+func nodePushes(rng *rand.Rand, ev []event, nodes int, interval int64, outages [][2]int64) []delivery {
+	type node struct {
+		next    int64
+		pending []event
+	}
+	ns := make([]node, nodes)
+	for i := range ns {
+		ns[i].next = rng.Int64N(interval) + 1
+	}
+	down := func(t int64) bool {
+		for _, o := range outages {
+			if t >= o[0] && t < o[1] {
+				return true
+			}
+		}
+		return false
+	}
+	var out []delivery
+	flushUpTo := func(t int64) {
+		for {
+			// The node whose push is due first.
+			best := -1
+			for i := range ns {
+				if ns[i].next <= t && (best < 0 || ns[i].next < ns[best].next) {
+					best = i
+				}
+			}
+			if best < 0 {
+				return
+			}
+			n := &ns[best]
+			if !down(n.next) && len(n.pending) > 0 {
+				out = append(out, delivery{n.next, n.pending})
+				n.pending = nil
+			}
+			n.next += interval
+		}
+	}
+	for _, e := range ev {
+		flushUpTo(e.t)
+		i := rng.IntN(nodes)
+		ns[i].pending = append(ns[i].pending, e)
+	}
+	flushUpTo(ev[len(ev)-1].t + 2*interval + outages[len(outages)-1][1])
+	return out
+}
+
+// TestBoundedLogLateRecord merges traces as delayed nodes would (8 nodes
+// pushing every W/300, with outages of W/6 after which every node pushes its
+// backlog) and checks after every push that the log undercounts the exact
+// units of (t-W, t] by at most m, that no entry holds more than m while the
+// window holds fewer than L units, that entries stay in time order without
+// overlapping, and that every decision is well formed.
+func TestBoundedLogLateRecord(t *testing.T) {
+	totalLate, total := 0, 0
+	defer func() {
+		if totalLate < total/5 {
+			t.Errorf("only %d of %d events were late: the test misses Record's late path", totalLate, total)
+		}
+	}()
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		l := []int64{20, 100, 600, 1000}[seed%4]
+		tol := []float64{0.05, 0.1, 0.2}[seed%3]
+		w := int64(time.Minute)
+		a := mustNew(t, Config{Algorithm: BoundedLog, Limit: l, Window: time.Minute, Tolerance: tol}).(*boundedLog)
+		// About the limit's rate, with some bursts, for four windows.
+		var ev []event
+		for tm := int64(time.Second); tm < 4*w; {
+			tm += rng.Int64N(2*w/l) + 1
+			if rng.IntN(50) == 0 {
+				tm += rng.Int64N(w / 10)
+			}
+			cost := int64(1)
+			if rng.IntN(10) == 0 {
+				cost = 1 + rng.Int64N(3)
+			}
+			ev = append(ev, event{tm, cost})
+		}
+		outages := [][2]int64{{w + w/3, w + w/2}, {3 * w, 3*w + w/6}}
+		pushes := nodePushes(rng, ev, 8, w/300, outages)
+		s := make([]int64, a.Words())
+		var got []event // every event recorded so far, in time order
+		excess := func() (x int64) {
+			for i := range s[0] {
+				x += max(0, s[a.at(s, i)+2]-a.m)
+			}
+			return x
+		}
+		full, late := 0, 0
+		for pi, p := range pushes {
+			for _, e := range p.events {
+				if s[0] > 0 && e.t < s[a.at(s, s[0]-1)+1] {
+					late++
+				}
+				before := excess()
+				a.Record(s, e.t, e.cost)
+				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
+				got = slices.Insert(got, i, e)
+				// Units beyond m only when the ring is full, which takes
+				// at least L units in the window.
+				if latest, _, _, _ := a.view(s, e.t); excess() > before && windowSum(got, latest, w) < l {
+					t.Fatalf("seed %d (L %d) push %d: an entry went above m = %d with %d units in the window: %v",
+						seed, l, pi, a.m, windowSum(got, latest, w), s)
+				}
+			}
+			now := max(p.at, got[len(got)-1].t)
+			latest, drop, _, sum := a.view(s, now)
+			exact := windowSum(got, latest, w)
+			d := a.Peek(s, now, 1)
+			checkDecision(t, a, d, 1)
+			if excess() > 0 {
+				full++ // a full ring made an entry hold more than m
+			} else if sum < exact-a.m || d.Remaining > max(0, l-exact+a.m) {
+				t.Fatalf("seed %d (L %d, m %d) push %d at %v: counts %d (remaining %d), exact %d: undercount above m",
+					seed, l, a.m, pi, time.Duration(latest), sum, d.Remaining, exact)
+			}
+			if d := a.Peek(s, now, l); !d.Allowed {
+				checkDecision(t, a, d, l)
+			}
+			n := s[0]
+			for i := drop; i < n; i++ { // the entries kept at now
+				o := a.at(s, i)
+				if s[o] > s[o+1] || s[o+2] < 1 {
+					t.Fatalf("seed %d push %d: bad entry %d: %v", seed, pi, i, s[o:o+3])
+				}
+				if i+1 < n && s[o+1] > s[a.at(s, i+1)] {
+					t.Fatalf("seed %d push %d: entries %d and %d overlap: %v %v", seed, pi, i, i+1, s[o:o+3], s[a.at(s, i+1):a.at(s, i+1)+3])
+				}
+			}
+		}
+		totalLate, total = totalLate+late, total+len(ev)
+		t.Logf("seed %d (L %d, m %d): %d events, %d late, %d of %d pushes with a full ring", seed, l, a.m, len(ev), late, full, len(pushes))
+	}
+}
