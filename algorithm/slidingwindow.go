@@ -19,7 +19,7 @@ type slidingWindow struct {
 	slice  int64 // nanoseconds per slice
 	slices int64
 	bits   int64  // width of a count field: 16 or 32
-	per    int64  // count fields per word: 64/bits
+	perLog int64  // log2 of the count fields per word (64/bits): 2 or 1
 	field  uint64 // largest count a field holds: 1<<bits - 1
 }
 
@@ -33,15 +33,18 @@ func slidingWindowBits(limit int64) int64 {
 }
 
 func newSlidingWindow(c Config) *slidingWindow {
-	bits := slidingWindowBits(c.Limit)
-	per := 64 / bits
+	bits, perLog := slidingWindowBits(c.Limit), int64(1)
+	if bits == 16 {
+		perLog = 2
+	}
+	per := int64(1) << perLog
 	return &slidingWindow{
 		base:   base{cfg: c, words: 1 + int((int64(c.Slices)+per-1)/per), idle: c.Window},
 		limit:  c.Limit,
 		slice:  int64(c.Window) / int64(c.Slices),
 		slices: int64(c.Slices),
 		bits:   bits,
-		per:    per,
+		perLog: perLog,
 		field:  1<<bits - 1,
 	}
 }
@@ -53,14 +56,15 @@ func (a *slidingWindow) count(s []int64, z int64) int64 {
 
 // countAt returns the count at ring position p.
 func (a *slidingWindow) countAt(s []int64, p int64) int64 {
-	return int64(uint64(s[1+p/a.per]) >> (a.bits * (p % a.per)) & a.field)
+	mask := int64(1)<<a.perLog - 1
+	return int64(uint64(s[1+p>>a.perLog]) >> (a.bits * (p & mask)) & a.field)
 }
 
 // set sets the count of slice number z to v, saturated at the field's
 // maximum.
 func (a *slidingWindow) set(s []int64, z, v int64) {
 	p := z % a.slices
-	i, sh := 1+p/a.per, a.bits*(p%a.per)
+	i, sh := 1+p>>a.perLog, a.bits*(p&(int64(1)<<a.perLog-1))
 	v = min(v, int64(a.field))
 	s[i] = int64(uint64(s[i])&^(a.field<<sh) | uint64(v)<<sh)
 }
