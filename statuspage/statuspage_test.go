@@ -188,3 +188,34 @@ func TestFormatWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestMountedUnderPrefix checks the page works behind http.StripPrefix, as
+// its doc says: the page, its parts and the feed resolve under the prefix.
+func TestMountedUnderPrefix(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("/status/", http.StripPrefix("/status", Handler(newLiveSource(t))))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, p := range []string{"/status/", "/status/status.js", "/status/status.css", "/status/status.json"} {
+		resp, err := srv.Client().Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d", p, resp.StatusCode)
+		}
+	}
+	// The page refers to its parts by relative URL, so they resolve under
+	// the prefix.
+	b, _ := assets.ReadFile("assets/index.html")
+	for _, ref := range []string{`src="status.js"`, `href="status.css"`} {
+		if !strings.Contains(string(b), ref) {
+			t.Errorf("index.html lacks relative reference %s", ref)
+		}
+	}
+	js, _ := assets.ReadFile("assets/status.js")
+	if !strings.Contains(string(js), `fetch("status.json"`) {
+		t.Error("status.js does not fetch the feed by relative URL")
+	}
+}
