@@ -153,3 +153,35 @@ func TestBoundedLogLateRecord(t *testing.T) {
 		t.Logf("seed %d (L %d, m %d): %d events, %d late, %d of %d pushes with a full ring", seed, l, a.m, len(ev), late, full, len(pushes))
 	}
 }
+
+// TestBoundedLogLateRecordAtTheLimit is the delayed-sync outage of the
+// distributed tests at the algorithm level: a client at exactly the limit
+// (600 per minute, one request every 100 ms) whose events eight nodes push
+// every 200 ms, none of them from 55 to 65 s. After every push the merged
+// log must count no more than the exact units of (t-W, t], since any
+// overcount rejects this client, and no fewer than that minus m.
+func TestBoundedLogLateRecordAtTheLimit(t *testing.T) {
+	w := int64(time.Minute)
+	for seed := range uint64(10) {
+		a := mustNew(t, Config{Algorithm: BoundedLog, Limit: 600, Window: time.Minute}).(*boundedLog)
+		rng := rand.New(rand.NewPCG(seed, 5))
+		var ev []event
+		for i := range int64(1200) {
+			ev = append(ev, event{i * int64(100*time.Millisecond), 1})
+		}
+		pushes := nodePushes(rng, ev, 8, int64(200*time.Millisecond), [][2]int64{{55e9, 65e9}})
+		s := make([]int64, a.Words())
+		var got []event
+		for _, p := range pushes {
+			for _, e := range p.events {
+				a.Record(s, e.t, e.cost)
+				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
+				got = slices.Insert(got, i, e)
+			}
+			latest, _, _, sum := a.view(s, p.at)
+			if exact := windowSum(got, latest, w); sum > exact || sum < exact-a.m {
+				t.Fatalf("seed %d at %v: counts %d, exact %d (m %d)", seed, time.Duration(latest), sum, exact, a.m)
+			}
+		}
+	}
+}
