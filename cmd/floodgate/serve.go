@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/floodgate-dev/floodgate/server"
@@ -33,6 +35,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("serve takes no arguments; got %q", fs.Args())
+	}
+	// The server's heap is small and short-lived per call, so collecting
+	// less often buys throughput for little memory: 28,300 calls/s against
+	// 24,800 with the default, and a quarter less CPU per call
+	// (docs/benchmarks/serve.md). GOGC in the environment still decides.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
 	}
 	if *printConfig {
 		_, err := stdout.Write(server.DefaultYAML())
