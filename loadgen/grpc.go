@@ -90,8 +90,7 @@ func newGRPCCaller(c *Config, host string) (*grpcCaller, error) {
 	for range c.Conns {
 		cc, err := grpc.NewClient("passthrough:///"+host,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wireCodec{})),
-			grpc.WithSharedWriteBuffer(true))
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wireCodec{})))
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("grpc target %s: %v", host, err)
