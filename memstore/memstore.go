@@ -245,15 +245,10 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 	b.items = b.items[:0]
 	b.locked = b.locked[:0]
 	for i := range reqs {
-		a := reqs[i].Algorithm
-		if a == nil {
-			return fmt.Errorf("request %d: %w", i, ErrNoAlgorithm)
-		}
-		l, err := s.limitFor(a)
+		l, h, err := s.resolve("request", i, reqs[i].Algorithm, reqs[i].Key)
 		if err != nil {
-			return fmt.Errorf("request %d: %w", i, err)
+			return err
 		}
-		h := s.hash(reqs[i].Key)
 		si := s.shardIndex(h)
 		b.items = append(b.items, item{l: l, h: h, sh: &s.shards[si], same: -1})
 		b.locked = append(b.locked, si)
@@ -334,14 +329,10 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 	tick := tickOf(now)
 	for i := range reqs {
 		a := reqs[i].Algorithm
-		if a == nil {
-			return fmt.Errorf("request %d: %w", i, ErrNoAlgorithm)
-		}
-		l, err := s.limitFor(a)
+		l, h, err := s.resolve("request", i, a, reqs[i].Key)
 		if err != nil {
-			return fmt.Errorf("request %d: %w", i, err)
+			return err
 		}
-		h := s.hash(reqs[i].Key)
 		sh := s.shardOf(h)
 		sh.mu.Lock()
 		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
@@ -364,19 +355,15 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 	tick := tickOf(now)
 	for i := range batches {
 		b := &batches[i]
-		if b.Algorithm == nil {
-			return fmt.Errorf("batch %d: %w", i, ErrNoAlgorithm)
-		}
-		l, err := s.limitFor(b.Algorithm)
+		l, h, err := s.resolve("batch", i, b.Algorithm, b.Key)
 		if err != nil {
-			return fmt.Errorf("batch %d: %w", i, err)
+			return err
 		}
 		if cap(b.State) >= l.words {
 			b.State = b.State[:l.words]
 		} else {
 			b.State = make([]int64, l.words)
 		}
-		h := s.hash(b.Key)
 		sh := s.shardOf(h)
 		sh.mu.Lock()
 		t := sh.table(l)
@@ -427,6 +414,19 @@ const (
 	// starts over.
 	maxCached = 4096
 )
+
+// resolve returns the limit of a and the hash of key for element i of a
+// batch call, naming the element as what (request, batch) in errors.
+func (s *Store) resolve(what string, i int, a algorithm.Algorithm, key string) (*limit, uint64, error) {
+	if a == nil {
+		return nil, 0, fmt.Errorf("%s %d: %w", what, i, ErrNoAlgorithm)
+	}
+	l, err := s.limitFor(a)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %d: %w", what, i, err)
+	}
+	return l, s.hash(key), nil
+}
 
 // limitFor returns the limit of a's Config, registering it if new.
 func (s *Store) limitFor(a algorithm.Algorithm) (*limit, error) {
