@@ -608,11 +608,13 @@ func (l *limit) String() string {
 	case l.block:
 		return "blocked (limit 0)"
 	}
-	return fmt.Sprintf("%d per %s", l.limit, shortDuration(l.window))
+	return fmt.Sprintf("%d per %s", l.limit, FormatWindow(l.window))
 }
 
-// shortDuration prints 1m and 2h rather than 1m0s and 2h0m0s.
-func shortDuration(d time.Duration) string {
+// FormatWindow writes a window the way rule files do: 1m, 2h and 1h30m
+// rather than 1m0s, 2h0m0s and 1h30m0s; other durations as
+// time.Duration.String writes them.
+func FormatWindow(d time.Duration) string {
 	s := d.String()
 	if t, ok := strings.CutSuffix(s, "m0s"); ok {
 		s = t + "m"

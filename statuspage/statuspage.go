@@ -12,7 +12,6 @@ import (
 	"embed"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/metrics"
@@ -153,17 +152,11 @@ func BuildFeed(src Source) Feed {
 	return feed
 }
 
-// formatWindow writes a window the way rule files do: 1m, 1h30m, 500ms.
+// formatWindow writes a window the way rule files do (1m, 1h30m, 500ms),
+// and nothing for none.
 func formatWindow(d time.Duration) string {
 	if d == 0 {
 		return ""
 	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return rules.FormatWindow(d)
 }

@@ -441,19 +441,12 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// fmtDuration prints 1m rather than 1m0s.
+// fmtDuration prints 1m rather than 1m0s, and - for none.
 func fmtDuration(d time.Duration) string {
 	if d == 0 {
 		return "-"
 	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return rules.FormatWindow(d)
 }
 
 func printCheck(w io.Writer, doc checkDoc) {
