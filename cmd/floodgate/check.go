@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -398,7 +399,7 @@ func checkNotes(doc checkDoc) []string {
 	global := false
 	for _, r := range doc.Rules {
 		for _, k := range r.Missing {
-			if !contains(missing, k) {
+			if !slices.Contains(missing, k) {
 				missing = append(missing, k)
 			}
 		}
@@ -430,15 +431,6 @@ func checkNotes(doc checkDoc) []string {
 		notes = append(notes, fmt.Sprintf("%d route(s) are covered by no rule: %s", len(doc.Uncovered), strings.Join(doc.Uncovered, ", ")))
 	}
 	return notes
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // fmtDuration prints 1m rather than 1m0s, and - for none.
