@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -38,8 +37,8 @@ func runSimWorst(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if lf.algorithm == "" {
-		return errors.New("sim worst: --algorithm is required (one of " + strings.Join(algorithm.Names, ", ") + ")")
+	if err := lf.requireAlgorithm(); err != nil {
+		return fmt.Errorf("sim worst: %w", err)
 	}
 	if *budget < 1 || *budget > 100_000 || *maxReq < 0 || *horizon < 0 {
 		return errors.New("sim worst: --budget must be 1 to 100000, --max-requests and --horizon not negative")

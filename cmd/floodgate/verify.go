@@ -47,6 +47,14 @@ func (f *limitFlags) register(fs *flag.FlagSet, withAlgorithm bool) {
 	fs.DurationVar(&f.maxDelay, "max-delay", 0, "leaky-bucket queue bound (0: the window)")
 }
 
+// requireAlgorithm reports a missing --algorithm, listing the choices.
+func (f *limitFlags) requireAlgorithm() error {
+	if f.algorithm == "" {
+		return errors.New("--algorithm is required (one of " + strings.Join(algorithm.Names, ", ") + ")")
+	}
+	return nil
+}
+
 // config returns the limit the flags describe for algorithm name (the
 // --algorithm flag when name is empty), checked by building it.
 func (f *limitFlags) config(name string) (floodgate.Limit, error) {
@@ -152,8 +160,8 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if lf.algorithm == "" {
-		return errors.New("verify: --algorithm is required (one of " + strings.Join(algorithm.Names, ", ") + ")")
+	if err := lf.requireAlgorithm(); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
 	if *path == "" {
 		return errors.New("verify: --trace FILE is required")
