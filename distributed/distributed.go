@@ -375,6 +375,20 @@ func (n *Node) storeFailed(err error) {
 	}
 }
 
+// storeError records err, the failure of a store exchange made under ctx,
+// and returns what the caller should: ctx's own error when ctx ended (the
+// exchange then says nothing of the store's health, so the breaker's probe
+// is abandoned), else err as "distributed: what: err", counted against the
+// store.
+func (n *Node) storeError(ctx context.Context, err error, what string) error {
+	if ctx.Err() != nil {
+		n.br.abandon()
+		return ctx.Err()
+	}
+	n.storeFailed(err)
+	return fmt.Errorf("distributed: %s: %w", what, err)
+}
+
 // call runs f with the given deadline. If f does not return in time, call
 // returns without waiting for it (a store that ignores its context cannot
 // hold the caller past the deadline).
@@ -499,12 +513,7 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 		rs := append([]store.Request(nil), reqs...) // the call may outlive its deadline
 		err := call(ctx, n.deadline, func(c context.Context) error { return n.shared.Release(c, now, rs) })
 		if err != nil {
-			if ctx.Err() != nil {
-				n.br.abandon()
-				return ctx.Err()
-			}
-			n.storeFailed(err)
-			return fmt.Errorf("distributed: release: %w", err)
+			return n.storeError(ctx, err, "release")
 		}
 		n.storeOK()
 		return nil

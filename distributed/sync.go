@@ -84,9 +84,7 @@ func (n *Node) syncLocked(ctx context.Context, final bool) error {
 		sentinelAt = len(batches)
 		batches = append(batches, n.sentinel.batch(now.UnixNano()))
 	}
-	err := call(ctx, n.syncDL, func(c context.Context) error {
-		return n.syncer.Sync(c, now.UnixNano(), batches)
-	})
+	err := n.exchange(ctx, now, batches)
 	if err != nil {
 		// The abandoned call may still be writing into batches: never
 		// reuse them.
@@ -97,12 +95,7 @@ func (n *Node) syncLocked(ctx context.Context, final bool) error {
 			n.unknown = &attempt{parts: append([]pushed(nil), parts...), seq: n.seq}
 		}
 		n.release(parts)
-		if ctx.Err() != nil {
-			n.br.abandon()
-			return ctx.Err()
-		}
-		n.storeFailed(err)
-		return fmt.Errorf("distributed: sync with %s: %w", n.name, err)
+		return n.storeError(ctx, err, "sync with "+n.name)
 	}
 	n.storeOK()
 	n.syncs.Add(1)
@@ -289,23 +282,24 @@ func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 	}
 	sentinelAt := len(batches)
 	batches = append(batches, n.sentinel.batch(now.UnixNano()))
-	err := call(ctx, n.syncDL, func(c context.Context) error {
-		return n.syncer.Sync(c, now.UnixNano(), batches)
-	})
+	err := n.exchange(ctx, now, batches)
 	if err != nil {
 		n.unknown = &attempt{repush: true}
-		if ctx.Err() != nil {
-			n.br.abandon()
-			return ctx.Err()
-		}
-		n.storeFailed(err)
-		return fmt.Errorf("distributed: pushing counts again to %s: %w", n.name, err)
+		return n.storeError(ctx, err, "pushing counts again to "+n.name)
 	}
 	n.storeOK()
 	n.apply(batches[:len(parts)], parts, now)
 	n.sentinel.adopt(batches[sentinelAt].State, now.UnixNano())
 	n.sentinel.repush = false
 	return nil
+}
+
+// exchange runs one Sync of batches with the shared store under the sync
+// deadline.
+func (n *Node) exchange(ctx context.Context, now time.Time, batches []store.SyncBatch) error {
+	return call(ctx, n.syncDL, func(c context.Context) error {
+		return n.syncer.Sync(c, now.UnixNano(), batches)
+	})
 }
 
 // attempt is a sync that failed but may have been applied by the store.
@@ -324,16 +318,9 @@ func (n *Node) resolve(ctx context.Context, now time.Time, final bool) error {
 		return ErrBreakerOpen
 	}
 	b := []store.SyncBatch{{Algorithm: n.sentinel.alg, Key: n.sentinel.key}}
-	err := call(ctx, n.syncDL, func(c context.Context) error {
-		return n.syncer.Sync(c, now.UnixNano(), b)
-	})
+	err := n.exchange(ctx, now, b)
 	if err != nil {
-		if ctx.Err() != nil {
-			n.br.abandon()
-			return ctx.Err()
-		}
-		n.storeFailed(err)
-		return fmt.Errorf("distributed: sync with %s: %w", n.name, err)
+		return n.storeError(ctx, err, "sync with "+n.name)
 	}
 	n.storeOK()
 	a := n.unknown
