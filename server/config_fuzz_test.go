@@ -1,0 +1,85 @@
+package server
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// fuzzLineRE picks the line number out of a "FILE:LINE: ..." message.
+var fuzzLineRE = regexp.MustCompile(`^fuzz\.yaml:(\d+): `)
+
+// FuzzParseConfig feeds arbitrary bytes to the configuration parser. An
+// accepted file must yield a configuration that passes validation and
+// survives a write-and-reread unchanged; a rejected one must give an error
+// every line of which names the file, with a line number (when there is
+// one) inside the file.
+func FuzzParseConfig(f *testing.F) {
+	f.Add(DefaultYAML())
+	f.Add([]byte(""))
+	f.Add([]byte("http:\n  addr: off\ngrpc:\n  addr: \"[::1]:9000\"\n"))
+	f.Add([]byte("store:\n  type: redis\n  addrs: [127.0.0.1:6379]\n  prefix: x\n"))
+	f.Add([]byte("store:\n  type: redis-cluster\n  addrs: []\n"))
+	f.Add([]byte("arrangement:\n  mode: split\n  nodes: 4\n  interval: 1m30s\n"))
+	f.Add([]byte("arrangement:\n  interval: soon\n"))
+	f.Add([]byte("gateway:\n  addr: 127.0.0.1:0\n  routes:\n    - prefix: /a\n      upstream: http://127.0.0.1:1\n"))
+	f.Add([]byte("gateway:\n  descriptors: [ip, \"header:\", cookie]\n"))
+	f.Add([]byte("rules: rules.yaml\nhttp:\n  tls:\n    cert: c.pem\n    key: k.pem\n"))
+	f.Add([]byte("trusted_proxies: [10.0.0.0/8, \"::1\"]\nmax_body_bytes: 1\nshutdown_timeout: 0s\n"))
+	f.Add([]byte("log: {level: debug, format: json}\n"))
+	f.Add([]byte("http: [\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("max_body_bytes: 99999999999999999999\n"))
+	f.Add([]byte("---\nhttp: {}\n---\ngrpc: {}\n"))
+	f.Add([]byte("\t\n"))
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("fuzz.yaml", data)
+		if err != nil {
+			checkConfigError(t, data, err)
+			return
+		}
+		if err := c.validate(func(string) string { return "fuzz.yaml" }); err != nil {
+			t.Fatalf("accepted a config that does not validate: %v\ninput: %q", err, data)
+		}
+		out, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatalf("marshal accepted config: %v", err)
+		}
+		c2, err := ParseConfig("fuzz.yaml", out)
+		if err != nil {
+			t.Fatalf("accepted config does not reparse: %v\ninput: %q\nwritten: %s", err, data, out)
+		}
+		out2, err := yaml.Marshal(c2)
+		if err != nil {
+			t.Fatalf("marshal reparsed config: %v", err)
+		}
+		if !bytes.Equal(out, out2) {
+			t.Fatalf("config changed on reread\ninput: %q\nfirst:\n%s\nsecond:\n%s", data, out, out2)
+		}
+	})
+}
+
+func checkConfigError(t *testing.T, data []byte, err error) {
+	t.Helper()
+	msg := err.Error()
+	if msg == "" {
+		t.Fatalf("empty error for %q", data)
+	}
+	lines := bytes.Count(data, []byte("\n")) + 1
+	for _, l := range strings.Split(msg, "\n") {
+		if !strings.HasPrefix(l, "fuzz.yaml:") {
+			t.Fatalf("error line %q does not name the file\ninput: %q", l, data)
+		}
+		if g := fuzzLineRE.FindStringSubmatch(l); g != nil {
+			n, _ := strconv.Atoi(g[1])
+			if n < 1 || n > lines {
+				t.Fatalf("error line %q names line %d of a %d-line file\ninput: %q", l, n, lines, data)
+			}
+		}
+	}
+}
