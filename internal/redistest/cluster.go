@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -208,13 +207,6 @@ func (c *Cluster) FinishMigration(slot, from, to int) {
 	}
 }
 
-// MoveSlot moves slot and all its keys to the master at index to.
-func (c *Cluster) MoveSlot(slot, to int) {
-	c.tb.Helper()
-	from := c.BeginMigration(slot, to)
-	c.FinishMigration(slot, from, to)
-}
-
 func (c *Cluster) must(s *Server, args ...string) string {
 	c.tb.Helper()
 	r, err := s.Do(args...)
@@ -222,9 +214,4 @@ func (c *Cluster) must(s *Server, args ...string) string {
 		c.tb.Fatalf("redistest: %s on %s: %v", strings.Join(args, " "), s.Addr(), err)
 	}
 	return r
-}
-
-// String describes the cluster for failure messages.
-func (c *Cluster) String() string {
-	return fmt.Sprintf("cluster%v", c.Addrs())
 }

@@ -158,9 +158,6 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // Port returns the server's TCP port.
 func (s *Server) Port() int { return s.port }
 
-// Dir returns the server's working directory (its log is redis.log there).
-func (s *Server) Dir() string { return s.dir }
-
 // Kill sends SIGKILL to the server and waits for it to exit, as a crash
 // would. Restart brings it back on the same port, with empty data.
 func (s *Server) Kill() {
