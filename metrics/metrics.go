@@ -283,10 +283,7 @@ func (r *Recorder) rule(name string) *ruleStats {
 // it took: one decision per rule status, the request's overall result, the
 // latency, and the keys of rejecting rules (shadow ones too) for the top-k.
 func (r *Recorder) Observe(res rules.Result, elapsed time.Duration) {
-	r.latency.Observe(elapsed.Seconds())
-	if elapsed > 0 {
-		r.totals.latencyNs.Add(uint64(elapsed))
-	}
+	r.observeLatency(elapsed)
 	switch {
 	case len(res.Statuses) == 0:
 		r.reqUnmatched.Inc()
@@ -317,13 +314,19 @@ func (r *Recorder) Observe(res rules.Result, elapsed time.Duration) {
 	}
 }
 
-// ObserveError records a check that failed (the store could not decide, or
-// the request was malformed) and how long it took.
-func (r *Recorder) ObserveError(elapsed time.Duration) {
+// observeLatency adds one decision time to the histogram and to the total
+// the status page's mean is taken from.
+func (r *Recorder) observeLatency(elapsed time.Duration) {
 	r.latency.Observe(elapsed.Seconds())
 	if elapsed > 0 {
 		r.totals.latencyNs.Add(uint64(elapsed))
 	}
+}
+
+// ObserveError records a check that failed (the store could not decide, or
+// the request was malformed) and how long it took.
+func (r *Recorder) ObserveError(elapsed time.Duration) {
+	r.observeLatency(elapsed)
 	r.reqError.Inc()
 	r.totals.errors.Add(1)
 }
