@@ -196,48 +196,39 @@ func New(opts ...Option) *Recorder {
 	r.reloads.WithLabelValues("success")
 	r.reloads.WithLabelValues("failure")
 
-	health := func(f func(StoreHealth) float64) func() float64 {
-		return func() float64 { return f(r.storeHealth()) }
-	}
-	b2f := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
+	// Each store figure is read from the store's health when scraped.
+	gauge := func(name, help string, f func(StoreHealth) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return f(r.storeHealth()) })
 	}
 	storeCollectors := []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "floodgate_store_up",
-			Help: "1 if the counter store answers, 0 if not.",
-		}, health(func(h StoreHealth) float64 { return b2f(h.Up) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "floodgate_store_breaker_open",
-			Help: "Circuit breaker in front of the shared store: 0 closed, 1 open, 0.5 half-open.",
-		}, health(func(h StoreHealth) float64 {
-			switch h.Breaker {
-			case BreakerOpen:
-				return 1
-			case BreakerHalfOpen:
-				return 0.5
-			}
-			return 0
-		})),
+		gauge("floodgate_store_up", "1 if the counter store answers, 0 if not.",
+			func(h StoreHealth) float64 {
+				if h.Up {
+					return 1
+				}
+				return 0
+			}),
+		gauge("floodgate_store_breaker_open", "Circuit breaker in front of the shared store: 0 closed, 1 open, 0.5 half-open.",
+			func(h StoreHealth) float64 {
+				switch h.Breaker {
+				case BreakerOpen:
+					return 1
+				case BreakerHalfOpen:
+					return 0.5
+				}
+				return 0
+			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "floodgate_store_errors_total",
 			Help: "Counter store operations that failed.",
-		}, health(func(h StoreHealth) float64 { return float64(h.Errors) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "floodgate_sync_lag_seconds",
-			Help: "Delayed synchronization: seconds since the last successful exchange with the shared store.",
-		}, health(func(h StoreHealth) float64 { return h.SyncLag.Seconds() })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "floodgate_sync_pending",
-			Help: "Local counts not yet pushed to the shared store.",
-		}, health(func(h StoreHealth) float64 { return float64(h.Pending) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "floodgate_keys_tracked",
-			Help: "Keys the counter store (or this node's local view) holds.",
-		}, health(func(h StoreHealth) float64 { return float64(h.Keys) })),
+		}, func() float64 { return float64(r.storeHealth().Errors) }),
+		gauge("floodgate_sync_lag_seconds", "Delayed synchronization: seconds since the last successful exchange with the shared store.",
+			func(h StoreHealth) float64 { return h.SyncLag.Seconds() }),
+		gauge("floodgate_sync_pending", "Local counts not yet pushed to the shared store.",
+			func(h StoreHealth) float64 { return float64(h.Pending) }),
+		gauge("floodgate_keys_tracked", "Keys the counter store (or this node's local view) holds.",
+			func(h StoreHealth) float64 { return float64(h.Keys) }),
 	}
 	r.reg.MustRegister(r.decisions, r.requests, r.latency, r.reloads, r.lastLoad,
 		collectors.NewGoCollector(),
