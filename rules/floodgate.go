@@ -2,8 +2,10 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -148,7 +150,7 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 			}
 		}
 	}
-	for _, p := range sortedKeys(paramAlgorithms) {
+	for _, p := range slices.Sorted(maps.Keys(paramAlgorithms)) {
 		v, ok := f[p]
 		if !ok {
 			continue

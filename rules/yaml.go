@@ -263,13 +263,3 @@ func (d *decoder) duration(n *yaml.Node, what string) (time.Duration, bool) {
 	}
 	return v, true
 }
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -7,11 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,7 +25,7 @@ type cardinalityFlag map[string]int64
 
 func (c cardinalityFlag) String() string {
 	var s []string
-	for _, k := range sortedKeys(c) {
+	for _, k := range slices.Sorted(maps.Keys(c)) {
 		s = append(s, fmt.Sprintf("%s=%d", k, c[k]))
 	}
 	return strings.Join(s, ",")
@@ -47,15 +47,6 @@ func (c cardinalityFlag) Set(v string) error {
 		c[k] = x
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // checkRule is one rule in check's report.

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -219,7 +221,7 @@ func printKeys(w io.Writer, doc keysDoc) {
 			continue
 		}
 		var parts []string
-		for _, name := range sortedKeys(r.RejectedBy) {
+		for _, name := range slices.Sorted(maps.Keys(r.RejectedBy)) {
 			parts = append(parts, fmt.Sprintf("%s %d", name, r.RejectedBy[name]))
 		}
 		fmt.Fprintf(w, "\n%s: per-member limit %d and global limit %d in one decision; rejections by rule: %s\n",
