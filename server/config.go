@@ -195,6 +195,9 @@ func yamlError(name string, err error) error {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
+		// A message quotes the offending value, which may span lines; keep
+		// one line per problem so each names the file.
+		m = strings.ReplaceAll(m, "\n", `\n`)
 		m = fieldRE.ReplaceAllString(m, "unknown field $1 (see server/default.yaml for the known ones)")
 		m = strings.Replace(m, "into time.Duration", "into a duration: write it like 200ms or 1m30s", 1)
 		if g := lineRE.FindStringSubmatch(m); g != nil {

@@ -83,3 +83,18 @@ func checkConfigError(t *testing.T, data []byte, err error) {
 		}
 	}
 }
+
+// TestConfigErrorMultiLineValue checks that a bad value spanning several
+// lines still gives an error whose every line names the file; the fuzzer
+// found that yaml.v3 quotes such a value with its newlines.
+func TestConfigErrorMultiLineValue(t *testing.T) {
+	data := []byte("0\n\n0")
+	_, err := ParseConfig("fuzz.yaml", data)
+	if err == nil {
+		t.Fatal("a bare scalar was accepted as a config")
+	}
+	if !strings.HasPrefix(err.Error(), "fuzz.yaml:1: ") {
+		t.Fatalf("error %q does not point at fuzz.yaml:1", err)
+	}
+	checkConfigError(t, data, err)
+}
