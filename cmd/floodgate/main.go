@@ -8,8 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -58,37 +59,34 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func dispatch(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr, "floodgate", commands)
-		return nil
+	if len(args) > 0 && args[0] == "help" {
+		args = nil
 	}
-	c, ok := commands[args[0]]
-	if !ok {
-		usage(stderr, "floodgate", commands)
-		return fmt.Errorf("unknown command %q", args[0])
-	}
-	return c.run(args[1:], stdout, stderr)
+	return runCommand(args, stdout, stderr, "floodgate", "command", commands)
 }
 
 func runSim(args []string, stdout, stderr io.Writer) error {
+	return runCommand(args, stdout, stderr, "floodgate sim", "simulation", simCommands)
+}
+
+// runCommand runs the command of cmds that args[0] names with the rest of
+// args; with no name, or -h, it lists cmds. what names a command in the
+// error for an unknown one.
+func runCommand(args []string, stdout, stderr io.Writer, prefix, what string, cmds map[string]command) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		usage(stderr, "floodgate sim", simCommands)
+		usage(stderr, prefix, cmds)
 		return nil
 	}
-	c, ok := simCommands[args[0]]
+	c, ok := cmds[args[0]]
 	if !ok {
-		usage(stderr, "floodgate sim", simCommands)
-		return fmt.Errorf("unknown simulation %q", args[0])
+		usage(stderr, prefix, cmds)
+		return fmt.Errorf("unknown %s %q", what, args[0])
 	}
 	return c.run(args[1:], stdout, stderr)
 }
 
 func usage(w io.Writer, prefix string, cmds map[string]command) {
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(cmds))
 	fmt.Fprintf(w, "usage: %s COMMAND [flags]\n\ncommands:\n", prefix)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
