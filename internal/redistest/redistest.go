@@ -198,29 +198,28 @@ func (s *Server) Restart() {
 // the test's cleanup also resumes a paused server before killing it.
 func (s *Server) Pause() {
 	s.tb.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		s.tb.Fatalf("redistest: Pause: server on port %d is not running", s.port)
-	}
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		s.tb.Fatalf("redistest: Pause: %v", err)
-	}
-	s.paused = true
+	s.signal("Pause", syscall.SIGSTOP, true)
 }
 
 // Resume continues a server stopped by Pause.
 func (s *Server) Resume() {
 	s.tb.Helper()
+	s.signal("Resume", syscall.SIGCONT, false)
+}
+
+// signal sends sig to the running server for the method op and records
+// whether the server is now paused.
+func (s *Server) signal(op string, sig syscall.Signal, paused bool) {
+	s.tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
-		s.tb.Fatalf("redistest: Resume: server on port %d is not running", s.port)
+		s.tb.Fatalf("redistest: %s: server on port %d is not running", op, s.port)
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		s.tb.Fatalf("redistest: Resume: %v", err)
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatalf("redistest: %s: %v", op, err)
 	}
-	s.paused = false
+	s.paused = paused
 }
 
 // Do sends one command to the server on a fresh connection and returns the
