@@ -165,7 +165,7 @@ func visible(res rules.Result, dst []rules.Status) []rules.Status {
 		for j := range out {
 			if out[j].Rule == s.Rule {
 				dup = true
-				if tighter(s, out[j]) {
+				if rules.Tighter(&s, &out[j]) {
 					out[j] = s
 				}
 				break
@@ -189,24 +189,11 @@ func tightest(res rules.Result, sts []rules.Status) rules.Status {
 	}
 	best := sts[0]
 	for _, s := range sts[1:] {
-		if tighter(s, best) {
+		if rules.Tighter(&s, &best) {
 			best = s
 		}
 	}
 	return best
-}
-
-// tighter reports whether a is more restrictive than b: a rejection before
-// an acceptance, a longer wait, or less allowance left relative to the limit.
-func tighter(a, b rules.Status) bool {
-	if a.Decision.Allowed != b.Decision.Allowed {
-		return !a.Decision.Allowed
-	}
-	if !a.Decision.Allowed {
-		return a.Decision.RetryAfter > b.Decision.RetryAfter
-	}
-	// a.Remaining/a.Limit < b.Remaining/b.Limit, without division.
-	return a.Decision.Remaining*max(1, b.Limit) < b.Decision.Remaining*max(1, a.Limit)
 }
 
 // seconds rounds d up to whole seconds; negative durations are 0.

@@ -276,13 +276,7 @@ func better(a, b *rules.Status) bool {
 	if a.Shadow != b.Shadow {
 		return !a.Shadow
 	}
-	if a.Decision.Allowed != b.Decision.Allowed {
-		return !a.Decision.Allowed
-	}
-	if !a.Decision.Allowed {
-		return a.Decision.RetryAfter > b.Decision.RetryAfter
-	}
-	return a.Decision.Remaining*max(1, b.Limit) < b.Decision.Remaining*max(1, a.Limit)
+	return rules.Tighter(a, b)
 }
 
 var units = []struct {

@@ -243,6 +243,21 @@ func mulLess(a, b, c, d int64) bool {
 	return float64(a)*float64(b) < float64(c)*float64(d)
 }
 
+// Tighter reports whether status a is more restrictive than b: a rejection
+// before an acceptance, then the longer RetryAfter, then the less remaining
+// allowance relative to Limit. It ignores Shadow and Unlimited, which each
+// caller weighs its own way.
+func Tighter(a, b *Status) bool {
+	if a.Decision.Allowed != b.Decision.Allowed {
+		return !a.Decision.Allowed
+	}
+	if !a.Decision.Allowed {
+		return a.Decision.RetryAfter > b.Decision.RetryAfter
+	}
+	// a.Remaining/a.Limit < b.Remaining/b.Limit, without division.
+	return mulLess(a.Decision.Remaining, max(1, b.Limit), b.Decision.Remaining, max(1, a.Limit))
+}
+
 // Release gives back what req took from concurrency rules, when the request
 // ends. Call it once for each Check that allowed the request, with the same
 // request; rules of other algorithms are not touched.
