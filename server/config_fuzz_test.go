@@ -36,6 +36,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("max_body_bytes: 99999999999999999999\n"))
 	f.Add([]byte("---\nhttp: {}\n---\ngrpc: {}\n"))
 	f.Add([]byte("\t\n"))
+	f.Add([]byte("\r0"))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig("fuzz.yaml", data)
@@ -70,7 +71,10 @@ func checkConfigError(t *testing.T, data []byte, err error) {
 	if msg == "" {
 		t.Fatalf("empty error for %q", data)
 	}
-	lines := bytes.Count(data, []byte("\n")) + 1
+	// yaml.v3 breaks lines at LF, CR, CR LF, NEL, LS and PS; count each
+	// break character, which can only overstate the number of lines.
+	lines := 1 + bytes.Count(data, []byte("\n")) + bytes.Count(data, []byte("\r")) +
+		bytes.Count(data, []byte("\u0085")) + bytes.Count(data, []byte("\u2028")) + bytes.Count(data, []byte("\u2029"))
 	for _, l := range strings.Split(msg, "\n") {
 		if !strings.HasPrefix(l, "fuzz.yaml:") {
 			t.Fatalf("error line %q does not name the file\ninput: %q", l, data)
