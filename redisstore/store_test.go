@@ -32,7 +32,8 @@ func hostileKeys() []string {
 // that no other key was touched: each key's first request is allowed and
 // its second rejected.
 func TestKeysAreIsolated(t *testing.T) {
-	s := newStore(t, Options{ClientTime: true, Prefix: "iso"})
+	prefix := fmt.Sprintf("iso%d", time.Now().UnixNano()) // fresh counters on every run, also with -count > 1
+	s := newStore(t, Options{ClientTime: true, Prefix: prefix})
 	ctx := context.Background()
 	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Minute})
 	seen := map[string]bool{}
@@ -61,7 +62,7 @@ func TestKeysAreIsolated(t *testing.T) {
 		}
 	}
 	// Every Redis key the store wrote is one of the names above.
-	out, err := shared.Do("KEYS", "iso:*")
+	out, err := shared.Do("KEYS", prefix+":*")
 	if err != nil {
 		t.Fatal(err)
 	}
