@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/floodgate-dev/floodgate/internal/syncbuf"
 )
 
 // counter is the tests' rate limiter: each distinct descriptor list may pass
@@ -353,7 +355,7 @@ func TestUnreachableTargetCountsErrors(t *testing.T) {
 func TestProgressLine(t *testing.T) {
 	c := newCounter(1 << 30)
 	target := startGRPC(t, c)
-	var b syncBuffer
+	var b syncbuf.Buffer
 	_, err := Run(context.Background(), Config{
 		Target: target, Concurrency: 2, Duration: 350 * time.Millisecond, Keys: 5,
 		Progress: &b, ProgressEvery: 100 * time.Millisecond,
@@ -365,23 +367,6 @@ func TestProgressLine(t *testing.T) {
 	if len(lines) < 2 || !strings.Contains(lines[0], "calls") || !strings.Contains(lines[0], "/s") {
 		t.Fatalf("progress output %q", b.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestCancelStopsEarly(t *testing.T) {

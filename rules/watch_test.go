@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,26 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/syncbuf"
 	"github.com/floodgate-dev/floodgate/memstore"
 )
-
-// syncBuffer is a log sink safe for the watcher's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()
@@ -75,9 +57,9 @@ rules:
 %s`, limit, extra)
 }
 
-func startWatch(t *testing.T, path string, e *Engine) (*syncBuffer, func()) {
+func startWatch(t *testing.T, path string, e *Engine) (*syncbuf.Buffer, func()) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
