@@ -39,7 +39,7 @@ type Limit = algorithm.Config
 type Limiter struct {
 	alg   algorithm.Algorithm
 	store store.Store
-	mem   *memstore.Store  // store, when it is a memory store: called directly
+	mem   *memstore.Bound  // store bound to alg, when it is a memory store
 	clock func() time.Time // nil: start plus the monotonic time since
 	start time.Time
 }
@@ -84,7 +84,11 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 	if l.store == nil {
 		l.store = memstore.New(memstore.Options{})
 	}
-	l.mem, _ = l.store.(*memstore.Store)
+	if m, ok := l.store.(*memstore.Store); ok {
+		if l.mem, err = m.Bind(alg); err != nil {
+			return nil, err
+		}
+	}
 	return l, nil
 }
 
@@ -103,11 +107,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // grant, is rejected with a Reason saying so. An error means the store
 // could not decide; the memory store never fails.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	req := store.Request{Algorithm: l.alg, Key: key, Cost: n}
 	if l.mem != nil {
-		return l.mem.DecideOne(ctx, l.now(), req)
+		return l.mem.Decide(l.now(), key, n), nil
 	}
-	return l.store.DecideOne(ctx, l.now(), req)
+	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
 }
 
 // Wait is AllowN that, when the decision carries a Delay (leaky-bucket),

@@ -41,7 +41,8 @@ func repairTAT(s []int64) {
 	}
 }
 
-func (a *bucket) decide(s []int64, now, cost int64, commit bool) Decision {
+// Decide decides and, if allowed, records the request.
+func (a *bucket) Decide(s []int64, now, cost int64) Decision {
 	s = s[:2:2]
 	repairTAT(s)
 	now = max(clampTime(now), s[1])
@@ -60,22 +61,17 @@ func (a *bucket) decide(s []int64, now, cost int64, commit bool) Decision {
 		d.RetryAfter = time.Duration(-diff)
 		return d
 	}
-	if commit {
-		s[0], s[1] = newTat, now
-	}
+	s[0], s[1] = newTat, now
 	d.Allowed, d.Remaining = true, diff/a.interval
 	d.ResetAfter = time.Duration(newTat - now)
 	return d
 }
 
-// Decide decides and, if allowed, records the request.
-func (a *bucket) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, true)
-}
-
-// Peek is Decide without changing the state.
+// Peek is Decide on a copy of the state, which it leaves unchanged.
 func (a *bucket) Peek(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, false)
+	var c [2]int64
+	copy(c[:], s[:2])
+	return a.Decide(c[:], now, cost)
 }
 
 // Record takes cost units (at most a full bucket per call) without checking;

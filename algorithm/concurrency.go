@@ -48,7 +48,8 @@ func (a *concurrency) expiry(now, last, n int64) time.Duration {
 	return time.Duration(last + a.window + 1 - now)
 }
 
-func (a *concurrency) decide(s []int64, now, cost int64, commit bool) Decision {
+// Decide decides and, if allowed, records the request.
+func (a *concurrency) Decide(s []int64, now, cost int64) Decision {
 	s = s[:2:2]
 	now, n := a.view(s, now)
 	d := Decision{Limit: a.limit, Remaining: nonNeg(a.limit - n)}
@@ -63,22 +64,17 @@ func (a *concurrency) decide(s []int64, now, cost int64, commit bool) Decision {
 		return d
 	}
 	n += cost
-	if commit {
-		s[0], s[1] = n, now
-	}
+	s[0], s[1] = n, now
 	d.Allowed, d.Remaining = true, a.limit-n
 	d.ResetAfter = a.expiry(now, now, n)
 	return d
 }
 
-// Decide decides and, if allowed, records the request.
-func (a *concurrency) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, true)
-}
-
-// Peek is Decide without changing the state.
+// Peek is Decide on a copy of the state, which it leaves unchanged.
 func (a *concurrency) Peek(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, false)
+	var c [2]int64
+	copy(c[:], s[:2])
+	return a.Decide(c[:], now, cost)
 }
 
 // Record counts cost units as in flight without checking.

@@ -8,13 +8,15 @@ import "time"
 type fixedWindow struct {
 	base
 	limit, window int64
+	lastWindow    int64 // MaxTime / window: the last window number a state can hold
 }
 
 func newFixedWindow(c Config) *fixedWindow {
 	return &fixedWindow{
-		base:   base{cfg: c, words: 2, idle: c.Window},
-		limit:  c.Limit,
-		window: int64(c.Window),
+		base:       base{cfg: c, words: 2, idle: c.Window},
+		limit:      c.Limit,
+		window:     int64(c.Window),
+		lastWindow: MaxTime / int64(c.Window),
 	}
 }
 
@@ -34,12 +36,13 @@ func (a *fixedWindow) view(s []int64, now int64) (k, n, t int64) {
 
 // repair zeroes a state no fixedWindow could have written.
 func (a *fixedWindow) repair(s []int64) {
-	if s[0] < 0 || s[0] > MaxTime/a.window || s[1] < 0 {
+	if s[0] < 0 || s[0] > a.lastWindow || s[1] < 0 {
 		clear(s)
 	}
 }
 
-func (a *fixedWindow) decide(s []int64, now, cost int64, commit bool) Decision {
+// Decide decides and, if allowed, records the request.
+func (a *fixedWindow) Decide(s []int64, now, cost int64) Decision {
 	s = s[:2:2]
 	a.repair(s)
 	k, n, now := a.view(s, now)
@@ -54,21 +57,16 @@ func (a *fixedWindow) decide(s []int64, now, cost int64, commit bool) Decision {
 		return d
 	}
 	n += cost
-	if commit {
-		s[0], s[1] = k, n
-	}
+	s[0], s[1] = k, n
 	d.Allowed, d.Remaining = true, a.limit-n
 	return d
 }
 
-// Decide decides and, if allowed, records the request.
-func (a *fixedWindow) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, true)
-}
-
-// Peek is Decide without changing the state.
+// Peek is Decide on a copy of the state, which it leaves unchanged.
 func (a *fixedWindow) Peek(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, false)
+	var c [2]int64
+	copy(c[:], s[:2])
+	return a.Decide(c[:], now, cost)
 }
 
 // Record adds cost to the window now falls in; an event from a window older

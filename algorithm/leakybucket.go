@@ -35,7 +35,8 @@ func (a *leakyBucket) remaining(now, free int64) int64 {
 	return min(a.limit, (a.maxDelay-wait)/a.interval+1)
 }
 
-func (a *leakyBucket) decide(s []int64, now, cost int64, commit bool) Decision {
+// Decide decides and, if allowed, records the request.
+func (a *leakyBucket) Decide(s []int64, now, cost int64) Decision {
 	s = s[:2:2]
 	repairTAT(s)
 	now = max(clampTime(now), s[1])
@@ -52,23 +53,18 @@ func (a *leakyBucket) decide(s []int64, now, cost int64, commit bool) Decision {
 		return d
 	}
 	free += cost * a.interval
-	if commit {
-		s[0], s[1] = free, now
-	}
+	s[0], s[1] = free, now
 	d.Allowed, d.Delay = true, time.Duration(wait)
 	d.Remaining = a.remaining(now, free)
 	d.ResetAfter = time.Duration(free - now)
 	return d
 }
 
-// Decide decides and, if allowed, records the request.
-func (a *leakyBucket) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, true)
-}
-
-// Peek is Decide without changing the state.
+// Peek is Decide on a copy of the state, which it leaves unchanged.
 func (a *leakyBucket) Peek(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, false)
+	var c [2]int64
+	copy(c[:], s[:2])
+	return a.Decide(c[:], now, cost)
 }
 
 // Record queues cost units (at most Limit per call) without checking.

@@ -15,12 +15,13 @@ import "time"
 // its neighbour.
 type slidingWindow struct {
 	base
-	limit  int64
-	slice  int64 // nanoseconds per slice
-	slices int64
-	bits   int64  // width of a count field: 16 or 32
-	perLog int64  // log2 of the count fields per word (64/bits): 2 or 1
-	field  uint64 // largest count a field holds: 1<<bits - 1
+	limit     int64
+	slice     int64 // nanoseconds per slice
+	slices    int64
+	lastSlice int64  // MaxTime / slice: the last slice number a state can hold
+	bits      int64  // width of a count field: 16 or 32
+	perLog    int64  // log2 of the count fields per word (64/bits): 2 or 1
+	field     uint64 // largest count a field holds: 1<<bits - 1
 }
 
 // slidingWindowBits returns the width of a slice count field for a limit: 16
@@ -39,13 +40,14 @@ func newSlidingWindow(c Config) *slidingWindow {
 	}
 	per := int64(1) << perLog
 	return &slidingWindow{
-		base:   base{cfg: c, words: 1 + int((int64(c.Slices)+per-1)/per), idle: c.Window},
-		limit:  c.Limit,
-		slice:  int64(c.Window) / int64(c.Slices),
-		slices: int64(c.Slices),
-		bits:   bits,
-		perLog: perLog,
-		field:  1<<bits - 1,
+		base:      base{cfg: c, words: 1 + int((int64(c.Slices)+per-1)/per), idle: c.Window},
+		limit:     c.Limit,
+		slice:     int64(c.Window) / int64(c.Slices),
+		slices:    int64(c.Slices),
+		lastSlice: MaxTime / (int64(c.Window) / int64(c.Slices)),
+		bits:      bits,
+		perLog:    perLog,
+		field:     1<<bits - 1,
 	}
 }
 
@@ -96,7 +98,7 @@ func (a *slidingWindow) view(s []int64, now int64) (k, t, oldest, total int64) {
 
 // repair zeroes a state no slidingWindow could have written.
 func (a *slidingWindow) repair(s []int64) {
-	if s[0] < 0 || s[0] > MaxTime/a.slice {
+	if s[0] < 0 || s[0] > a.lastSlice {
 		clear(s)
 	}
 }

@@ -15,13 +15,15 @@ import "time"
 type weightedWindow struct {
 	base
 	limit, window int64
+	lastWindow    int64 // MaxTime / window: the last window number a state can hold
 }
 
 func newWeightedWindow(c Config) *weightedWindow {
 	return &weightedWindow{
-		base:   base{cfg: c, words: 3, idle: 2 * c.Window},
-		limit:  c.Limit,
-		window: int64(c.Window),
+		base:       base{cfg: c, words: 3, idle: 2 * c.Window},
+		limit:      c.Limit,
+		window:     int64(c.Window),
+		lastWindow: MaxTime / int64(c.Window),
 	}
 }
 
@@ -60,12 +62,13 @@ func (a *weightedWindow) reset(elapsed, curr, prev int64) time.Duration {
 
 // repair zeroes a state no weightedWindow could have written.
 func (a *weightedWindow) repair(s []int64) {
-	if s[0] < 0 || s[0] > MaxTime/a.window || s[1] < 0 || s[2] < 0 {
+	if s[0] < 0 || s[0] > a.lastWindow || s[1] < 0 || s[2] < 0 {
 		clear(s)
 	}
 }
 
-func (a *weightedWindow) decide(s []int64, now, cost int64, commit bool) Decision {
+// Decide decides and, if allowed, records the request.
+func (a *weightedWindow) Decide(s []int64, now, cost int64) Decision {
 	s = s[:3:3]
 	a.repair(s)
 	k, elapsed, curr, prev := a.view(s, now)
@@ -83,9 +86,7 @@ func (a *weightedWindow) decide(s []int64, now, cost int64, commit bool) Decisio
 		return d
 	}
 	curr += cost
-	if commit {
-		s[0], s[1], s[2] = k, curr, prev
-	}
+	s[0], s[1], s[2] = k, curr, prev
 	d.Allowed, d.Remaining = true, nonNeg(a.limit-est-cost)
 	d.ResetAfter = a.reset(elapsed, curr, prev)
 	return d
@@ -108,14 +109,11 @@ func (a *weightedWindow) retryAfter(elapsed, curr, prev, cost int64) int64 {
 	return w - elapsed + w - mulDiv(r, w, curr)
 }
 
-// Decide decides and, if allowed, records the request.
-func (a *weightedWindow) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, true)
-}
-
-// Peek is Decide without changing the state.
+// Peek is Decide on a copy of the state, which it leaves unchanged.
 func (a *weightedWindow) Peek(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, false)
+	var c [3]int64
+	copy(c[:], s[:3])
+	return a.Decide(c[:], now, cost)
 }
 
 // Record adds cost to the window now falls in, or to the previous count if

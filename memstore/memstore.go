@@ -199,26 +199,59 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 	if err != nil {
 		return algorithm.Decision{}, err
 	}
-	h := s.hash(req.Key)
+	return s.decide(l, req.Algorithm, now, req.Key, req.Cost), nil
+}
+
+// decide is DecideOne once the request's limit is known.
+func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, cost int64) algorithm.Decision {
+	h := s.hash(key)
 	sh := s.shardOf(h)
 	tick := tickOf(now)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.table(l)
 	if sl := t.find(h); sl >= 0 {
-		d := req.Algorithm.Decide(t.stateAt(sl), now, req.Cost)
+		d := a.Decide(t.stateAt(sl), now, cost)
 		t.touch(sl, tick)
-		return d, nil
+		return d
 	}
 	// A never-seen key: decide on a zero state and keep the key only if the
 	// decision changed something, so rejected first requests cost no memory.
 	st := sh.scratch[:l.words]
 	clear(st)
-	d := req.Algorithm.Decide(st, now, req.Cost)
+	d := a.Decide(st, now, cost)
 	if !allZero(st) {
 		copy(t.stateAt(t.insert(h, tick)), st)
 	}
-	return d, nil
+	return d
+}
+
+// A Bound is a Store bound to one Algorithm, for a caller that always
+// decides with the same one (a floodgate.Limiter): its Decide skips the
+// lookup of the algorithm's limit that DecideOne makes on every call.
+type Bound struct {
+	s *Store
+	a algorithm.Algorithm
+	l *limit
+}
+
+// Bind returns s bound to a. It fails only as DecideOne would for a.
+func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
+	if a == nil {
+		return nil, ErrNoAlgorithm
+	}
+	l, err := s.limitFor(a)
+	if err != nil {
+		return nil, err
+	}
+	return &Bound{s: s, a: a, l: l}, nil
+}
+
+// Decide decides a request of cost for key at time now and counts it if
+// allowed; it is DecideOne for the bound algorithm and allocates nothing
+// when the key is already tracked.
+func (b *Bound) Decide(now int64, key string, cost int64) algorithm.Decision {
+	return b.s.decide(b.l, b.a, now, key, cost)
 }
 
 // Decide decides every request in reqs at time now, writing one decision per

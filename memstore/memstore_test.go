@@ -610,3 +610,30 @@ func TestManyLimitsStayCheap(t *testing.T) {
 		}
 	}
 }
+
+// A Bound shares the store's state with DecideOne for the same algorithm,
+// allocates nothing on a known key, and refuses a nil algorithm.
+func TestBoundSharesStateWithDecideOne(t *testing.T) {
+	s := New(Options{})
+	c := newCounter(3, time.Minute, 2)
+	b, err := s.Bind(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := 100 * sec
+	if d := b.Decide(now, "a", 2); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("Bound.Decide: %+v, want allowed with 1 remaining", d)
+	}
+	if d := decide(t, s, c, "a", now, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("DecideOne after Bound.Decide: %+v, want allowed with 0 remaining", d)
+	}
+	if d := b.Decide(now, "a", 1); d.Allowed {
+		t.Fatalf("Bound.Decide over the limit allowed: %+v", d)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() { b.Decide(now, "a", 1) }); allocs != 0 {
+		t.Fatalf("Bound.Decide on a known key allocates %v times", allocs)
+	}
+	if _, err := s.Bind(nil); !errors.Is(err, ErrNoAlgorithm) {
+		t.Fatalf("Bind(nil) = %v, want ErrNoAlgorithm", err)
+	}
+}
