@@ -34,7 +34,9 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -104,6 +106,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		weights = make([]int64, 0, len(descs))
 	}
 	weights = weights[:len(descs)]
+	var overrides []rules.Override // one per descriptor once any has a limit
 	out := make([]rules.Descriptor, len(descs))
 	n := 0
 	for _, d := range descs {
@@ -121,6 +124,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 			rd[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
 		out[i] = rd
+		if lo := d.GetLimit(); lo != nil {
+			o, err := override(i, lo)
+			if err != nil {
+				return nil, err
+			}
+			if overrides == nil {
+				overrides = make([]rules.Override, len(descs))
+			}
+			overrides[i] = o
+		}
 		h := hits
 		if ha := d.GetHitsAddend(); ha != nil {
 			if ha.GetValue() > math.MaxInt64 {
@@ -161,7 +174,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	var merged rules.Result
 	if !mixed {
 		// The common case: one weight, one check, no regrouping.
-		res, err := s.check(ctx, rules.Request{Domain: in.GetDomain(), Hits: first, Descriptors: out})
+		res, err := s.check(ctx, rules.Request{Domain: in.GetDomain(), Hits: first, Descriptors: out, Overrides: overrides})
 		if err != nil {
 			return nil, err
 		}
@@ -176,8 +189,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	}
 	for _, g := range groups {
 		req := rules.Request{Domain: in.GetDomain(), Hits: g.hits, Descriptors: make([]rules.Descriptor, len(g.idx))}
+		if overrides != nil {
+			req.Overrides = make([]rules.Override, len(g.idx))
+		}
 		for k, i := range g.idx {
 			req.Descriptors[k] = out[i]
+			if overrides != nil {
+				req.Overrides[k] = overrides[i]
+			}
 		}
 		res, err := s.check(ctx, req)
 		if err != nil {
@@ -211,6 +230,39 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		}
 	}
 	return resp, nil
+}
+
+// overrideUnits are the windows of the units a descriptor's limit override
+// may name; a month is 30 days and a year 365, as in rule files.
+var overrideUnits = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: time.Second,
+	typev3.RateLimitUnit_MINUTE: time.Minute,
+	typev3.RateLimitUnit_HOUR:   time.Hour,
+	typev3.RateLimitUnit_DAY:    24 * time.Hour,
+	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
+	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
+}
+
+// override converts descriptor i's limit override: requests_per_unit per
+// unit times unit_multiplier (1 when unset).
+func override(i int, lo *commonv3.RateLimitDescriptor_RateLimitOverride) (rules.Override, error) {
+	unit, ok := overrideUnits[lo.GetUnit()]
+	if !ok {
+		return rules.Override{}, status.Errorf(codes.InvalidArgument,
+			"descriptor %d limit override has unit %s; use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, lo.GetUnit())
+	}
+	mult := int64(1)
+	if m := lo.GetUnitMultiplier(); m != nil {
+		if m.GetValue() == 0 {
+			return rules.Override{}, status.Errorf(codes.InvalidArgument, "descriptor %d limit override has unit_multiplier 0; leave it unset or give at least 1", i)
+		}
+		mult = int64(m.GetValue())
+	}
+	if mult > int64(rules.MaxWindow/unit) {
+		return rules.Override{}, status.Errorf(codes.InvalidArgument,
+			"descriptor %d limit override of %d %s is longer than the longest window, %s", i, mult, lo.GetUnit(), rules.FormatWindow(rules.MaxWindow))
+	}
+	return rules.Override{Limit: int64(lo.GetRequestsPerUnit()), Window: time.Duration(mult) * unit}, nil
 }
 
 // check asks the checker, mapping its failure to a gRPC status.

@@ -334,12 +334,19 @@ func (t *envoyNode) walk(desc Descriptor) *rule {
 
 // resolveEnvoy applies envoyproxy/ratelimit matching to every descriptor,
 // then drops limits replaced by another that applies.
-func (s *Set) resolveEnvoy(req Request, hits int64, out []applied) []applied {
+func (s *Set) resolveEnvoy(req Request, hits int64, out []applied) ([]applied, error) {
 	start := len(out)
 	for i, d := range req.Descriptors {
+		if overridden(req, i) {
+			continue
+		}
 		if r := s.tree.walk(d); r != nil {
 			out = s.apply(out, r, i, d, hits)
 		}
+	}
+	out, err := s.applyOverrides(req, hits, out)
+	if err != nil {
+		return out, err
 	}
 	mine := out[start:]
 	var replaced []string
@@ -357,5 +364,5 @@ func (s *Set) resolveEnvoy(req Request, hits int64, out []applied) []applied {
 		mine = kept
 	}
 	sort.SliceStable(mine, func(i, j int) bool { return mine[i].r.index < mine[j].r.index })
-	return out
+	return out, nil
 }

@@ -83,6 +83,27 @@ type Request struct {
 	// Hits is the request's weight for rules without a cost of their own;
 	// 0 means 1.
 	Hits int64
+	// Overrides, when not empty, holds one Override per descriptor, in the
+	// same order. A descriptor whose Override has a positive Window is
+	// limited by it instead of by the rules (Envoy's per-descriptor limit
+	// override); a zero Override leaves its descriptor to the rules.
+	Overrides []Override
+}
+
+// OverrideRule is the rule name reported for a limit a request set with an
+// Override.
+const OverrideRule = "limit-override"
+
+// Override is a limit a request sets for one of its descriptors, as the
+// limit field of Envoy's RateLimitDescriptor does. As in
+// envoyproxy/ratelimit, it replaces every rule the descriptor would match
+// (and applies when none does): the descriptor is limited to Limit
+// requests per Window on the bounded-log algorithm, counted by all its
+// entries, not in shadow mode, failing open. Limit 0 rejects every request.
+// Descriptors with equal entries and equal overrides share a counter.
+type Override struct {
+	Limit  int64
+	Window time.Duration
 }
 
 // Status is the outcome of one rule that applied to a request.

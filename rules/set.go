@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -38,7 +40,15 @@ type Set struct {
 	// more holds the sets of the other files of a directory, one domain
 	// each; the receiver is the first file's.
 	more []*Set
+	// overrides caches the rules built for request Overrides, at most
+	// maxCachedOverrides of them (Override -> *rule).
+	overrides     sync.Map
+	overrideCount atomic.Int32
 }
+
+// maxCachedOverrides bounds Set.overrides; rules for further distinct
+// Overrides are built per request.
+const maxCachedOverrides = 256
 
 // rule is one compiled rule. In the envoyproxy/ratelimit format it is one
 // rate_limit block.
@@ -387,6 +397,18 @@ func validateRequest(req *Request) error {
 	if req.Hits < 0 || req.Hits > MaxLimit {
 		return fmt.Errorf("%w: hits must be between 0 and %d; got %d", ErrInvalidRequest, int64(MaxLimit), req.Hits)
 	}
+	if n := len(req.Overrides); n > 0 && n != len(req.Descriptors) {
+		return fmt.Errorf("%w: %d overrides for %d descriptors; give one per descriptor or none", ErrInvalidRequest, n, len(req.Descriptors))
+	}
+	for i, o := range req.Overrides {
+		if o == (Override{}) {
+			continue
+		}
+		if o.Window <= 0 || o.Window > MaxWindow || o.Limit < 0 || o.Limit > MaxLimit {
+			return fmt.Errorf("%w: descriptor %d: limit override %d per %s is out of range (0 to %d per 1ns to %s)",
+				ErrInvalidRequest, i, o.Limit, o.Window, int64(MaxLimit), FormatWindow(MaxWindow))
+		}
+	}
 	for i, d := range req.Descriptors {
 		if len(d) > MaxEntries {
 			return fmt.Errorf("%w: descriptor %d has %d entries; the most is %d", ErrInvalidRequest, i, len(d), MaxEntries)
@@ -430,17 +452,58 @@ func (s *Set) resolve(req Request, out []applied) ([]applied, error) {
 		hits = 1
 	}
 	if s.tree != nil {
-		return s.resolveEnvoy(req, hits, out), nil
+		return s.resolveEnvoy(req, hits, out)
 	}
 	for _, r := range s.rules {
 		for i, d := range req.Descriptors {
-			if !r.match.match(d) {
+			if overridden(req, i) || !r.match.match(d) {
 				continue
 			}
 			out = s.apply(out, r, i, d, hits)
 		}
 	}
+	return s.applyOverrides(req, hits, out)
+}
+
+// overridden reports whether descriptor i of req carries an Override.
+func overridden(req Request, i int) bool {
+	return len(req.Overrides) > 0 && req.Overrides[i].Window > 0
+}
+
+// applyOverrides appends the limits req's Overrides set, after the rules.
+func (s *Set) applyOverrides(req Request, hits int64, out []applied) ([]applied, error) {
+	for i, d := range req.Descriptors {
+		if !overridden(req, i) {
+			continue
+		}
+		r, err := s.overrideRule(req.Overrides[i])
+		if err != nil {
+			return out, err
+		}
+		out = s.apply(out, r, i, d, hits)
+	}
 	return out, nil
+}
+
+// overrideRule returns the rule that enforces o.
+func (s *Set) overrideRule(o Override) (*rule, error) {
+	if r, ok := s.overrides.Load(o); ok {
+		return r.(*rule), nil
+	}
+	lim, err := newLimit(algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: o.Limit, Window: o.Window})
+	if err != nil {
+		return nil, fmt.Errorf("%w: limit override %d per %s: %v", ErrInvalidRequest, o.Limit, FormatWindow(o.Window), err)
+	}
+	// No rule file yields an id that starts with '=': rule names cannot
+	// hold one, and envoyproxy/ratelimit ids escape it.
+	r := &rule{index: math.MaxInt, id: "=override", name: OverrideRule, countAll: true, base: lim}
+	if s.overrideCount.Load() < maxCachedOverrides {
+		if prev, loaded := s.overrides.LoadOrStore(o, r); loaded {
+			return prev.(*rule), nil
+		}
+		s.overrideCount.Add(1)
+	}
+	return r, nil
 }
 
 // apply appends rule r applied to descriptor d, unless d lacks an entry r
