@@ -8,6 +8,7 @@ import (
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -41,6 +42,10 @@ func FuzzShouldRateLimit(f *testing.F) {
 		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("", "x")}},
 		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{{}}},
 		{Domain: "edge"},
+		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
+			withLimit(2, typev3.RateLimitUnit_MINUTE, wrapperspb.UInt32(3), "client", "a"),
+			{Entries: desc("path", "/loan/1").Entries, HitsAddend: wrapperspb.UInt64(2)},
+		}},
 		{Domain: "", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a")}},
 		{Domain: "other", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a", "path", "/loan/x")}},
 	} {

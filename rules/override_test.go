@@ -85,3 +85,20 @@ func TestOverrideBounds(t *testing.T) {
 		}
 	}
 }
+
+// Distinct overrides are bounded: past MaxOverrides a new one is invalid,
+// while those already in use keep working.
+func TestOverridesAreBounded(t *testing.T) {
+	e, _ := newTestEngine(t, composed)
+	for i := range MaxOverrides {
+		if _, err := e.Check(context.Background(), withOverride(int64(i+1), time.Minute, "member=a")); err != nil {
+			t.Fatalf("override %d: %v", i, err)
+		}
+	}
+	if _, err := e.Check(context.Background(), withOverride(MaxOverrides+1, time.Minute, "member=a")); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("override %d: err = %v, want ErrInvalidRequest", MaxOverrides+1, err)
+	}
+	if _, err := e.Check(context.Background(), withOverride(1, time.Minute, "member=b")); err != nil {
+		t.Fatalf("an override already in use: %v", err)
+	}
+}

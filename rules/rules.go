@@ -100,7 +100,8 @@ const OverrideRule = "limit-override"
 // (and applies when none does): the descriptor is limited to Limit
 // requests per Window on the bounded-log algorithm, counted by all its
 // entries, not in shadow mode, failing open. Limit 0 rejects every request.
-// Descriptors with equal entries and equal overrides share a counter.
+// Descriptors with equal entries and equal overrides share a counter. A
+// rule set accepts at most MaxOverrides distinct overrides.
 type Override struct {
 	Limit  int64
 	Window time.Duration

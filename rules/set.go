@@ -40,15 +40,18 @@ type Set struct {
 	// more holds the sets of the other files of a directory, one domain
 	// each; the receiver is the first file's.
 	more []*Set
-	// overrides caches the rules built for request Overrides, at most
-	// maxCachedOverrides of them (Override -> *rule).
+	// overrides holds the rules built for request Overrides (Override ->
+	// *rule), at most MaxOverrides of them.
 	overrides     sync.Map
 	overrideCount atomic.Int32
 }
 
-// maxCachedOverrides bounds Set.overrides; rules for further distinct
-// Overrides are built per request.
-const maxCachedOverrides = 256
+// MaxOverrides is the most distinct Overrides (limit and window pairs) a
+// rule set accepts; a request with another one is invalid. Each distinct
+// override is a limit with its own counters and, in the memory store, its
+// own tables, so clients must not be able to create them without bound.
+// The count starts again when the rules are reloaded.
+const MaxOverrides = 256
 
 // rule is one compiled rule. In the envoyproxy/ratelimit format it is one
 // rate_limit block.
@@ -497,11 +500,14 @@ func (s *Set) overrideRule(o Override) (*rule, error) {
 	// No rule file yields an id that starts with '=': rule names cannot
 	// hold one, and envoyproxy/ratelimit ids escape it.
 	r := &rule{index: math.MaxInt, id: "=override", name: OverrideRule, countAll: true, base: lim}
-	if s.overrideCount.Load() < maxCachedOverrides {
-		if prev, loaded := s.overrides.LoadOrStore(o, r); loaded {
-			return prev.(*rule), nil
-		}
-		s.overrideCount.Add(1)
+	if s.overrideCount.Add(1) > MaxOverrides {
+		s.overrideCount.Add(-1)
+		return nil, fmt.Errorf("%w: limit override %d per %s: %d distinct overrides are in use, the most the rules accept",
+			ErrInvalidRequest, o.Limit, FormatWindow(o.Window), MaxOverrides)
+	}
+	if prev, loaded := s.overrides.LoadOrStore(o, r); loaded {
+		s.overrideCount.Add(-1)
+		return prev.(*rule), nil
 	}
 	return r, nil
 }
