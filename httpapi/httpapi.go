@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/rules"
@@ -63,6 +64,46 @@ type CheckRequest struct {
 // Descriptor is one descriptor of a CheckRequest.
 type Descriptor struct {
 	Entries []Entry `json:"entries"`
+	// Limit, when set, limits this descriptor instead of the rules, as
+	// Envoy's per-descriptor limit override does (see rules.Override).
+	Limit *LimitOverride `json:"limit,omitempty"`
+}
+
+// LimitOverride is a descriptor's own limit, in the terms of Envoy's
+// RateLimitDescriptor.limit: requests_per_unit per unit_multiplier units.
+type LimitOverride struct {
+	RequestsPerUnit int64 `json:"requests_per_unit"`
+	// Unit is second, minute, hour, day, month (30 days) or year (365
+	// days).
+	Unit string `json:"unit"`
+	// UnitMultiplier is the number of units in the window; 0 means 1.
+	UnitMultiplier int64 `json:"unit_multiplier,omitempty"`
+}
+
+// overrideUnits are the units a LimitOverride may name.
+var overrideUnits = map[string]time.Duration{
+	"second": time.Second,
+	"minute": time.Minute,
+	"hour":   time.Hour,
+	"day":    24 * time.Hour,
+	"month":  30 * 24 * time.Hour,
+	"year":   365 * 24 * time.Hour,
+}
+
+// override converts l, naming it by where in the request it is in errors.
+func (l *LimitOverride) override(where string) (rules.Override, error) {
+	unit, ok := overrideUnits[strings.ToLower(l.Unit)]
+	if !ok {
+		return rules.Override{}, fmt.Errorf("%s.unit: %q is not second, minute, hour, day, month or year", where, l.Unit)
+	}
+	mult := max(l.UnitMultiplier, 1)
+	switch {
+	case l.RequestsPerUnit < 0 || l.RequestsPerUnit > rules.MaxLimit:
+		return rules.Override{}, fmt.Errorf("%s.requests_per_unit: %d is out of range 0..%d", where, l.RequestsPerUnit, int64(rules.MaxLimit))
+	case l.UnitMultiplier < 0 || mult > int64(rules.MaxWindow/unit):
+		return rules.Override{}, fmt.Errorf("%s.unit_multiplier: %d %ss is not a window from 1 unit to %s", where, l.UnitMultiplier, strings.ToLower(l.Unit), rules.FormatWindow(rules.MaxWindow))
+	}
+	return rules.Override{Limit: l.RequestsPerUnit, Window: time.Duration(mult) * unit}, nil
 }
 
 // Entry is one descriptor entry.
@@ -252,6 +293,16 @@ func (in *CheckRequest) toRequest() (rules.Request, error) {
 			rd[j] = rules.Entry{Key: e.Key, Value: e.Value}
 		}
 		req.Descriptors[i] = rd
+		if d.Limit != nil {
+			o, err := d.Limit.override(fmt.Sprintf("descriptors[%d].limit", i))
+			if err != nil {
+				return rules.Request{}, err
+			}
+			if req.Overrides == nil {
+				req.Overrides = make([]rules.Override, len(in.Descriptors))
+			}
+			req.Overrides[i] = o
+		}
 	}
 	return req, nil
 }

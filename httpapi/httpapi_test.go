@@ -94,6 +94,24 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// A descriptor's limit replaces the rules for it, as Envoy's override does.
+func TestCheckLimitOverride(t *testing.T) {
+	srv := server(t)
+	body := `{"descriptors":[{"entries":[{"key":"client","value":"acme"}],"limit":{"requests_per_unit":1,"unit":"minute","unit_multiplier":2}}]}`
+	code, m := post(t, srv.URL+"/v1/check", body)
+	if code != 200 || m["allowed"] != true {
+		t.Fatalf("first check under an override of 1: %d %v", code, m)
+	}
+	sts := m["statuses"].([]any)
+	st := sts[0].(map[string]any)
+	if len(sts) != 1 || st["rule"] != rules.OverrideRule || st["limit"] != 1.0 || st["window"] != "2m0s" {
+		t.Fatalf("statuses %v: want only the override, 1 per 2m", sts)
+	}
+	if code, m = post(t, srv.URL+"/v1/check", body); code != 200 || m["allowed"] != false {
+		t.Fatalf("second check over an override of 1: %d %v", code, m)
+	}
+}
+
 func TestCheckErrors(t *testing.T) {
 	srv := server(t)
 	cases := []struct {
@@ -109,6 +127,9 @@ func TestCheckErrors(t *testing.T) {
 		{`{"descriptors":[{"entries":[{"key":"client","value":"a"}]}],"hits":-1}`, 400, "hits"},
 		{`{"descriptors":[{"entries":[{"key":"client","value":"a"}]}],"bogus":1}`, 400, "unknown field"},
 		{`{"descriptors":[{"entries":[{"key":"client","value":"a"}]}]} {}`, 400, "after the JSON"},
+		{`{"descriptors":[{"entries":[{"key":"client","value":"a"}],"limit":{"requests_per_unit":5,"unit":"fortnight"}}]}`, 400, "descriptors[0].limit.unit"},
+		{`{"descriptors":[{"entries":[{"key":"client","value":"a"}],"limit":{"requests_per_unit":-5,"unit":"second"}}]}`, 400, "requests_per_unit"},
+		{`{"descriptors":[{"entries":[{"key":"client","value":"a"}],"limit":{"requests_per_unit":5,"unit":"year","unit_multiplier":2}}]}`, 400, "unit_multiplier"},
 		{`{"descriptors":[{"entries":[{"key":"client","value":"` + strings.Repeat("x", 2000) + `"}]}]}`, 413, "larger than 1024"},
 	}
 	for _, c := range cases {
