@@ -151,6 +151,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	lf.register(fs, true)
 	path := fs.String("trace", "", "CSV trace to replay: time_ms,key[,cost] per line, # comments")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	strict := fs.Bool("strict", false, "exit with status 1 when the replay broke the promise: a key's busiest window over the limit ((1+e)·L for bounded-log) or a false reject")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate verify --algorithm NAME --trace FILE [flags]")
 		fmt.Fprintln(stderr, "\nReplays the trace through the real limiter under a virtual clock; lines are")
@@ -189,9 +190,42 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	keys, total := verifyReport(reqs, outs, cfg.Limit, cfg.Window)
 	if *asJSON {
-		return writeJSON(stdout, verifyDoc{*path, cfg.Algorithm, cfg.Limit, cfg.Window.Milliseconds(), keys, total})
+		if err := writeJSON(stdout, verifyDoc{*path, cfg.Algorithm, cfg.Limit, cfg.Window.Milliseconds(), keys, total}); err != nil {
+			return err
+		}
+	} else {
+		printVerify(stdout, *path, cfg, len(reqs), keys, total)
 	}
-	fmt.Fprintf(stdout, "verify %s: %d requests, %d keys; %s\n\n", *path, len(reqs), len(keys), describe(cfg))
+	if *strict {
+		if broken := promiseBroken(cfg, total); broken != "" {
+			fmt.Fprintf(stderr, "verify: promise broken: %s (--strict)\n", broken)
+			return exitError{1}
+		}
+	}
+	return nil
+}
+
+// promiseBroken says how a replay's total broke the promise for cfg (at
+// most the limit in any window, (1+e)·L for bounded-log, and no compliant
+// request rejected), or returns "" if it did not.
+func promiseBroken(cfg floodgate.Limit, total keyReport) string {
+	bound := float64(cfg.Limit)
+	if cfg.Algorithm == algorithm.BoundedLog {
+		bound *= 1 + cfg.Tolerance
+	}
+	var why []string
+	if float64(total.Busiest) > bound {
+		why = append(why, fmt.Sprintf("busiest window %d > %g", total.Busiest, bound))
+	}
+	if total.FalseRejects > 0 {
+		why = append(why, fmt.Sprintf("%d false rejects", total.FalseRejects))
+	}
+	return strings.Join(why, ", ")
+}
+
+// printVerify writes verify's text report.
+func printVerify(stdout io.Writer, path string, cfg floodgate.Limit, requests int, keys []keyReport, total keyReport) {
+	fmt.Fprintf(stdout, "verify %s: %d requests, %d keys; %s\n\n", path, requests, len(keys), describe(cfg))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 3, ' ', tabwriter.AlignRight)
 	width := len("total")
 	for _, k := range keys {
@@ -210,7 +244,6 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	if cfg.Algorithm == algorithm.Concurrency {
 		fmt.Fprintln(stdout, "concurrency: each accepted request is released right after its decision.")
 	}
-	return nil
 }
 
 // verifyReport measures each key of a replay on its own, and the total.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,5 +128,34 @@ func TestVerifyBadFlags(t *testing.T) {
 		if err := runVerify(args, &out, &errOut); err == nil {
 			t.Errorf("verify %v succeeded, want an error", args)
 		}
+	}
+}
+
+// --strict exits 1 when the replay broke the promise and only then.
+func TestVerifyStrict(t *testing.T) {
+	// alice: 3 at 900ms and 3 at 1000ms; a fixed window of 3 per second
+	// accepts all 6 within 100ms, twice the limit.
+	path := writeTrace(t, "900,alice\n900,alice\n900,alice\n1000,alice\n1000,alice\n1000,alice\n")
+	run := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := dispatch(append([]string{"verify", "--limit", "3", "--window", "1s", "--trace", path, "--strict"}, args...), &out, &errOut)
+		return errOut.String(), err
+	}
+	msg, err := run("--algorithm", "fixed-window")
+	var exit exitError
+	if !errors.As(err, &exit) || exit.code != 1 || !strings.Contains(msg, "busiest window 6 > 3") {
+		t.Fatalf("fixed-window: err %v, stderr %q; want exit 1 naming the busiest window", err, msg)
+	}
+	if msg, err := run("--algorithm", "fixed-window", "--json"); !errors.As(err, &exit) || exit.code != 1 {
+		t.Fatalf("fixed-window --json: err %v, stderr %q; want exit 1", err, msg)
+	}
+	// bounded-log keeps both halves of the promise on the same trace.
+	if msg, err := run("--algorithm", "bounded-log"); err != nil {
+		t.Fatalf("bounded-log: %v (%s)", err, msg)
+	}
+	// A token bucket of 1 rejects compliant requests.
+	msg, err = run("--algorithm", "token-bucket", "--bucket", "1")
+	if !errors.As(err, &exit) || !strings.Contains(msg, "false rejects") {
+		t.Fatalf("token-bucket: err %v, stderr %q; want exit 1 naming false rejects", err, msg)
 	}
 }
