@@ -99,7 +99,8 @@ const OverrideRule = "limit-override"
 // envoyproxy/ratelimit, it replaces every rule the descriptor would match
 // (and applies when none does): the descriptor is limited to Limit
 // requests per Window on the bounded-log algorithm, counted by all its
-// entries, not in shadow mode, failing open. Limit 0 rejects every request.
+// entries, failing open, and in shadow mode only when the engine runs every
+// rule in shadow mode. Limit 0 rejects every request.
 // Descriptors with equal entries and equal overrides share a counter. A
 // rule set accepts at most MaxOverrides distinct overrides.
 type Override struct {
