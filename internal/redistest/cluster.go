@@ -8,12 +8,14 @@ import (
 	"time"
 )
 
-// Cluster is a Redis Cluster of three masters and no replicas, each a
-// Server on loopback. Slots are split evenly by redis-cli --cluster create.
+// Cluster is a Redis Cluster of three masters, with or without one
+// replica each, every node a Server on loopback. Slots are split evenly by
+// redis-cli --cluster create.
 type Cluster struct {
-	tb      testing.TB
-	servers []*Server
-	ids     []string // node IDs, parallel to servers
+	tb       testing.TB
+	servers  []*Server // the masters as created
+	ids      []string  // node IDs, parallel to servers
+	replicas []*Server
 }
 
 // StartCluster starts three redis-server processes in cluster mode, joins
@@ -21,42 +23,93 @@ type Cluster struct {
 // cluster_state:ok. The processes are killed when tb's test ends.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
+	return startCluster(tb, 0, 5*time.Second)
+}
+
+// StartClusterWithReplicas is StartCluster with one replica per master and
+// the given cluster-node-timeout: when a master stops answering for that
+// long, its replica takes over. Servers returns the masters as created;
+// Replicas the others.
+func StartClusterWithReplicas(tb testing.TB, nodeTimeout time.Duration) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 1, nodeTimeout)
+}
+
+func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration) *Cluster {
+	tb.Helper()
 	cli := lookBinary(tb, "redis-cli")
 	c := &Cluster{tb: tb}
-	for i := 0; i < 3; i++ {
+	var nodes []*Server
+	for i := 0; i < 3*(1+replicas); i++ {
 		// The cluster bus needs a second free port; by default it is port+10000,
 		// which may be out of range or taken, so name it explicitly.
 		bus, err := freePort()
 		if err != nil {
 			tb.Fatalf("redistest: finding a free cluster bus port: %v", err)
 		}
-		s := start(tb, []string{
+		nodes = append(nodes, start(tb, []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000",
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
 			"--cluster-port", strconv.Itoa(bus),
-		})
-		c.servers = append(c.servers, s)
+		}))
 	}
 	args := []string{"--cluster", "create"}
-	for _, s := range c.servers {
+	for _, s := range nodes {
 		args = append(args, s.Addr())
 	}
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	out, err := exec.Command(cli, args...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	for _, s := range c.servers {
+	for _, s := range nodes {
+		role, err := s.Do("ROLE")
+		if err != nil {
+			tb.Fatalf("redistest: ROLE on %s: %v", s.Addr(), err)
+		}
+		if !strings.HasPrefix(role, "master") {
+			c.replicas = append(c.replicas, s)
+			continue
+		}
 		id, err := s.Do("CLUSTER", "MYID")
 		if err != nil {
 			tb.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr(), err)
 		}
+		c.servers = append(c.servers, s)
 		c.ids = append(c.ids, id)
 	}
+	if len(c.servers) != 3 || len(c.replicas) != 3*replicas {
+		tb.Fatalf("redistest: cluster create made %d masters and %d replicas, want 3 and %d", len(c.servers), len(c.replicas), 3*replicas)
+	}
 	c.waitOK()
+	if replicas > 0 {
+		c.waitReplicasInSync()
+	}
 	return c
 }
+
+// waitReplicasInSync waits until every replica reports its link to its
+// master up, so a failover has a replica to promote.
+func (c *Cluster) waitReplicasInSync() {
+	c.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, r := range c.replicas {
+		for {
+			info, err := r.Do("INFO", "replication")
+			if err == nil && strings.Contains(info, "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.tb.Fatalf("redistest: replica %s not in sync within 30s: %v\n%s", r.Addr(), err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// Replicas returns the replicas of a cluster started with replicas.
+func (c *Cluster) Replicas() []*Server { return c.replicas }
 
 // waitOK waits until every node reports cluster_state:ok and agrees on
 // the owner of every slot.
@@ -91,7 +144,7 @@ func (c *Cluster) waitOK() {
 	}
 }
 
-// Addrs returns the masters' addresses.
+// Addrs returns the masters' addresses, as created.
 func (c *Cluster) Addrs() []string {
 	a := make([]string, len(c.servers))
 	for i, s := range c.servers {
