@@ -36,6 +36,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"domain":"other","descriptors":[{"entries":[{"key":"a","value":"b"},{"key":"c","value":"d"}]}]}`))
 	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}]}]} {}`))
 	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}]}],"extra":1}`))
+	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}],"limit":{"requests_per_unit":2,"unit":"minute","unit_multiplier":3}}]}`))
+	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}],"limit":{"requests_per_unit":2,"unit":"YEAR","unit_multiplier":99}}]}`))
 	f.Add([]byte(`{"hits":1.5}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`null`))
