@@ -16,7 +16,8 @@
 --
 -- 'd' and 'p' return six integers per request: allowed (0/1), remaining,
 -- reset_after_us, retry_after_us, delay_us, reason code. 's' returns, per key,
--- the number of state words followed by the words.
+-- its state packed as stored: little-endian doubles, trailing zero words left
+-- out.
 
 local floor = math.floor
 
@@ -593,10 +594,15 @@ end
 -- the Lua stack well below its limit.
 local CHUNK = 256
 
+-- raw holds each loaded key's value as stored, for op 's' to return when it
+-- records nothing.
+local raw = {}
+
 local function load(key, words)
   local v = redis.call('GET', key)
   local s = {}
   if not v then v = '' end
+  raw[key] = v
   if #v % 8 ~= 0 or #v > 8 * words then
     return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want a multiple of 8 up to ' ..
       8 * words .. ' (' .. words .. ' state words); was it written by another program or version?'
@@ -630,11 +636,13 @@ local function save(key, s, ttl, code)
     parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
     i = i + n
   end
+  local packed = table.concat(parts)
   if ttl > 0 then
-    redis.call('SET', key, table.concat(parts), 'PX', ttl)
+    redis.call('SET', key, packed, 'PX', ttl)
   else
-    redis.call('SET', key, table.concat(parts))
+    redis.call('SET', key, packed)
   end
+  return packed
 end
 
 local op = ARGV[1]
@@ -683,9 +691,13 @@ for i = 1, #KEYS do
       local t, c = nextarg(), nextarg()
       alg.record(P, s, t, c)
     end
-    if ne > 0 then save(key, s, ttl, code) end
-    out[#out + 1] = #s
-    for j = 1, #s do out[#out + 1] = s[j] end
+    -- The state goes back packed as it is stored (doubles, trailing zero
+    -- words left out): one string per key instead of one reply integer per
+    -- word, which for a log of a hundred words was most of a sync's cost.
+    if ne > 0 then
+      raw[key] = save(key, s, ttl, code)
+    end
+    out[#out + 1] = raw[key]
   elseif op == 'r' then
     local cost = nextarg()
     nextarg() -- shadow: unused

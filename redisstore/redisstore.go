@@ -32,6 +32,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -773,23 +775,48 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 	if err != nil {
 		return err
 	}
+	var words []int64
 	for p, part := range parts {
-		v, err := res[p].AsIntSlice()
+		v, err := res[p].ToArray()
 		if err != nil {
 			return fmt.Errorf("redisstore: reading synced state: %w", err)
 		}
-		for _, i := range part {
+		if len(v) != len(part) {
+			return fmt.Errorf("redisstore: script returned %d states for %d keys", len(v), len(part))
+		}
+		for k, i := range part {
 			sp := rs[i].sp
-			if len(v) == 0 || v[0] != int64(sp.luaWords) || len(v) < 1+sp.luaWords {
-				return fmt.Errorf("redisstore: script returned a malformed state for batch %d", i)
+			packed, err := v[k].ToString()
+			if err != nil {
+				return fmt.Errorf("redisstore: reading synced state: %w", err)
+			}
+			if words, err = unpackState(packed, sp.luaWords, words); err != nil {
+				return fmt.Errorf("redisstore: batch %d: %w", i, err)
 			}
 			b := &batches[i]
 			if len(b.State) != sp.goWords {
 				b.State = make([]int64, sp.goWords)
 			}
-			sp.toGo(v[1:1+sp.luaWords], b.State)
-			v = v[1+sp.luaWords:]
+			sp.toGo(words, b.State)
 		}
 	}
 	return nil
+}
+
+// unpackState decodes a state as the script stores it, little-endian
+// doubles with the trailing zero words left out, into n words, reusing buf.
+func unpackState(packed string, n int, buf []int64) ([]int64, error) {
+	if len(packed)%8 != 0 || len(packed) > 8*n {
+		return buf, fmt.Errorf("script returned a state of %d bytes, want a multiple of 8 up to %d", len(packed), 8*n)
+	}
+	buf = slices.Grow(buf[:0], n)[:n]
+	clear(buf)
+	for j := 0; j < len(packed)/8; j++ {
+		var bits uint64
+		for b := 7; b >= 0; b-- {
+			bits = bits<<8 | uint64(packed[8*j+b])
+		}
+		buf[j] = int64(math.Float64frombits(bits))
+	}
+	return buf, nil
 }
