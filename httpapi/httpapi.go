@@ -73,28 +73,18 @@ type Descriptor struct {
 // RateLimitDescriptor.limit: requests_per_unit per unit_multiplier units.
 type LimitOverride struct {
 	RequestsPerUnit int64 `json:"requests_per_unit"`
-	// Unit is second, minute, hour, day, month (30 days) or year (365
-	// days).
+	// Unit is second, minute, hour, day, week, month (30 days) or year
+	// (365 days), as in envoyproxy/ratelimit files.
 	Unit string `json:"unit"`
 	// UnitMultiplier is the number of units in the window; 0 means 1.
 	UnitMultiplier int64 `json:"unit_multiplier,omitempty"`
 }
 
-// overrideUnits are the units a LimitOverride may name.
-var overrideUnits = map[string]time.Duration{
-	"second": time.Second,
-	"minute": time.Minute,
-	"hour":   time.Hour,
-	"day":    24 * time.Hour,
-	"month":  30 * 24 * time.Hour,
-	"year":   365 * 24 * time.Hour,
-}
-
 // override converts l, naming it by where in the request it is in errors.
 func (l *LimitOverride) override(where string) (rules.Override, error) {
-	unit, ok := overrideUnits[strings.ToLower(l.Unit)]
+	unit, ok := rules.UnitWindow(l.Unit)
 	if !ok {
-		return rules.Override{}, fmt.Errorf("%s.unit: %q is not second, minute, hour, day, month or year", where, l.Unit)
+		return rules.Override{}, fmt.Errorf("%s.unit: %q is not second, minute, hour, day, week, month or year", where, l.Unit)
 	}
 	mult := max(l.UnitMultiplier, 1)
 	switch {

@@ -36,7 +36,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -232,21 +231,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	return resp, nil
 }
 
-// overrideUnits are the windows of the units a descriptor's limit override
-// may name; a month is 30 days and a year 365, as in rule files.
-var overrideUnits = map[typev3.RateLimitUnit]time.Duration{
-	typev3.RateLimitUnit_SECOND: time.Second,
-	typev3.RateLimitUnit_MINUTE: time.Minute,
-	typev3.RateLimitUnit_HOUR:   time.Hour,
-	typev3.RateLimitUnit_DAY:    24 * time.Hour,
-	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
-	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
-}
-
 // override converts descriptor i's limit override: requests_per_unit per
-// unit times unit_multiplier (1 when unset).
+// unit times unit_multiplier (1 when unset), with units as rule files
+// read them (rules.UnitWindow).
 func override(i int, lo *commonv3.RateLimitDescriptor_RateLimitOverride) (rules.Override, error) {
-	unit, ok := overrideUnits[lo.GetUnit()]
+	unit, ok := rules.UnitWindow(lo.GetUnit().String())
 	if !ok {
 		return rules.Override{}, status.Errorf(codes.InvalidArgument,
 			"descriptor %d limit override has unit %s; use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, lo.GetUnit())

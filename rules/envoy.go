@@ -44,6 +44,14 @@ var (
 	}
 )
 
+// UnitWindow returns the window of an envoyproxy/ratelimit unit name
+// (second, minute, hour, day, week, month, year; any case): a month is 30
+// days and a year 365. It reports false for any other name.
+func UnitWindow(unit string) (time.Duration, bool) {
+	w, ok := envoyUnits[strings.ToLower(unit)]
+	return w, ok
+}
+
 // envoyNode is one level of nested descriptors.
 type envoyNode struct {
 	exact    map[Entry]*envoyNode
@@ -272,7 +280,7 @@ func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
 	default:
 		if hasUnit {
 			if u, ok := d.str(uv.value, "unit"); ok {
-				w, known := envoyUnits[strings.ToLower(u)]
+				w, known := UnitWindow(u)
 				if !known {
 					d.errorf(uv.value, "unit %q is not a unit; use second, minute, hour, day, week, month or year", clip(u))
 				}
