@@ -25,7 +25,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/rules"
@@ -82,18 +81,15 @@ type LimitOverride struct {
 
 // override converts l, naming it by where in the request it is in errors.
 func (l *LimitOverride) override(where string) (rules.Override, error) {
-	unit, ok := rules.UnitWindow(l.Unit)
-	if !ok {
-		return rules.Override{}, fmt.Errorf("%s.unit: %q is not second, minute, hour, day, week, month or year", where, l.Unit)
+	mult := l.UnitMultiplier
+	if mult == 0 {
+		mult = 1
 	}
-	mult := max(l.UnitMultiplier, 1)
-	switch {
-	case l.RequestsPerUnit < 0 || l.RequestsPerUnit > rules.MaxLimit:
-		return rules.Override{}, fmt.Errorf("%s.requests_per_unit: %d is out of range 0..%d", where, l.RequestsPerUnit, int64(rules.MaxLimit))
-	case l.UnitMultiplier < 0 || mult > int64(rules.MaxWindow/unit):
-		return rules.Override{}, fmt.Errorf("%s.unit_multiplier: %d %ss is not a window from 1 unit to %s", where, l.UnitMultiplier, strings.ToLower(l.Unit), rules.FormatWindow(rules.MaxWindow))
+	o, err := rules.UnitOverride(l.RequestsPerUnit, l.Unit, mult)
+	if err != nil {
+		return o, fmt.Errorf("%s.%v", where, err)
 	}
-	return rules.Override{Limit: l.RequestsPerUnit, Window: time.Duration(mult) * unit}, nil
+	return o, nil
 }
 
 // Entry is one descriptor entry.

@@ -232,26 +232,17 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 }
 
 // override converts descriptor i's limit override: requests_per_unit per
-// unit times unit_multiplier (1 when unset), with units as rule files
-// read them (rules.UnitWindow).
+// unit times unit_multiplier (1 when unset).
 func override(i int, lo *commonv3.RateLimitDescriptor_RateLimitOverride) (rules.Override, error) {
-	unit, ok := rules.UnitWindow(lo.GetUnit().String())
-	if !ok {
-		return rules.Override{}, status.Errorf(codes.InvalidArgument,
-			"descriptor %d limit override has unit %s; use SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, lo.GetUnit())
-	}
 	mult := int64(1)
 	if m := lo.GetUnitMultiplier(); m != nil {
-		if m.GetValue() == 0 {
-			return rules.Override{}, status.Errorf(codes.InvalidArgument, "descriptor %d limit override has unit_multiplier 0; leave it unset or give at least 1", i)
-		}
 		mult = int64(m.GetValue())
 	}
-	if mult > int64(rules.MaxWindow/unit) {
-		return rules.Override{}, status.Errorf(codes.InvalidArgument,
-			"descriptor %d limit override of %d %s is longer than the longest window, %s", i, mult, lo.GetUnit(), rules.FormatWindow(rules.MaxWindow))
+	o, err := rules.UnitOverride(int64(lo.GetRequestsPerUnit()), lo.GetUnit().String(), mult)
+	if err != nil {
+		return o, status.Errorf(codes.InvalidArgument, "descriptor %d limit override: %v", i, err)
 	}
-	return rules.Override{Limit: int64(lo.GetRequestsPerUnit()), Window: time.Duration(mult) * unit}, nil
+	return o, nil
 }
 
 // check asks the checker, mapping its failure to a gRPC status.

@@ -22,6 +22,8 @@
 package rules
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -106,6 +108,24 @@ const OverrideRule = "limit-override"
 type Override struct {
 	Limit  int64
 	Window time.Duration
+}
+
+// UnitOverride builds an Override from Envoy's terms: requestsPerUnit per
+// multiplier units (see UnitWindow for the unit names). Its errors start
+// with the name of the field that is wrong (requests_per_unit, unit,
+// unit_multiplier), for the caller to prefix with where the field is.
+func UnitOverride(requestsPerUnit int64, unit string, multiplier int64) (Override, error) {
+	w, ok := UnitWindow(unit)
+	switch {
+	case !ok:
+		return Override{}, fmt.Errorf("unit: %q is not second, minute, hour, day, week, month or year", unit)
+	case requestsPerUnit < 0 || requestsPerUnit > MaxLimit:
+		return Override{}, fmt.Errorf("requests_per_unit: %d is out of range 0..%d", requestsPerUnit, int64(MaxLimit))
+	case multiplier < 1 || multiplier > int64(MaxWindow/w):
+		return Override{}, fmt.Errorf("unit_multiplier: %d %ss is not a window from 1 unit to %s",
+			multiplier, strings.ToLower(unit), FormatWindow(MaxWindow))
+	}
+	return Override{Limit: requestsPerUnit, Window: time.Duration(multiplier) * w}, nil
 }
 
 // Status is the outcome of one rule that applied to a request.
