@@ -79,13 +79,20 @@ func (a *bucket) Peek(s []int64, now, cost int64) Decision {
 // still equals a zero one IdleAfter (two refill spans) after its last update
 // and a store that expires idle keys forgives no debt.
 func (a *bucket) Record(s []int64, now, cost int64) {
+	recordTAT(s, now, cost, a.capacity, a.interval, 2*a.span)
+}
+
+// recordTAT moves the theoretical arrival time of state s on by cost units
+// (at most most of them) of interval each, at now, never letting it run more
+// than debt past the state's latest time. The token bucket, GCRA and the
+// leaky bucket record events this way; a cost below 1 records nothing.
+func recordTAT(s []int64, now, cost, most, interval, debt int64) {
 	s = s[:2:2]
 	if cost < 1 {
 		return
 	}
 	repairTAT(s)
 	now = clampTime(now)
-	tat := max(s[0], now) + min(cost, a.capacity)*a.interval
-	s[0] = min(tat, max(s[1], now)+2*a.span)
+	s[0] = min(max(s[0], now)+min(cost, most)*interval, max(s[1], now)+debt)
 	s[1] = max(s[1], now)
 }

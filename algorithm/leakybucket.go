@@ -69,13 +69,5 @@ func (a *leakyBucket) Peek(s []int64, now, cost int64) Decision {
 
 // Record queues cost units (at most Limit per call) without checking.
 func (a *leakyBucket) Record(s []int64, now, cost int64) {
-	s = s[:2:2]
-	if cost < 1 {
-		return
-	}
-	repairTAT(s)
-	now = clampTime(now)
-	free := max(s[0], now) + min(cost, a.limit)*a.interval
-	s[0] = min(free, max(s[1], now)+int64(a.idle))
-	s[1] = max(s[1], now)
+	recordTAT(s, now, cost, a.limit, a.interval, int64(a.idle))
 }
