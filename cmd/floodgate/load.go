@@ -11,7 +11,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 
-	"github.com/floodgate-dev/floodgate/loadgen"
+	"github.com/floodgate-dev/floodgate/internal/loadgen"
 )
 
 // runLoad is "floodgate load": it drives the gRPC RLS or HTTP JSON front end

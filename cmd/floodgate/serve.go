@@ -10,7 +10,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/floodgate-dev/floodgate/server"
+	"github.com/floodgate-dev/floodgate/internal/server"
 )
 
 // runServe runs the rate-limit server until SIGINT or SIGTERM, then shuts

@@ -16,9 +16,9 @@ import (
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/sim"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
-	"github.com/floodgate-dev/floodgate/sim"
 	"github.com/floodgate-dev/floodgate/store"
 )
 

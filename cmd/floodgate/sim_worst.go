@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/sim"
-	"github.com/floodgate-dev/floodgate/trace"
+	"github.com/floodgate-dev/floodgate/internal/sim"
+	"github.com/floodgate-dev/floodgate/internal/trace"
 )
 
 // runSimWorst searches for the traffic that breaks an algorithm's promises.

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/floodgate-dev/floodgate/httpapi"
+	"github.com/floodgate-dev/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rls"
 	"github.com/floodgate-dev/floodgate/rules"

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/metrics"
 	"github.com/floodgate-dev/floodgate/memstore"
-	"github.com/floodgate-dev/floodgate/metrics"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/metrics"
+	"github.com/floodgate-dev/floodgate/internal/metrics"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 

@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/metrics"
+	"github.com/floodgate-dev/floodgate/internal/statuspage"
 	"github.com/floodgate-dev/floodgate/memstore"
-	"github.com/floodgate-dev/floodgate/metrics"
 	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/statuspage"
 )
 
 // source joins the engine's rules and the recorder's figures.

@@ -20,8 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/topk"
 	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/topk"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -23,14 +23,14 @@ import (
 
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/gateway"
-	"github.com/floodgate-dev/floodgate/httpapi"
 	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/internal/httpapi"
+	"github.com/floodgate-dev/floodgate/internal/metrics"
+	"github.com/floodgate-dev/floodgate/internal/statuspage"
 	"github.com/floodgate-dev/floodgate/memstore"
-	"github.com/floodgate-dev/floodgate/metrics"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
 	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/statuspage"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
