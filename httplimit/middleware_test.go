@@ -196,7 +196,7 @@ rules:
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-	srv := newServer(t, Options{Checker: eng, Logger: log, ShadowLog: NewShadowLog(log, 0)}, ok)
+	srv := newServer(t, Options{Checker: eng, Logger: log, ShadowLog: rules.NewShadowLog(log, 0)}, ok)
 	for i := 0; i < 3; i++ {
 		resp := get(t, srv.URL)
 		if resp.StatusCode != 200 {
