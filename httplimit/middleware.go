@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -103,8 +104,11 @@ type Rejection struct {
 	WindowSeconds float64 `json:"window_seconds"`
 	Remaining     int64   `json:"remaining"`
 	// RetryAfter is the number of seconds to wait, as in Retry-After.
-	RetryAfter int64  `json:"retry_after"`
-	Reason     string `json:"reason,omitempty"`
+	RetryAfter int64 `json:"retry_after"`
+	// Reason is the rejecting rule's reason, one of algorithm's Reason
+	// constants (over_limit, ...); Message says the same for people.
+	Reason  algorithm.Reason `json:"reason,omitempty"`
+	Message string           `json:"message,omitempty"`
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -187,6 +191,7 @@ func NewRejection(res rules.Result) Rejection {
 		rej.WindowSeconds = worst.Window.Seconds()
 		rej.Remaining = worst.Decision.Remaining
 		rej.Reason = worst.Decision.Reason
+		rej.Message = worst.Message()
 	}
 	return rej
 }

@@ -152,6 +152,18 @@ type Status struct {
 	Shadow bool
 	// Decision is the rule's decision.
 	Decision algorithm.Decision
+	// Detail says more than Decision.Reason's message when there is more
+	// to say (which cost entry could not be read); usually empty.
+	Detail string
+}
+
+// Message is the sentence that explains a rejection to people: Detail when
+// there is one, else the message of Decision.Reason.
+func (s Status) Message() string {
+	if s.Detail != "" {
+		return s.Detail
+	}
+	return s.Decision.Reason.Message()
 }
 
 // Result is the outcome of Engine.Check.

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -133,7 +134,11 @@ type Status struct {
 	ResetAfterMS  int64   `json:"reset_after_ms"`
 	RetryAfterMS  int64   `json:"retry_after_ms"`
 	DelayMS       int64   `json:"delay_ms"`
-	Reason        string  `json:"reason,omitempty"`
+	// Reason is why the rule rejected, one of algorithm's Reason constants
+	// (over_limit, cost_over_limit, queue_full, bad_cost, blocked,
+	// store_unavailable); Message says the same for people.
+	Reason  algorithm.Reason `json:"reason,omitempty"`
+	Message string           `json:"message,omitempty"`
 }
 
 // RulesResponse is the answer to GET /v1/rules.
@@ -329,6 +334,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 			RetryAfterMS:  s.Decision.RetryAfter.Milliseconds(),
 			DelayMS:       s.Decision.Delay.Milliseconds(),
 			Reason:        s.Decision.Reason,
+			Message:       s.Message(),
 		}
 		if !res.Allowed && !s.Shadow && !s.Decision.Allowed && s.Decision.RetryAfter > retry {
 			retry = s.Decision.RetryAfter
