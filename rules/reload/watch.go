@@ -1,4 +1,9 @@
-package rules
+// Package reload keeps a rule engine's rules in step with the rule file (or
+// directory) they came from: it reloads on every change and on SIGHUP, and
+// keeps the rules in force when the new file does not parse. It is apart
+// from package rules so that programs that only decide (the middleware, a
+// library user) do not link a file watcher.
+package reload
 
 import (
 	"context"
@@ -14,6 +19,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
 // The log messages of a reload, "rules: reloaded" and "rules: reload
@@ -35,9 +42,9 @@ const reloadDelay = 100 * time.Millisecond
 // rules in force unchanged and is logged with the reason; an unchanged file
 // is not reloaded. Watch returns nil when ctx ends, or an error if it cannot
 // start watching.
-func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error {
+func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) error {
 	if e == nil {
-		return errors.New("rules: Watch needs an engine")
+		return errors.New("reload: Watch needs an engine")
 	}
 	if log == nil {
 		log = slog.Default()
@@ -80,7 +87,7 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 		if sum == last && !force {
 			return
 		}
-		set, err := Load(path)
+		set, err := rules.Load(path)
 		if err != nil {
 			last = sum // report a bad file once, not on every event
 			log.Error("rules: reload failed; the rules in force stay", "file", path, "trigger", why, "err", err)
@@ -134,7 +141,7 @@ func contentSum(path string, isDir bool) ([32]byte, error) {
 		}
 		return sha256.Sum256(data), nil
 	}
-	files, err := ruleFiles(path)
+	files, err := rules.Files(path)
 	if err != nil {
 		return [32]byte{}, err
 	}
