@@ -187,7 +187,7 @@ func NewRejection(res rules.Result) Rejection {
 	if worst != nil {
 		rej.Rule = worst.Rule
 		rej.Limit = worst.Limit
-		rej.Window = worst.Window.String()
+		rej.Window = rules.FormatWindow(worst.Window)
 		rej.WindowSeconds = worst.Window.Seconds()
 		rej.Remaining = worst.Decision.Remaining
 		rej.Reason = worst.Decision.Reason

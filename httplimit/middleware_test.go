@@ -113,7 +113,7 @@ func TestMiddlewareRejectsWithHeadersAndBody(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Rule != "per-ip" || body.Limit != 3 || body.Window != "1m0s" || body.WindowSeconds != 60 ||
+	if body.Rule != "per-ip" || body.Limit != 3 || body.Window != "1m" || body.WindowSeconds != 60 ||
 		body.Remaining != 0 || itoa(int(body.RetryAfter)) != ra || len(body.Rules) != 1 ||
 		body.Type != ProblemQuotaExceeded || len(body.ViolatedPolicies) != 1 || body.ViolatedPolicies[0] != "per-ip" {
 		t.Fatalf("429 body %+v (Retry-After %s)", body, ra)
