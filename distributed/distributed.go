@@ -57,6 +57,12 @@ const (
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
 	DefaultSyncDeadline    = time.Second
+	// DefaultRemember is the least time the shared store remembers a
+	// push it applied (store.SyncID.Remember); it is also at least 100
+	// sync deadlines.
+	DefaultRemember = time.Hour
+	// DefaultMaxSyncKeys is how many keys' counts one sync pushes at most.
+	DefaultMaxSyncKeys = 8192
 )
 
 // ErrBreakerOpen is returned by Sync when the circuit breaker is open and
@@ -118,6 +124,16 @@ type Options struct {
 	// bound the overshoot; the simulator sets it to the window so every node
 	// refreshes its whole view every interval, as seed 000's model does.
 	Refresh time.Duration
+	// MaxPendingBytes bounds the queue of accepted requests not yet pushed
+	// to the shared store, in bytes (16 per event, plus the key and 64 per
+	// key with events). When it is full, a key's new event is merged into
+	// its last one, and the event of a key with none queued is dropped and
+	// counted in Health. Zero means DefaultMaxPendingBytes.
+	MaxPendingBytes int64
+	// MaxSyncKeys bounds the keys whose counts one sync pushes, so a sync
+	// fits its deadline however many keys have counts; the rest go in the
+	// next sync, started at once. Zero means DefaultMaxSyncKeys.
+	MaxSyncKeys int
 }
 
 // Node is one limiter node. It implements store.Store and is safe for
@@ -145,10 +161,21 @@ type Node struct {
 	bufB     []store.SyncBatch
 	bufP     []pushed
 	sentinel sentinel // store reset detection (delayed)
-	unknown  *attempt // a failed sync the store may have applied
+	out      *attempt // a failed push the store may have applied, to send again
 	lastGC   time.Time
 
-	pending     atomic.Int64 // events not yet pushed
+	once     store.OnceSyncer // syncer, pushing each batch list at most once
+	origin   string           // this node instance's name in store.SyncID
+	remember time.Duration    // store.SyncID.Remember
+
+	maxSyncKeys  int          // keys pushed per sync at most
+	maxPending   int64        // bound of pendingBytes
+	pending      atomic.Int64 // events not yet pushed
+	pendingBytes atomic.Int64 // their size, as the queue accounts it
+	merged       atomic.Uint64
+	dropped      atomic.Uint64
+	droppedCost  atomic.Uint64
+	resends      atomic.Uint64
 	storeErrors atomic.Uint64
 	syncs       atomic.Uint64
 	lastOK      atomic.Int64 // Unix ns of the last successful store exchange
@@ -187,8 +214,9 @@ func New(o Options) (*Node, error) {
 	case n.nodes == 0:
 		n.nodes = 1
 	}
-	if n.interval < 0 || n.deadline < 0 || n.syncDL < 0 || o.BreakerCooldown < 0 || o.BreakerFailures < 0 || n.refresh < 0 {
-		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh and the breaker settings must not be negative")
+	if n.interval < 0 || n.deadline < 0 || n.syncDL < 0 || o.BreakerCooldown < 0 || o.BreakerFailures < 0 || n.refresh < 0 ||
+		o.MaxPendingBytes < 0 || o.MaxSyncKeys < 0 {
+		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh, MaxPendingBytes, MaxSyncKeys and the breaker settings must not be negative")
 	}
 	if n.interval == 0 {
 		n.interval = DefaultInterval
@@ -217,6 +245,23 @@ func New(o Options) (*Node, error) {
 	}
 	if n.id == "" {
 		n.id = randomID()
+	}
+	n.origin = n.id + "/" + randomID()
+	n.remember = max(DefaultRemember, 100*n.syncDL)
+	if n.syncer != nil {
+		if o, ok := n.syncer.(store.OnceSyncer); ok {
+			n.once = o
+		} else {
+			n.once = &localOnce{Syncer: n.syncer}
+		}
+	}
+	n.maxSyncKeys = o.MaxSyncKeys
+	if n.maxSyncKeys == 0 {
+		n.maxSyncKeys = DefaultMaxSyncKeys
+	}
+	n.maxPending = o.MaxPendingBytes
+	if n.maxPending == 0 {
+		n.maxPending = DefaultMaxPendingBytes
 	}
 	switch n.arr {
 	case Centralized:
@@ -322,6 +367,20 @@ type Health struct {
 	// PendingEvents is the number of accepted requests not yet pushed to
 	// the shared store.
 	PendingEvents int64
+	// PendingBytes is the pending queue's size as it is bounded
+	// (Options.MaxPendingBytes).
+	PendingBytes int64
+	// MergedEvents counts requests merged into their key's last queued
+	// event because the pending queue was full.
+	MergedEvents uint64
+	// DroppedEvents counts accepted requests whose count was dropped
+	// because the pending queue was full and their key had no queued event
+	// to merge into; DroppedCost is their summed cost. These counts never
+	// reach the shared store.
+	DroppedEvents, DroppedCost uint64
+	// SyncResends counts pushes sent again under their identity after a
+	// failure or timeout (the store applies each at most once).
+	SyncResends uint64
 }
 
 // Health returns the node's current health.
@@ -334,6 +393,11 @@ func (n *Node) Health() Health {
 		Syncs:           n.syncs.Load(),
 		StoreErrors:     n.storeErrors.Load(),
 		PendingEvents:   n.pending.Load(),
+		PendingBytes:    n.pendingBytes.Load(),
+		MergedEvents:    n.merged.Load(),
+		DroppedEvents:   n.dropped.Load(),
+		DroppedCost:     n.droppedCost.Load(),
+		SyncResends:     n.resends.Load(),
 	}
 	h.Up = !h.BreakerOpen
 	if n.arr != Split {
@@ -355,10 +419,7 @@ func (n *Node) storeOK() {
 	if n.br.success() {
 		n.log.Info("floodgate: shared store is back, circuit breaker closed", "node", n.id, "store", n.name)
 		if n.arr == Centralized && n.pending.Load() > 0 {
-			select { // push the outage's counts soon
-			case n.kick <- struct{}{}:
-			default:
-			}
+			n.kickSync() // push the outage's counts soon
 		}
 	}
 }
@@ -812,9 +873,7 @@ func (n *Node) commitEvent(s *shard, e *entry, h how, now, cost int64) {
 	if h == howSplit {
 		e.alg.Record(e.state, now, cost) // keep the full view current too
 	}
-	e.events = append(e.events, store.Event{Time: now, Cost: cost})
-	n.pending.Add(1)
-	s.markDirty(e)
+	n.enqueue(s, e, now, cost)
 }
 
 // closedDecision is a fail-closed rejection: retry once the breaker's

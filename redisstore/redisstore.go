@@ -132,7 +132,7 @@ type Store struct {
 
 var (
 	_ store.Store  = (*Store)(nil)
-	_ store.Syncer = (*Store)(nil)
+	_ store.OnceSyncer = (*Store)(nil)
 )
 
 // ErrOutLength is returned by Decide when out and reqs differ in length.
@@ -722,6 +722,37 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 // however many keys; keys of one Cluster slot share a script call (at most
 // 256 keys and 4,096 events per call, so that no call holds Redis long).
 func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
+	return s.sync(ctx, now, nil, batches)
+}
+
+// SyncOnce is Sync that applies each script call of the batch list at most
+// once: every call carries id and its place in the list, and the script
+// keeps, per node instance and hash slot, a small record of the calls it
+// applied (the highest Seq seen and which calls of it), kept for
+// id.Remember after the last one. A call sent again is skipped but still
+// returns the current states. The calls of a list depend only on the
+// batches, so a list sent again splits into the same calls.
+func (s *Store) SyncOnce(ctx context.Context, now int64, id store.SyncID, batches []store.SyncBatch) error {
+	if id.Origin == "" {
+		return errors.New("redisstore: SyncOnce needs an id with an Origin")
+	}
+	return s.sync(ctx, now, &id, batches)
+}
+
+// onceKey returns the key holding the record of the calls applied from
+// origin, in the hash slot of key (every key this store writes has a hash
+// tag, so the record shares the slot of the call's keys in a Cluster).
+func (s *Store) onceKey(key, origin string) string {
+	tag := ""
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			tag = key[i+1 : i+1+j]
+		}
+	}
+	return s.prefix + ":{" + tag + "}:sync-once:" + origin
+}
+
+func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches []store.SyncBatch) error {
 	if len(batches) == 0 {
 		return nil
 	}
@@ -741,12 +772,21 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 	for _, idx := range s.groups(rs) {
 		var c call
 		var part []int
-		events := 0
+		events, chunk := 0, 0
 		flush := func() {
 			if len(part) > 0 {
+				if id != nil {
+					// The record's key goes last; the script takes it off.
+					c.keys = append(c.keys, s.onceKey(c.keys[0], id.Origin))
+				}
 				calls, parts = append(calls, c), append(parts, part)
+				chunk++
 			}
 			c, part, events = call{args: []string{"s", t}}, nil, 0
+			if id != nil {
+				remember := max(id.Remember.Milliseconds(), 1)
+				c.args = []string{"S", t, strconv.FormatUint(id.Seq, 10), strconv.Itoa(chunk), itoa(remember)}
+			}
 		}
 		flush()
 		for _, i := range idx {
