@@ -176,11 +176,11 @@ type Node struct {
 	dropped      atomic.Uint64
 	droppedCost  atomic.Uint64
 	resends      atomic.Uint64
-	storeErrors atomic.Uint64
-	syncs       atomic.Uint64
-	lastOK      atomic.Int64 // Unix ns of the last successful store exchange
-	errMu       sync.Mutex
-	lastErr     string
+	storeErrors  atomic.Uint64
+	syncs        atomic.Uint64
+	lastOK       atomic.Int64 // Unix ns of the last successful store exchange
+	errMu        sync.Mutex
+	lastErr      string
 
 	kick    chan struct{} // asks the loop to sync now
 	stop    chan struct{}

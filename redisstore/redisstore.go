@@ -131,7 +131,7 @@ type Store struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
 	_ store.OnceSyncer = (*Store)(nil)
 )
 
