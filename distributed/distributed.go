@@ -81,9 +81,18 @@ type Options struct {
 	// centralized node retries pushing counts taken during an outage).
 	// Zero means DefaultInterval.
 	Interval time.Duration
-	// Deadline bounds every call to the shared store made while deciding.
-	// Zero means DefaultDeadline.
+	// Deadline is the least time a decision waits for the shared store
+	// (the adaptive deadline's floor). A centralized node waits for each
+	// call three times the slowest round trip of the last second or two,
+	// between Deadline and MaxDeadline; a call that misses a deadline
+	// below MaxDeadline sends its decision to the failure policy but is
+	// not counted as a store failure. Zero means DefaultDeadline.
 	Deadline time.Duration
+	// MaxDeadline is the most a decision waits for the shared store (the
+	// ceiling). Calls that reach it, and store errors, are the failures
+	// that open the circuit breaker. Zero means DefaultMaxDeadline, or
+	// Deadline if that is longer.
+	MaxDeadline time.Duration
 	// SyncDeadline bounds one Sync call to the shared store. Zero means
 	// DefaultSyncDeadline or Interval, whichever is longer. A sync that
 	// times out costs an extra round trip to learn whether the store
@@ -153,6 +162,7 @@ type Node struct {
 	log      *slog.Logger
 
 	br    breaker
+	lat   latency // round trips, for the adaptive deadline
 	table *table
 	algs  sync.Map // algorithm.Config -> algorithm.Algorithm (limit/Nodes)
 
@@ -176,6 +186,7 @@ type Node struct {
 	dropped      atomic.Uint64
 	droppedCost  atomic.Uint64
 	resends      atomic.Uint64
+	missed       atomic.Uint64 // store calls that missed an adaptive deadline
 	storeErrors  atomic.Uint64
 	syncs        atomic.Uint64
 	lastOK       atomic.Int64 // Unix ns of the last successful store exchange
@@ -215,8 +226,8 @@ func New(o Options) (*Node, error) {
 		n.nodes = 1
 	}
 	if n.interval < 0 || n.deadline < 0 || n.syncDL < 0 || o.BreakerCooldown < 0 || o.BreakerFailures < 0 || n.refresh < 0 ||
-		o.MaxPendingBytes < 0 || o.MaxSyncKeys < 0 {
-		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh, MaxPendingBytes, MaxSyncKeys and the breaker settings must not be negative")
+		o.MaxPendingBytes < 0 || o.MaxSyncKeys < 0 || o.MaxDeadline < 0 {
+		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh, MaxDeadline, MaxPendingBytes, MaxSyncKeys and the breaker settings must not be negative")
 	}
 	if n.interval == 0 {
 		n.interval = DefaultInterval
@@ -224,6 +235,14 @@ func New(o Options) (*Node, error) {
 	if n.deadline == 0 {
 		n.deadline = DefaultDeadline
 	}
+	n.lat.floor, n.lat.ceiling = n.deadline, o.MaxDeadline
+	if n.lat.ceiling == 0 {
+		n.lat.ceiling = max(DefaultMaxDeadline, n.deadline)
+	}
+	if n.lat.ceiling < n.lat.floor {
+		return nil, fmt.Errorf("distributed: MaxDeadline %v is below Deadline %v", n.lat.ceiling, n.lat.floor)
+	}
+	n.lat.start.Store(time.Now().UnixNano())
 	if n.syncDL == 0 {
 		n.syncDL = max(DefaultSyncDeadline, n.interval)
 	}
@@ -378,6 +397,12 @@ type Health struct {
 	// to merge into; DroppedCost is their summed cost. These counts never
 	// reach the shared store.
 	DroppedEvents, DroppedCost uint64
+	// DeadlineMisses counts decisions whose store call missed the adaptive
+	// deadline below its ceiling (decided by the failure policy, not
+	// counted as store failures).
+	DeadlineMisses uint64
+	// Deadline is the adaptive deadline a decision's store call gets now.
+	Deadline time.Duration
 	// SyncResends counts pushes sent again under their identity after a
 	// failure or timeout (the store applies each at most once).
 	SyncResends uint64
@@ -398,6 +423,8 @@ func (n *Node) Health() Health {
 		DroppedEvents:   n.dropped.Load(),
 		DroppedCost:     n.droppedCost.Load(),
 		SyncResends:     n.resends.Load(),
+		DeadlineMisses:  n.missed.Load(),
+		Deadline:        n.lat.deadline(time.Now().UnixNano()),
 	}
 	h.Up = !h.BreakerOpen
 	if n.arr != Split {
@@ -572,8 +599,11 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 			return fmt.Errorf("distributed: release not sent: %w", ErrBreakerOpen)
 		}
 		rs := append([]store.Request(nil), reqs...) // the call may outlive its deadline
-		err := call(ctx, n.deadline, func(c context.Context) error { return n.shared.Release(c, now, rs) })
+		err := n.timedCall(ctx, func(c context.Context) error { return n.shared.Release(c, now, rs) })
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, errMissed) {
+				return fmt.Errorf("distributed: release: %w", err)
+			}
 			return n.storeError(ctx, err, "release")
 		}
 		n.storeOK()
@@ -628,18 +658,23 @@ func (n *Node) decideCentral(ctx context.Context, now int64, reqs []store.Reques
 		if len(reqs) == 1 {
 			var d algorithm.Decision
 			r := reqs[0]
-			err = call(ctx, n.deadline, func(c context.Context) error {
-				var e error
-				d, e = n.shared.DecideOne(c, now, r)
+			var mu sync.Mutex // d is written by a call that may outlive the wait
+			err = n.timedCall(ctx, func(c context.Context) error {
+				got, e := n.shared.DecideOne(c, now, r)
+				mu.Lock()
+				d = got
+				mu.Unlock()
 				return e
 			})
 			if err == nil {
+				mu.Lock()
 				out[0] = d
+				mu.Unlock()
 			}
 		} else {
 			tmp := make([]algorithm.Decision, len(reqs))
 			rs := append([]store.Request(nil), reqs...)
-			err = call(ctx, n.deadline, func(c context.Context) error { return n.shared.Decide(c, now, rs, tmp) })
+			err = n.timedCall(ctx, func(c context.Context) error { return n.shared.Decide(c, now, rs, tmp) })
 			if err == nil {
 				copy(out, tmp)
 			}
@@ -653,7 +688,7 @@ func (n *Node) decideCentral(ctx context.Context, now int64, reqs []store.Reques
 			n.br.abandon()
 			return ctx.Err()
 		}
-		n.storeFailed(err)
+		n.decideFailed(err)
 	}
 	return n.decideLocal(now, reqs, out, func(r *store.Request) how { return policyHow(r.OnFailure) })
 }
