@@ -127,6 +127,11 @@ func (n *Node) timedCall(ctx context.Context, f func(context.Context) error) err
 		}
 		break
 	}
+	select {
+	case err := <-done: // it answered as the wait ended
+		return err
+	default:
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -143,6 +143,15 @@ type Options struct {
 	// fits its deadline however many keys have counts; the rest go in the
 	// next sync, started at once. Zero means DefaultMaxSyncKeys.
 	MaxSyncKeys int
+	// MaxKeys and MaxBytes bound the node's table of keys (its local
+	// views, states and history; pending events are bounded by
+	// MaxPendingBytes). When a new key does not fit, the least recently
+	// used of a few entries with nothing to push or pull is evicted, and
+	// what it had used is kept in a small summary that charges the key
+	// again if it returns, so eviction never gives a key back an allowance
+	// it spent. Zero means DefaultMaxKeys and DefaultMaxBytes.
+	MaxKeys  int
+	MaxBytes int64
 }
 
 // Node is one limiter node. It implements store.Store and is safe for
@@ -216,7 +225,6 @@ func New(o Options) (*Node, error) {
 		id:       o.ID,
 		clock:    o.Clock,
 		log:      o.Logger,
-		table:    newTable(),
 		kick:     make(chan struct{}, 1),
 	}
 	switch {
@@ -274,6 +282,17 @@ func New(o Options) (*Node, error) {
 			n.once = &localOnce{Syncer: n.syncer}
 		}
 	}
+	if o.MaxKeys < 0 || o.MaxBytes < 0 {
+		return nil, errors.New("distributed: MaxKeys and MaxBytes must not be negative")
+	}
+	maxKeys, maxBytes := o.MaxKeys, o.MaxBytes
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	n.table = newTable(maxKeys, maxBytes)
 	n.maxSyncKeys = o.MaxSyncKeys
 	if n.maxSyncKeys == 0 {
 		n.maxSyncKeys = DefaultMaxSyncKeys
@@ -619,7 +638,7 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 		}
 		s := &n.table.shards[n.table.shardOf(r.Key)]
 		s.mu.Lock()
-		if e := s.get(alg, r.Key, false); e != nil && e.state != nil {
+		if e := s.get(alg, r.Key, false, now); e != nil && e.state != nil {
 			alg.Release(e.state, now, r.Cost)
 		}
 		s.mu.Unlock()
@@ -699,7 +718,7 @@ func (n *Node) noteViews(now int64, reqs []store.Request, out []algorithm.Decisi
 	for i := range reqs {
 		s := &n.table.shards[n.table.shardOf(reqs[i].Key)]
 		s.mu.Lock()
-		e := s.get(reqs[i].Algorithm, reqs[i].Key, true)
+		e := s.get(reqs[i].Algorithm, reqs[i].Key, true, now)
 		e.haveView, e.viewAt, e.viewLimit, e.viewRemaining = true, now, out[i].Limit, out[i].Remaining
 		e.last = now
 		s.mu.Unlock()
@@ -750,7 +769,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 			out[0] = n.closedDecision(r)
 			return nil
 		}
-		e := s.get(r.Algorithm, r.Key, true)
+		e := s.get(r.Algorithm, r.Key, true, now)
 		st, alg, err := n.target(e, h, now)
 		if err != nil {
 			return err
@@ -805,7 +824,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 			continue
 		}
 		s := &n.table.shards[n.table.shardOf(r.Key)]
-		e := s.get(r.Algorithm, r.Key, true)
+		e := s.get(r.Algorithm, r.Key, true, now)
 		st, alg, err := n.target(e, h, now)
 		if err != nil {
 			return err
@@ -869,7 +888,7 @@ func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm,
 			if err != nil {
 				return nil, nil, err
 			}
-			n.ensureView(e)
+			n.ensureView(e, now)
 			e.splitAlg = a
 			e.split = make([]int64, a.Words())
 			if u := used(e.alg, e.state, now); u > 0 {
@@ -879,7 +898,7 @@ func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm,
 		}
 		return e.split, e.splitAlg, nil
 	default:
-		n.ensureView(e)
+		n.ensureView(e, now)
 		return e.state, e.alg, nil
 	}
 }
@@ -887,7 +906,7 @@ func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm,
 // ensureView gives e a local view to decide on. For a centralized node it
 // is built from the store's last decision on the key; otherwise it starts
 // empty.
-func (n *Node) ensureView(e *entry) {
+func (n *Node) ensureView(e *entry, now int64) {
 	if e.state != nil {
 		return
 	}
@@ -896,7 +915,9 @@ func (n *Node) ensureView(e *entry) {
 		if u := e.viewLimit - e.viewRemaining; u > 0 {
 			e.alg.Record(e.state, e.viewAt, u)
 		}
+		return
 	}
+	n.table.charge(e, now)
 }
 
 // commitEvent records an allowed request decided on e's target state

@@ -206,7 +206,7 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 			// view many intervals old.
 			keep := s.nears[:0]
 			for _, e := range s.nears {
-				if !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
+				if e.gone || !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
 					e.onNear = false
 					continue
 				}
@@ -248,7 +248,9 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		s.mu.Lock()
 		sent := e.events[:p.count]
 		if len(sent) > 0 && n.arr == Delayed {
+			h := len(e.history)
 			e.history = appendHistory(e.history, sent, seq, now.UnixNano()-int64(e.alg.IdleAfter()))
+			s.bytes += historyBytes * int64(len(e.history)-h)
 		}
 		n.unqueue(e, p.count)
 		rest := e.events[p.count:]
@@ -374,7 +376,7 @@ func (n *Node) gc(now time.Time, force bool) {
 				continue
 			}
 			if t-e.last > int64(e.alg.IdleAfter()) {
-				delete(s.m, k)
+				n.table.remove(s, k, e)
 			}
 		}
 		s.mu.Unlock()
