@@ -80,9 +80,11 @@ var errMissed = errors.New("missed the adaptive deadline")
 // the adaptive deadline, and feeds its round trip to the estimate. f runs
 // with the ceiling as its deadline. At the adaptive deadline, if the store
 // has answered some other call since f started, it is slow but alive, and
-// the wait goes on to the ceiling; if it has answered nothing, timedCall
-// returns (an error wrapping errMissed when that was below the ceiling) and
-// f runs on in the background to teach the estimate.
+// the wait goes on to the ceiling; if it has answered nothing, the wait
+// goes on once as long again (the process itself may have been stalled,
+// with answers unread), and then timedCall returns (an error wrapping
+// errMissed when that was below the ceiling) and f runs on in the
+// background to teach the estimate.
 func (n *Node) timedCall(ctx context.Context, f func(context.Context) error) error {
 	start := time.Now()
 	d := n.lat.deadline(start.UnixNano())
@@ -100,8 +102,8 @@ func (n *Node) timedCall(ctx context.Context, f func(context.Context) error) err
 	}()
 	t := time.NewTimer(d)
 	defer t.Stop()
-	// At the deadline, one grace of the floor: this process may itself have
-	// been descheduled, with answers waiting to be read.
+	// At the deadline, one grace as long again: this process may itself
+	// have been descheduled, with answers waiting to be read.
 	graced := false
 	for {
 		select {
@@ -121,7 +123,7 @@ func (n *Node) timedCall(ctx context.Context, f func(context.Context) error) err
 			}
 			if !graced {
 				graced = true
-				t.Reset(min(n.lat.floor, left))
+				t.Reset(min(d, left))
 				continue
 			}
 		}
