@@ -355,8 +355,9 @@ func (n *Node) loop() {
 	}
 }
 
-// Close stops the background loop and pushes the counts not yet pushed. It
-// returns the push's error, if any; the node must not be used afterwards.
+// Close stops the background loop and pushes the counts not yet pushed,
+// within ctx. It returns an error saying how many accepted requests were
+// not pushed, if any; the node must not be used afterwards.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeMu.Lock()
 	if n.closed {
@@ -374,7 +375,28 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.syncMu.Lock()
 	defer n.syncMu.Unlock()
-	return n.syncLocked(ctx, true)
+	// One sync pushes at most MaxSyncKeys keys: go on until nothing is
+	// left, a push fails or ctx ends.
+	start := n.clock()
+	var err error
+	for {
+		before := n.pending.Load()
+		if err = n.syncLocked(ctx, true); err != nil || n.pending.Load() == 0 || n.pending.Load() >= before {
+			break
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+	}
+	if left := n.pending.Load(); left > 0 || err != nil {
+		if err == nil {
+			err = errors.New("no progress")
+		}
+		return fmt.Errorf("distributed: %d accepted requests not pushed to %s after %v: %w",
+			left, n.name, n.clock().Sub(start).Round(time.Millisecond), err)
+	}
+	return nil
 }
 
 // Health is a node's view of itself and of the shared store.
@@ -420,8 +442,16 @@ type Health struct {
 	// deadline below its ceiling (decided by the failure policy, not
 	// counted as store failures).
 	DeadlineMisses uint64
-	// Deadline is the adaptive deadline a decision's store call gets now.
+	// Deadline is the adaptive deadline a decision's store call gets now
+	// (centralized; zero otherwise).
 	Deadline time.Duration
+	// Keys and TableBytes are the node table's size (bounded by
+	// Options.MaxKeys and MaxBytes); Evictions counts keys evicted to stay
+	// within it, and EvictedCharged the keys that came back and were
+	// charged from the eviction summary.
+	Keys                      int64
+	TableBytes                int64
+	Evictions, EvictedCharged uint64
 	// SyncResends counts pushes sent again under their identity after a
 	// failure or timeout (the store applies each at most once).
 	SyncResends uint64
@@ -443,9 +473,19 @@ func (n *Node) Health() Health {
 		DroppedCost:     n.droppedCost.Load(),
 		SyncResends:     n.resends.Load(),
 		DeadlineMisses:  n.missed.Load(),
-		Deadline:        n.lat.deadline(time.Now().UnixNano()),
+	}
+	if n.arr == Centralized {
+		h.Deadline = n.lat.deadline(time.Now().UnixNano())
 	}
 	h.Up = !h.BreakerOpen
+	for i := range n.table.shards {
+		sh := &n.table.shards[i]
+		sh.mu.Lock()
+		h.Keys += int64(len(sh.m))
+		h.TableBytes += sh.bytes
+		sh.mu.Unlock()
+	}
+	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.summary.hits.Load()
 	if n.arr != Split {
 		if lag := n.clock().Sub(time.Unix(0, n.lastOK.Load())); lag > 0 {
 			h.SyncLag = lag

@@ -190,6 +190,10 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		SyncDeadline:    a.SyncDeadline,
 		BreakerFailures: a.BreakerFailures,
 		BreakerCooldown: a.BreakerCooldown,
+		MaxDeadline:     max(a.MaxDeadline, a.Deadline),
+		MaxKeys:         a.MaxKeys,
+		MaxBytes:        a.MaxBytes,
+		MaxPendingBytes: a.MaxPendingBytes,
 		Shared:          rs,
 		StoreName:       c.Type + "://" + strings.Join(c.Addrs, ","),
 		Logger:          s.log,
@@ -396,10 +400,14 @@ func (s *Server) shutdown(servers []*http.Server) {
 func (s *Server) closeStore(ctx context.Context) {
 	if s.node != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.ShutdownTimeout, time.Second))
-		if err := s.node.Close(cctx); err != nil {
-			s.log.Error("closing the distributed node: unsynced counts may be lost", "err", err)
+		start := time.Now()
+		err := s.node.Close(cctx)
+		h := s.node.Health()
+		if err != nil {
+			s.log.Error("closing the distributed node: counts lost", "err", err, "took", time.Since(start))
 		} else {
-			s.log.Info("distributed node closed; unsynced counts pushed")
+			s.log.Info("distributed node closed; unsynced counts pushed", "took", time.Since(start),
+				"dropped_while_queue_full", h.DroppedEvents)
 		}
 		cancel()
 		s.node = nil
@@ -484,6 +492,15 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		SyncLag:     nh.SyncLag,
 		Pending:     nh.PendingEvents,
 		Detail:      nh.LastError,
+		Keys:        nh.Keys,
+
+		SyncResends:    nh.SyncResends,
+		SyncMerged:     nh.MergedEvents,
+		SyncDropped:    nh.DroppedEvents,
+		PendingBytes:   nh.PendingBytes,
+		Evictions:      nh.Evictions,
+		DeadlineMisses: nh.DeadlineMisses,
+		Deadline:       nh.Deadline,
 	}
 	if nh.BreakerOpen {
 		h.Breaker = metrics.BreakerOpen
