@@ -7,6 +7,7 @@ replace github.com/floodgate-dev/floodgate => ../
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
+	github.com/redis/rueidis v1.0.79
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2

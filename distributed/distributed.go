@@ -188,6 +188,8 @@ type Node struct {
 	remember time.Duration    // store.SyncID.Remember
 
 	maxSyncKeys  int          // keys pushed per sync at most
+	syncKeys     int          // keys the next sync pushes at most, under syncMu
+	backoff      uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
 	maxPending   int64        // bound of pendingBytes
 	pending      atomic.Int64 // events not yet pushed
 	pendingBytes atomic.Int64 // their size, as the queue accounts it
@@ -297,6 +299,7 @@ func New(o Options) (*Node, error) {
 	if n.maxSyncKeys == 0 {
 		n.maxSyncKeys = DefaultMaxSyncKeys
 	}
+	n.syncKeys = n.maxSyncKeys
 	n.maxPending = o.MaxPendingBytes
 	if n.maxPending == 0 {
 		n.maxPending = DefaultMaxPendingBytes
@@ -356,8 +359,9 @@ func (n *Node) loop() {
 }
 
 // Close stops the background loop and pushes the counts not yet pushed,
-// within ctx. It returns an error saying how many accepted requests were
-// not pushed, if any; the node must not be used afterwards.
+// sending failed pushes again until ctx ends (a ctx without a deadline
+// gets one try). It returns an error saying how many accepted requests
+// were not pushed, if any; the node must not be used afterwards.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeMu.Lock()
 	if n.closed {
@@ -375,23 +379,35 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.syncMu.Lock()
 	defer n.syncMu.Unlock()
-	// One sync pushes at most MaxSyncKeys keys: go on until nothing is
-	// left, a push fails or ctx ends.
+	// One sync pushes at most MaxSyncKeys keys, and a push that fails is
+	// sent again: go on until nothing is left or ctx ends.
 	start := n.clock()
 	var err error
 	for {
 		before := n.pending.Load()
-		if err = n.syncLocked(ctx, true); err != nil || n.pending.Load() == 0 || n.pending.Load() >= before {
-			break
+		err = n.syncLocked(ctx, true)
+		left := n.pending.Load()
+		if err == nil && n.out == nil && (left == 0 || left >= before) {
+			break // done, or requests still arriving
 		}
 		if ctx.Err() != nil {
 			err = ctx.Err()
 			break
 		}
+		if err != nil {
+			// Try again while ctx allows; without a deadline, once is all.
+			if _, ok := ctx.Deadline(); !ok {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	}
 	if left := n.pending.Load(); left > 0 || err != nil {
 		if err == nil {
-			err = errors.New("no progress")
+			err = errors.New("requests still arriving")
 		}
 		return fmt.Errorf("distributed: %d accepted requests not pushed to %s after %v: %w",
 			left, n.name, n.clock().Sub(start).Round(time.Millisecond), err)

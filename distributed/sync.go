@@ -102,13 +102,22 @@ func (n *Node) syncID() store.SyncID {
 // send pushes attempt a. On failure a stays outstanding (n.out), its events
 // in flight, to be sent again by the next sync; on success its outcome is
 // applied.
+//
+// A push that misses its deadline makes the next ones fit better: the
+// next resend gets twice the time (up to maxSyncBackoff sync deadlines),
+// and new pushes carry half as many keys (at least minSyncKeys); each
+// success gives back a quarter of the keys and the plain deadline.
 func (n *Node) send(ctx context.Context, now time.Time, a *attempt, final bool) error {
-	err := n.exchange(ctx, a.id, a.batches)
+	err := n.exchange(ctx, a.id, a.batches, n.syncDL<<n.backoff)
 	if err != nil {
 		// The abandoned call may still be writing into the batches: never
 		// reuse them (a resend gets fresh ones).
 		n.bufB, n.bufP = nil, nil
 		n.out = a
+		if ctx.Err() == nil {
+			n.backoff = min(n.backoff+1, maxSyncBackoff)
+			n.syncKeys = max(minSyncKeys, n.syncKeys/2)
+		}
 		what := "sync with " + n.name
 		if a.repush {
 			what = "pushing counts again to " + n.name
@@ -116,6 +125,8 @@ func (n *Node) send(ctx context.Context, now time.Time, a *attempt, final bool) 
 		return n.storeError(ctx, err, what)
 	}
 	n.out = nil
+	n.backoff = 0
+	n.syncKeys = min(n.maxSyncKeys, n.syncKeys+n.syncKeys/4+1)
 	n.storeOK()
 	n.syncs.Add(1)
 	n.apply(a.batches[:len(a.parts)], a.parts, now, a.id.Seq)
@@ -180,7 +191,7 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 			parts = append(parts, pushed{e: e, count: e.inflight})
 		}
 		k := 0
-		for ; k < len(s.dirty) && len(batches) < n.maxSyncKeys; k++ {
+		for ; k < len(s.dirty) && len(batches) < n.syncKeys; k++ {
 			s.dirty[k].dirty = false
 			take(s.dirty[k])
 		}
@@ -341,11 +352,17 @@ func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 	return n.send(ctx, now, a, final)
 }
 
-// exchange runs one push of batches with the shared store under the sync
-// deadline.
-func (n *Node) exchange(ctx context.Context, id store.SyncID, batches []store.SyncBatch) error {
+// Bounds of a push's adaptation to a store that cannot take it in time.
+const (
+	maxSyncBackoff = 6   // a resend waits at most 64 sync deadlines
+	minSyncKeys    = 256 // one script call
+)
+
+// exchange runs one push of batches with the shared store under deadline
+// dl.
+func (n *Node) exchange(ctx context.Context, id store.SyncID, batches []store.SyncBatch, dl time.Duration) error {
 	now := n.clock().UnixNano()
-	return call(ctx, n.syncDL, func(c context.Context) error {
+	return call(ctx, dl, func(c context.Context) error {
 		return n.once.SyncOnce(c, now, id, batches)
 	})
 }
