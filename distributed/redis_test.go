@@ -320,8 +320,8 @@ func TestRedisDelayedPauseNeverBlocksDecisions(t *testing.T) {
 		t.Errorf("slowest decision %v while Redis was paused", slowest)
 	}
 	// The sync that timed out was queued in the stopped server and ran when
-	// it resumed; the node finds that out before pushing its events again,
-	// so they are counted once.
+	// it resumed; the node sends it again under the same identity, which
+	// the script skips, so the events are counted once.
 	got := sharedCount(t, shared, count, "paused", clk.NS())
 	t.Logf("accepted %d, shared count %d", len(acc), got)
 	if got != int64(len(acc)) {
