@@ -38,6 +38,7 @@ type Config struct {
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
+	Connections     Connections   `yaml:"connections"`
 }
 
 // Listener is a network address to serve on, optionally with TLS.
@@ -320,6 +321,9 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("%s: shutdown_timeout must not be negative", at("shutdown_timeout"))
+	}
+	if err := c.Connections.validate(at); err != nil {
+		return err
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return fmt.Errorf("%s: log.level: %v", at("log.level"), err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -52,6 +53,9 @@ type Server struct {
 	grpc      *grpc.Server
 	health    *health.Server
 	listeners map[string]net.Listener
+
+	refusedOnce sync.Once
+	refused     *prometheus.CounterVec // connections refused by a cap
 }
 
 // Listener names, for Addr.
@@ -158,6 +162,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// cut the server's CPU per call by about 8% (docs/benchmarks/serve.md).
 	// When every worker is busy, gRPC starts a goroutine as before.
 	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
+	gopts = append(gopts, cfg.Connections.grpcOptions()...)
 	s.grpc = grpc.NewServer(gopts...)
 	rls.New(s.check, log).Register(s.grpc)
 	s.health = health.NewServer()
@@ -219,7 +224,7 @@ func (s *Server) Listen() error {
 		if err != nil {
 			return fmt.Errorf("%s listener: %w", name, err)
 		}
-		s.listeners[name] = ln
+		s.listeners[name] = s.limitConns(name, ln)
 		return nil
 	}
 	if err := bind(ListenerHTTP, s.cfg.HTTP); err != nil {
@@ -276,9 +281,15 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		hs := &http.Server{
 			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: s.cfg.Connections.ReadHeaderTimeout,
+			ReadTimeout:       s.cfg.httpReadTimeout(),
+			WriteTimeout:      s.cfg.Connections.WriteTimeout,
+			IdleTimeout:       s.cfg.Connections.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+		if name == ListenerGateway {
+			hs.ReadTimeout = s.cfg.Connections.GatewayReadTimeout
+			hs.WriteTimeout = s.cfg.Connections.GatewayWriteTimeout
 		}
 		servers = append(servers, hs)
 		scheme := "http"
