@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,7 +27,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--log-level LEVEL]\n\n"+
 			"Serves the Envoy Rate Limit Service (gRPC, default 127.0.0.1:8081), the JSON API, metrics,\n"+
 			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
-			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n\n")
+			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n"+
+			"Exit status: 0 after a clean shutdown, %d when shutdown cut off requests or could not\n"+
+			"push unsynced counts, 2 for other errors.\n\n", exitUncleanShutdown)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -71,7 +74,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := srv.Run(ctx); err != nil {
+		if errors.Is(err, server.ErrUncleanShutdown) {
+			// The log has the details; the status tells orchestrators.
+			fmt.Fprintln(stderr, "floodgate serve:", err)
+			return exitError{code: exitUncleanShutdown}
+		}
 		return err
 	}
 	return nil
 }
+
+// exitUncleanShutdown is serve's exit status when shutdown cut off requests
+// still running at shutdown_timeout or could not push unsynced counts.
+const exitUncleanShutdown = 3

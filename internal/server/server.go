@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -54,6 +55,7 @@ type Server struct {
 	health    *health.Server
 	listeners map[string]net.Listener
 
+	inflight    inflight // requests being served, for the shutdown report
 	refusedOnce sync.Once
 	refused     *prometheus.CounterVec // connections refused by a cap
 }
@@ -163,6 +165,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// When every worker is busy, gRPC starts a goroutine as before.
 	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
 	gopts = append(gopts, cfg.Connections.grpcOptions()...)
+	gopts = append(gopts, grpc.ChainUnaryInterceptor(s.inflight.unary))
 	s.grpc = grpc.NewServer(gopts...)
 	rls.New(s.check, log).Register(s.grpc)
 	s.health = health.NewServer()
@@ -271,6 +274,9 @@ func (s *Server) Run(ctx context.Context) error {
 // ends, then shuts down gracefully: it stops accepting connections, lets
 // requests in flight finish (for at most ShutdownTimeout), closes the
 // distributed node so unsynced counts are pushed, and closes the store.
+// It returns an error wrapping ErrUncleanShutdown if requests were still
+// running at the timeout (they are cut off and counted in the log) or
+// unsynced counts could not be pushed.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 4)
 	var servers []*http.Server
@@ -310,9 +316,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 		}()
 	}
-	serveHTTP(ListenerHTTP, accessLog(ListenerHTTP, s.handler, s.log), s.cfg.HTTP.TLS)
+	serveHTTP(ListenerHTTP, s.inflight.wrap(accessLog(ListenerHTTP, s.handler, s.log)), s.cfg.HTTP.TLS)
 	if s.gatewayH != nil {
-		serveHTTP(ListenerGateway, accessLog(ListenerGateway, s.gatewayH, s.log), s.cfg.Gateway.TLS)
+		serveHTTP(ListenerGateway, s.inflight.wrap(accessLog(ListenerGateway, s.gatewayH, s.log)), s.cfg.Gateway.TLS)
 	}
 	if ln, ok := s.listeners[ListenerGRPC]; ok {
 		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.cfg.GRPC.TLS.Enabled())
@@ -356,9 +362,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Error("listener failed; shutting down", "err", runErr)
 	}
 	stopWatch()
-	s.shutdown(servers)
+	serr := s.shutdown(servers)
 	wg.Wait()
-	return runErr
+	return errors.Join(runErr, serr)
 }
 
 func (s *Server) rulesName() string {
@@ -368,19 +374,22 @@ func (s *Server) rulesName() string {
 	return s.cfg.Rules
 }
 
-// shutdown stops the listeners gracefully, then closes the store.
-func (s *Server) shutdown(servers []*http.Server) {
+// shutdown stops the listeners gracefully, then closes the store. It
+// returns an error wrapping ErrUncleanShutdown when requests were cut at
+// the shutdown timeout or unsynced counts could not be pushed.
+func (s *Server) shutdown(servers []*http.Server) error {
 	timeout := s.cfg.ShutdownTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	s.health.Shutdown() // tell health checkers we are going away
 	var wg sync.WaitGroup
+	var httpCut, grpcCut atomic.Int64
 	for _, hs := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := hs.Shutdown(ctx); err != nil {
-				s.log.Warn("requests still in flight at the shutdown timeout were cut off", "err", err)
+				httpCut.Store(s.inflight.http.Load()) // every server shares one count
 				hs.Close()
 			}
 		}()
@@ -393,22 +402,32 @@ func (s *Server) shutdown(servers []*http.Server) {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			s.log.Warn("gRPC calls still in flight at the shutdown timeout were cut off")
+			grpcCut.Store(s.inflight.grpc.Load())
 			s.grpc.Stop()
 		}
 	}()
 	wg.Wait()
-	s.closeStore(ctx)
-	s.log.Info("stopped")
+	err := s.shutdownReport(timeout, httpCut.Load(), grpcCut.Load())
+	if serr := s.closeStore(ctx); serr != nil {
+		err = errors.Join(err, fmt.Errorf("%w: %v", ErrUncleanShutdown, serr))
+	}
+	if err != nil {
+		s.log.Error("stopped; shutdown was not clean", "err", err)
+	} else {
+		s.log.Info("stopped")
+	}
+	return err
 }
 
 // closeStore closes the distributed node (pushing unsynced counts) and the
-// Redis client.
-func (s *Server) closeStore(ctx context.Context) {
+// Redis client. It returns the node's error if counts could not be pushed.
+func (s *Server) closeStore(ctx context.Context) error {
+	var err error
 	if s.node != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.ShutdownTimeout, time.Second))
-		if err := s.node.Close(cctx); err != nil {
+		if err = s.node.Close(cctx); err != nil {
 			s.log.Error("closing the distributed node: unsynced counts may be lost", "err", err)
+			err = fmt.Errorf("unsynced counts could not be pushed: %w", err)
 		} else {
 			s.log.Info("distributed node closed; unsynced counts pushed")
 		}
@@ -419,6 +438,7 @@ func (s *Server) closeStore(ctx context.Context) {
 		s.redis.Close()
 		s.redis = nil
 	}
+	return err
 }
 
 // Ready reports whether the server can decide with its shared store: true
