@@ -165,7 +165,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// When every worker is busy, gRPC starts a goroutine as before.
 	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
 	gopts = append(gopts, cfg.Connections.grpcOptions()...)
-	gopts = append(gopts, grpc.ChainUnaryInterceptor(s.inflight.unary))
+	gopts = append(gopts, grpc.ChainUnaryInterceptor(s.inflight.unary), rls.ServerOption())
 	s.grpc = grpc.NewServer(gopts...)
 	rls.New(s.check, log).Register(s.grpc)
 	s.health = health.NewServer()
