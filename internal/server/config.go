@@ -39,6 +39,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
 	Connections     Connections   `yaml:"connections"`
+	Admin           Admin         `yaml:"admin"`
 }
 
 // Listener is a network address to serve on, optionally with TLS.
@@ -173,7 +174,8 @@ func parseConfig(name string, data []byte, c Config, dir string) (Config, error)
 		return Config{}, err
 	}
 	if dir != "" {
-		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key} {
+		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key,
+			&c.Admin.TLS.Cert, &c.Admin.TLS.Key, &c.Admin.TokenFile} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(dir, *p)
 			}
@@ -323,6 +325,9 @@ func (c *Config) validate(at func(string) string) error {
 		return fmt.Errorf("%s: shutdown_timeout must not be negative", at("shutdown_timeout"))
 	}
 	if err := c.Connections.validate(at); err != nil {
+		return err
+	}
+	if err := c.Admin.validate(at); err != nil {
 		return err
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {

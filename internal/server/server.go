@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"runtime"
 	"strings"
@@ -28,7 +27,6 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/internal/metrics"
-	"github.com/floodgate-dev/floodgate/internal/statuspage"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
@@ -49,7 +47,9 @@ type Server struct {
 	redis *redisstore.Store
 	node  *distributed.Node
 
-	handler   http.Handler // admin and API
+	handler   http.Handler // API, and admin unless it has its own listener
+	adminH    http.Handler // nil without an admin listener
+	access    *access
 	gatewayH  http.Handler // nil without routes
 	grpc      *grpc.Server
 	health    *health.Server
@@ -74,11 +74,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if !cfg.Admin.ShowKeyValues {
+		log = slog.New(maskingHandler{log.Handler()})
+	}
 	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{}}
+	var err error
+	if s.access, err = newAccess(cfg.Admin); err != nil {
+		return nil, err
+	}
 
 	set := rules.Default()
 	if cfg.Rules != "" {
-		var err error
 		if set, err = rules.Load(cfg.Rules); err != nil {
 			return nil, err
 		}
@@ -101,22 +107,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.closeStore(ctx)
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", api)
-	mux.Handle("GET /metrics", s.rec.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeText(w, http.StatusOK, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("/", statuspage.Handler(statusSource{s}))
-	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	s.handler = mux
+	s.handler, s.adminH = s.buildMuxes(api, s.access)
 
 	if len(cfg.Gateway.Routes) > 0 {
 		var sources []httplimit.Source
@@ -237,6 +228,12 @@ func (s *Server) Listen() error {
 		s.closeListeners()
 		return err
 	}
+	if s.adminH != nil {
+		if err := bind(ListenerAdmin, Listener{Addr: s.cfg.Admin.Addr}); err != nil {
+			s.closeListeners()
+			return err
+		}
+	}
 	if s.gatewayH != nil {
 		if err := bind(ListenerGateway, Listener{Addr: s.cfg.Gateway.Addr}); err != nil {
 			s.closeListeners()
@@ -252,7 +249,7 @@ func (s *Server) closeListeners() {
 	}
 }
 
-// Addr returns the address the named listener (ListenerHTTP, ListenerGRPC or ListenerGateway) is
+// Addr returns the address the named listener (ListenerHTTP, ListenerGRPC, ListenerAdmin or ListenerGateway) is
 // bound to, or "" if it is not.
 func (s *Server) Addr(name string) string {
 	if ln, ok := s.listeners[name]; ok {
@@ -317,6 +314,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}()
 	}
 	serveHTTP(ListenerHTTP, s.inflight.wrap(accessLog(ListenerHTTP, s.handler, s.log)), s.cfg.HTTP.TLS)
+	if s.adminH != nil {
+		serveHTTP(ListenerAdmin, s.inflight.wrap(accessLog(ListenerAdmin, s.adminH, s.log)), s.cfg.Admin.TLS)
+	}
 	if s.gatewayH != nil {
 		serveHTTP(ListenerGateway, s.inflight.wrap(accessLog(ListenerGateway, s.gatewayH, s.log)), s.cfg.Gateway.TLS)
 	}
@@ -462,14 +462,6 @@ func (s *Server) Ready(ctx context.Context) (bool, string) {
 	return true, "ok"
 }
 
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if ok, why := s.Ready(r.Context()); !ok {
-		writeText(w, http.StatusServiceUnavailable, "not ready: "+why+"\n")
-		return
-	}
-	writeText(w, http.StatusOK, "ready\n")
-}
-
 // reportHealth keeps the gRPC health service in step with readiness.
 func (s *Server) reportHealth(ctx context.Context) {
 	t := time.NewTicker(time.Second)
@@ -551,23 +543,6 @@ func (o *observed) Release(ctx context.Context, req rules.Request) error {
 }
 
 func (o *observed) Set() *rules.Set { return o.engine.Set() }
-
-// statusSource feeds the status page.
-type statusSource struct{ s *Server }
-
-// Rules lists the rules in force, all marked shadow under the global switch.
-func (src statusSource) Rules() []rules.RuleInfo {
-	rs := src.s.engine.Set().Rules()
-	if src.s.cfg.Shadow {
-		for i := range rs {
-			rs[i].Shadow = true
-		}
-	}
-	return rs
-}
-
-// Snapshot returns the recorder's current figures.
-func (src statusSource) Snapshot() metrics.Snapshot { return src.s.rec.Snapshot() }
 
 // reloadHandler counts rule reloads in metrics from the watcher's log
 // records, and passes every record on.
