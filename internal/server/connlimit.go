@@ -12,10 +12,13 @@ import (
 
 // limitListener caps the connections a listener holds open: at most max in
 // all and at most perClient from one client address (0 means no cap). A
-// connection past a cap is accepted and closed at once, so the kernel's
-// backlog keeps draining and one client cannot take every file descriptor
-// of the process: other clients, and the process's other listeners, keep
-// being served.
+// connection past the per-client cap is accepted and closed at once, so the
+// kernel's backlog keeps draining and one client cannot take every file
+// descriptor of the process. When the listener is full, a new client is
+// not simply turned away: if some address holds at least two connections
+// more than the newcomer's, that address's oldest connection is closed to
+// make room. Many addresses holding connections open can therefore fill the
+// listener, but cannot keep a client with few connections out of it.
 type limitListener struct {
 	net.Listener
 	name      string
@@ -26,16 +29,17 @@ type limitListener struct {
 
 	mu      sync.Mutex
 	open    int
-	clients map[string]int
+	clients map[string][]*limitedConn // oldest first
 
 	refused   atomic.Int64 // refused since the last log line
 	lastLogNS atomic.Int64
 }
 
-// Reasons a connection is refused, as counted in metrics.
+// Reasons a connection is refused or closed, as counted in metrics.
 const (
 	refusedListenerFull = "listener_full"
 	refusedClientFull   = "client_full"
+	evictedForNewClient = "evicted"
 )
 
 func newLimitListener(ln net.Listener, name string, maxConns, perClient int, log *slog.Logger, onReject func(string)) *limitListener {
@@ -43,7 +47,7 @@ func newLimitListener(ln net.Listener, name string, maxConns, perClient int, log
 		onReject = func(string) {}
 	}
 	return &limitListener{Listener: ln, name: name, max: maxConns, perClient: perClient, log: log, onReject: onReject,
-		clients: map[string]int{}}
+		clients: map[string][]*limitedConn{}}
 }
 
 // Accept returns the next connection within the caps.
@@ -53,41 +57,72 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		client := clientAddr(c.RemoteAddr())
-		if reason := l.admit(client); reason != "" {
+		lc := &limitedConn{Conn: c, l: l, client: clientAddr(c.RemoteAddr())}
+		victim, reason := l.admit(lc)
+		if reason != "" {
 			c.Close()
 			l.refuse(reason)
 			continue
 		}
-		return &limitedConn{Conn: c, l: l, client: client}, nil
+		if victim != nil {
+			victim.Conn.Close() // its place is already given to lc
+			l.refuse(evictedForNewClient)
+		}
+		return lc, nil
 	}
 }
 
-// admit counts a new connection from client, or says which cap refuses it.
-func (l *limitListener) admit(client string) string {
+// admit counts c, or says which cap refuses it. When the listener is full
+// it may instead return a connection to close to make room for c.
+func (l *limitListener) admit(c *limitedConn) (victim *limitedConn, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.max > 0 && l.open >= l.max {
-		return refusedListenerFull
+	mine := l.clients[c.client]
+	if l.perClient > 0 && len(mine) >= l.perClient {
+		return nil, refusedClientFull
 	}
-	n := l.clients[client]
-	if l.perClient > 0 && n >= l.perClient {
-		return refusedClientFull
+	if l.max > 0 && l.open >= l.max {
+		var top string
+		most := 0
+		for addr, cs := range l.clients {
+			if len(cs) > most {
+				top, most = addr, len(cs)
+			}
+		}
+		if most < len(mine)+2 {
+			return nil, refusedListenerFull
+		}
+		victim = l.clients[top][0]
+		l.remove(victim)
 	}
 	l.open++
-	l.clients[client] = n + 1
-	return ""
+	l.clients[c.client] = append(mine, c)
+	return victim, ""
 }
 
-func (l *limitListener) release(client string) {
+// remove stops counting c; it reports false if c was not counted (already
+// evicted). l.mu must be held.
+func (l *limitListener) remove(c *limitedConn) bool {
+	cs := l.clients[c.client]
+	for i, x := range cs {
+		if x == c {
+			cs = append(cs[:i], cs[i+1:]...)
+			if len(cs) == 0 {
+				delete(l.clients, c.client)
+			} else {
+				l.clients[c.client] = cs
+			}
+			l.open--
+			return true
+		}
+	}
+	return false
+}
+
+func (l *limitListener) release(c *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.open--
-	if n := l.clients[client] - 1; n > 0 {
-		l.clients[client] = n
-	} else {
-		delete(l.clients, client)
-	}
+	l.remove(c)
 }
 
 // refuse counts a refused connection and logs the count at most every 10 s.
@@ -133,7 +168,7 @@ type limitedConn struct {
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.client) })
+	c.once.Do(func() { c.l.release(c) })
 	return err
 }
 
@@ -147,7 +182,7 @@ func (s *Server) limitConns(name string, ln net.Listener) net.Listener {
 	s.refusedOnce.Do(func() {
 		s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "floodgate_connections_refused_total",
-			Help: "Connections accepted and closed at once because a connection cap (max_conns, max_conns_per_client) was full.",
+			Help: "Connections closed by a connection cap: refused at once (listener_full, client_full) or closed to make room for a client with fewer (evicted).",
 		}, []string{"listener", "reason"})
 		s.rec.Registry().MustRegister(s.refused)
 	})
