@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -124,15 +123,11 @@ func (ac *access) require(h http.Handler) http.Handler {
 	})
 }
 
-// privilegedKey marks a request entitled to details (store errors, rule
-// file paths, rule values) in the request's context.
-type privilegedKey struct{}
-
-// privileged reports whether r may see details: it carries the token, or no
-// token is configured and it came in on the separate admin listener.
-func privileged(r *http.Request) bool {
-	p, _ := r.Context().Value(privilegedKey{}).(bool)
-	return p
+// details reports whether r may see details (store errors, rule file
+// paths, rule values): it carries the token, or no token is configured and
+// it came in on the separate admin listener (onAdmin).
+func (ac *access) details(r *http.Request, onAdmin bool) bool {
+	return ac.authenticated(r) || (onAdmin && !ac.hasToken)
 }
 
 // buildMuxes returns the handlers of the http listener and, when it is
@@ -140,30 +135,41 @@ func privileged(r *http.Request) bool {
 func (s *Server) buildMuxes(api http.Handler, ac *access) (public, admin http.Handler) {
 	pub := http.NewServeMux()
 	pub.Handle("/v1/", api)
-	pub.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	healthRoutes(pub, s, false)
+	if !s.cfg.Admin.Enabled() {
+		s.adminRoutes(pub, ac, false)
+		return pub, nil
+	}
+	elsewhere := func(w http.ResponseWriter, r *http.Request) {
+		writeText(w, http.StatusNotFound, "not found: the admin endpoints are served on the admin listener\n")
+	}
+	for _, p := range []string{"/v1/rules", "/metrics", "/debug/pprof/", "/status.json", "/{$}"} {
+		pub.HandleFunc(p, elsewhere)
+	}
+	adm := http.NewServeMux()
+	healthRoutes(adm, s, true)
+	s.adminRoutes(adm, ac, true)
+	return pub, adm
+}
+
+// healthRoutes registers /healthz and /readyz on mux.
+func healthRoutes(mux *http.ServeMux, s *Server, onAdmin bool) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "ok\n")
 	})
-	pub.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		s.readyz(w, r, s.access.details(r, onAdmin))
+	})
+}
 
-	adm := pub
-	if s.cfg.Admin.Enabled() {
-		adm = http.NewServeMux()
-		adm.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-			writeText(w, http.StatusOK, "ok\n")
-		})
-		adm.HandleFunc("GET /readyz", s.readyz)
-		elsewhere := func(w http.ResponseWriter, r *http.Request) {
-			writeText(w, http.StatusNotFound, "not found: the admin endpoints are served on the admin listener\n")
-		}
-		for _, p := range []string{"/v1/rules", "/metrics", "/debug/pprof/", "/status.json"} {
-			pub.HandleFunc(p, elsewhere)
-		}
-		pub.HandleFunc("/{$}", elsewhere)
-	}
-	adm.Handle("/v1/rules", ac.require(http.HandlerFunc(s.rulesListing)))
-	adm.Handle("GET /metrics", ac.require(s.rec.Handler()))
-	adm.Handle("/", ac.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		statuspage.Handler(statusSource{s: s, details: privileged(r)}).ServeHTTP(w, r)
+// adminRoutes registers the admin endpoints on mux, behind the token.
+func (s *Server) adminRoutes(mux *http.ServeMux, ac *access, onAdmin bool) {
+	mux.Handle("/v1/rules", ac.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.rulesListing(w, r, ac.details(r, onAdmin))
+	})))
+	mux.Handle("GET /metrics", ac.require(s.rec.Handler()))
+	mux.Handle("/", ac.require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		statuspage.Handler(statusSource{s: s, details: ac.details(r, onAdmin)}).ServeHTTP(w, r)
 	})))
 	if s.cfg.Pprof {
 		pp := http.NewServeMux()
@@ -172,32 +178,15 @@ func (s *Server) buildMuxes(api http.Handler, ac *access) (public, admin http.Ha
 		pp.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		pp.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		pp.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		adm.Handle("/debug/pprof/", ac.require(pp))
+		mux.Handle("/debug/pprof/", ac.require(pp))
 	}
-	public = markPrivilege(pub, ac, false)
-	if s.cfg.Admin.Enabled() {
-		admin = markPrivilege(adm, ac, true)
-	}
-	return public, admin
 }
 
-func contextWithPrivilege(r *http.Request, p bool) context.Context {
-	return context.WithValue(r.Context(), privilegedKey{}, p)
-}
-
-// markPrivilege records in each request's context whether it is privileged.
-func markPrivilege(h http.Handler, ac *access, adminListener bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := ac.authenticated(r) || (adminListener && !ac.hasToken)
-		h.ServeHTTP(w, r.WithContext(contextWithPrivilege(r, p)))
-	})
-}
-
-// rulesListing is GET /v1/rules. Unprivileged callers see the rule file's
-// base name instead of its path and masked values in every rule's match
-// and overrides (an unlimited key's value is a credential), unless
-// admin.show_key_values is set.
-func (s *Server) rulesListing(w http.ResponseWriter, r *http.Request) {
+// rulesListing is GET /v1/rules. Callers without details (see
+// access.details) see the rule file's base name instead of its path, and
+// masked values in every rule's match and overrides (an unlimited key's
+// value is a credential) unless admin.show_key_values is set.
+func (s *Server) rulesListing(w http.ResponseWriter, r *http.Request, details bool) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		httpapi.Error(w, http.StatusMethodNotAllowed, "use GET for /v1/rules")
@@ -210,7 +199,7 @@ func (s *Server) rulesListing(w http.ResponseWriter, r *http.Request) {
 			out.Rules[i].Shadow = true
 		}
 	}
-	if !privileged(r) {
+	if !details {
 		if out.File != "" {
 			out.File = filepath.Base(out.File)
 		}
@@ -253,7 +242,7 @@ func maskMatch(m string) string {
 	}
 }
 
-// statusSource feeds the status page. Unprivileged viewers get no store
+// statusSource feeds the status page. Viewers without details get no store
 // error detail (it names the Redis address), and sensitive key values are
 // masked unless admin.show_key_values is set.
 type statusSource struct {
@@ -293,15 +282,15 @@ func (src statusSource) Snapshot() metrics.Snapshot {
 }
 
 // readyz answers 200 when the server can decide with its store. Only
-// privileged callers see why it cannot (the error names the store's
+// callers with details see why it cannot (the error names the store's
 // address); others get the kind of failure.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, details bool) {
 	ok, why := s.Ready(r.Context())
 	if ok {
 		writeText(w, http.StatusOK, "ready\n")
 		return
 	}
-	if !privileged(r) {
+	if !details {
 		why, _, _ = strings.Cut(why, ": ")
 		why += " (details in the log, or on /readyz with the admin token)"
 	}
