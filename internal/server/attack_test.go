@@ -157,3 +157,65 @@ func checkEvery100ms(t *testing.T, r *running, rlsc rlsv3.RateLimitServiceClient
 	}
 	return lat
 }
+
+// TestSilentGRPCConnections: connections to the gRPC listener that never
+// send the HTTP/2 preface are closed at the handshake timeout, and those
+// past the per-client cap at once, while RLS calls from another address
+// are answered.
+func TestSilentGRPCConnections(t *testing.T) {
+	cfg := testConfig()
+	cfg.Connections.GRPC.HandshakeTimeout = time.Second
+	cfg.Connections.MaxConnsPerClient = 20
+	r := start(t, cfg)
+	rlsc, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
+	d := net.Dialer{LocalAddr: attacker}
+	held := make([]time.Duration, 50)
+	var wg sync.WaitGroup
+	for i := range held {
+		c, err := d.Dial("tcp", r.srv.Addr(ListenerGRPC))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := time.Now()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			c.SetReadDeadline(sent.Add(5 * time.Second))
+			_, err := io.Copy(io.Discard, c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				held[i] = -1
+				return
+			}
+			held[i] = time.Since(sent)
+		}()
+	}
+	lat := checkEvery100ms(t, r, rlsc, 1500*time.Millisecond)
+	t.Logf("%d checks during the silent connections, max %v", len(lat), slicesMax(lat))
+	wg.Wait()
+	var fast, atTimeout int
+	for i, h := range held {
+		switch {
+		case h < 0:
+			t.Errorf("silent gRPC connection %d still open after 5 s", i)
+		case h < 500*time.Millisecond:
+			fast++
+		case h > 2*time.Second:
+			t.Errorf("silent gRPC connection %d held %v, handshake timeout 1s", i, h)
+		default:
+			atTimeout++
+		}
+	}
+	t.Logf("%d refused at once, %d closed at the handshake timeout", fast, atTimeout)
+	if atTimeout > 20 || atTimeout == 0 {
+		t.Errorf("%d silent connections lasted to the handshake timeout, want 1..20 (the per-client cap)", atTimeout)
+	}
+}
+
+func slicesMax(ds []time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return m
+}
