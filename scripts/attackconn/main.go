@@ -137,6 +137,8 @@ type checkResult struct {
 	RLSP50     float64 `json:"rls_p50_ms"`
 	RLSMax     float64 `json:"rls_max_ms"`
 	FirstError string  `json:"first_error,omitempty"`
+	// SlowAt lists when (seconds after the start) a check failed or took 1 s.
+	SlowAt []float64 `json:"slow_or_failed_at_s,omitempty"`
 }
 
 func check(httpURL, grpcAddr string, every, d time.Duration) checkResult {
@@ -160,8 +162,10 @@ func check(httpURL, grpcAddr string, every, d time.Duration) checkResult {
 	var hl, rl []time.Duration
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+	begin := time.Now()
+	for end := begin.Add(d); time.Now().Before(end); <-tick.C {
 		res.Checks++
+		failed := res.Failures
 		t0 := time.Now()
 		resp, err := hc.Get(httpURL + "/healthz")
 		if err == nil {
@@ -185,6 +189,9 @@ func check(httpURL, grpcAddr string, every, d time.Duration) checkResult {
 		hl, rl = append(hl, t1.Sub(t0)), append(rl, t2.Sub(t1))
 		if t1.Sub(t0) >= time.Second || t2.Sub(t1) >= time.Second {
 			res.Slow++
+		}
+		if res.Failures > failed || t2.Sub(t0) >= time.Second {
+			res.SlowAt = append(res.SlowAt, float64(t0.Sub(begin).Milliseconds())/1000)
 		}
 	}
 	res.HealthP50, res.HealthMax = quantiles(hl)
