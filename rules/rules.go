@@ -90,6 +90,10 @@ type Request struct {
 	// limited by it instead of by the rules (Envoy's per-descriptor limit
 	// override); a zero Override leaves its descriptor to the rules.
 	Overrides []Override
+	// Peek asks whether allowance is left without counting anything: each
+	// rule reports what a request of cost 1 would get, and Remaining is
+	// what is left now. RLS asks it with a descriptor hits_addend of 0.
+	Peek bool
 }
 
 // OverrideRule is the rule name reported for a limit a request set with an

@@ -76,6 +76,8 @@ type rule struct {
 	cost      cost
 	shadow    bool
 	failure   store.FailurePolicy
+	// late marks a budget charged after the response (charge.go).
+	late bool
 	// limitName and replaces implement envoyproxy/ratelimit's replaces.
 	limitName string
 	replaces  []string
