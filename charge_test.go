@@ -134,7 +134,7 @@ func checkLateCost(t *testing.T, seed uint64, limit, maxCost int64, clients int,
 				}
 			}
 		}
-		clk.t = clk.t.Add(time.Duration(1+rng.Int64N(int64(200*time.Millisecond))))
+		clk.t = clk.t.Add(time.Duration(1 + rng.Int64N(int64(200*time.Millisecond))))
 	}
 	bound := int64((1+tol)*float64(limit)) + int64(clients)*maxCost
 	if got := busiest(log, int64(window)); got > bound {

@@ -83,7 +83,7 @@ func TestTokenBudgetChargedAfterResponse(t *testing.T) {
 		{0, rlsv3.RateLimitResponse_OK, 10000},
 		{8000, rlsv3.RateLimitResponse_OK, 2000}, // charge
 		{0, rlsv3.RateLimitResponse_OK, 2000},
-		{8000, rlsv3.RateLimitResponse_OK, 0}, // charged past the limit: counted
+		{8000, rlsv3.RateLimitResponse_OK, 0},      // charged past the limit: counted
 		{0, rlsv3.RateLimitResponse_OVER_LIMIT, 0}, // in debt: rejected
 	}
 	for i, s := range steps {
