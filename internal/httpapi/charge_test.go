@@ -53,7 +53,7 @@ func TestPeekAndCharge(t *testing.T) {
 		{"/v1/check", `{"peek":true,` + tenant + `}`, true, 1000},
 		{"/v1/charge", `{"hits":800,` + tenant + `}`, true, 200},
 		{"/v1/check", `{"peek":true,` + tenant + `}`, true, 200},
-		{"/v1/charge", `{"hits":800,` + tenant + `}`, true, 0}, // counted past the limit
+		{"/v1/charge", `{"hits":800,` + tenant + `}`, true, 0},  // counted past the limit
 		{"/v1/check", `{"peek":true,` + tenant + `}`, false, 0}, // in debt
 		{"/v1/check", `{"hits":1,` + tenant + `}`, false, 0},
 	}
