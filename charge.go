@@ -45,8 +45,10 @@ var ErrSettled = errors.New("floodgate: reservation already settled")
 //     that sends one request at a time, the sum of the largest responses for
 //     concurrent ones. Reserving an estimate (Reserve) shrinks that to the
 //     amount by which responses exceed their estimates.
-//   - Over a long run, what is counted is what was spent: nothing is
-//     forgiven, so the long-run average stays at the limit.
+//   - Nothing is forgiven: every unit spent is counted, and a key in debt
+//     gets nothing until its last window is under the limit again. So the
+//     overspend is paid back within one window instead of accumulating;
+//     it does not carry over to the next.
 func (l *Limiter) Check(ctx context.Context, key string) (Decision, error) {
 	return l.settle(ctx, key, 0)
 }
