@@ -21,7 +21,8 @@ func runSimTokens(args []string, stdout, stderr io.Writer) error {
 	fs.Int64Var(&s.Budget, "budget", s.Budget, "tokens per window")
 	fs.DurationVar(&s.Window, "window", s.Window, "the budget's window")
 	fs.Int64Var(&s.MinCost, "min-cost", s.MinCost, "fewest tokens a response costs")
-	fs.Int64Var(&s.MaxCost, "max-cost", s.MaxCost, "most tokens a response costs (also the reservation)")
+	fs.Int64Var(&s.MaxCost, "max-cost", s.MaxCost, "most tokens a response costs")
+	fs.Int64Var(&s.Estimate, "estimate", s.Estimate, "tokens the reserved mode reserves per request (0: max-cost)")
 	fs.DurationVar(&s.MinLatency, "min-latency", s.MinLatency, "shortest response time")
 	fs.DurationVar(&s.MaxLatency, "max-latency", s.MaxLatency, "longest response time")
 	fs.DurationVar(&s.Think, "think", s.Think, "longest pause between a client's requests")
@@ -33,7 +34,7 @@ func runSimTokens(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "\nClients share a token budget whose cost is known only after each response.")
 		fmt.Fprintln(stderr, "Prints the tokens served per window when late costs are forgiven (decided")
 		fmt.Fprintln(stderr, "like requests), settled (checked before, charged after even past the")
-		fmt.Fprintln(stderr, "budget) and reserved (the largest cost reserved before, settled after).")
+		fmt.Fprintln(stderr, "budget) and reserved (an estimate counted before, the excess charged after).")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args, stderr); err != nil {

@@ -21,8 +21,9 @@ const (
 	// TokensSettled checks without counting before the call and charges
 	// the cost after it, even past the budget (Limiter.Check, Charge).
 	TokensSettled = "settled"
-	// TokensReserved reserves the largest cost before the call and settles
-	// the difference after it (Limiter.Reserve, Reservation.Settle).
+	// TokensReserved reserves an estimate (by default the largest cost)
+	// before the call and charges what the response cost beyond it after
+	// (Limiter.Reserve, Reservation.Settle).
 	TokensReserved = "reserved"
 )
 
@@ -44,6 +45,9 @@ type TokenShape struct {
 	Think                  time.Duration
 	Duration               time.Duration
 	Seed                   uint64
+	// Estimate is what the reserved mode reserves per request; 0 means
+	// MaxCost, which keeps the budget exactly.
+	Estimate int64
 }
 
 // DefaultTokenShape is 20 clients on a 100,000-token per-minute budget with
@@ -75,6 +79,8 @@ func (s TokenShape) check() error {
 		return errors.New("sim tokens: budget, window and duration must be positive")
 	case s.MinCost < 1 || s.MaxCost < s.MinCost || s.MaxCost > s.Budget:
 		return fmt.Errorf("sim tokens: costs %d..%d must be within 1..budget", s.MinCost, s.MaxCost)
+	case s.Estimate < 0 || s.Estimate > s.Budget:
+		return fmt.Errorf("sim tokens: estimate %d out of range 0..budget", s.Estimate)
 	case s.MinLatency < 0 || s.MaxLatency < s.MinLatency || s.Think < 0:
 		return errors.New("sim tokens: latencies and think time must be ordered and not negative")
 	}
@@ -150,7 +156,11 @@ func tokenRun(ctx context.Context, s TokenShape, mode string) (TokenRun, error) 
 			c.next = now + time.Duration(rng.Int64N(int64(s.Think)+1))
 			continue
 		}
-		d, err := tokenStart(ctx, lim, mode, c, s.MaxCost)
+		est := s.Estimate
+		if est == 0 {
+			est = s.MaxCost
+		}
+		d, err := tokenStart(ctx, lim, mode, c, est)
 		if err != nil {
 			return run, err
 		}
@@ -168,14 +178,14 @@ func tokenRun(ctx context.Context, s TokenShape, mode string) (TokenRun, error) 
 }
 
 // tokenStart asks before the call, as mode does.
-func tokenStart(ctx context.Context, lim *floodgate.Limiter, mode string, c *tokenClient, maxCost int64) (floodgate.Decision, error) {
+func tokenStart(ctx context.Context, lim *floodgate.Limiter, mode string, c *tokenClient, estimate int64) (floodgate.Decision, error) {
 	switch mode {
 	case TokensForgiven:
 		return lim.AllowN(ctx, "tenant", 1)
 	case TokensSettled:
 		return lim.Check(ctx, "tenant")
 	default:
-		r, err := lim.Reserve(ctx, "tenant", maxCost)
+		r, err := lim.Reserve(ctx, "tenant", estimate)
 		if err != nil {
 			return floodgate.Decision{}, err
 		}
