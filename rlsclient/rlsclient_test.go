@@ -42,6 +42,12 @@ rules:
 // returns its gRPC and HTTP addresses and a function that stops it.
 func serve(t *testing.T) (grpcAddr, httpURL string, stop func()) {
 	t.Helper()
+	return serveWith(t, nil)
+}
+
+// serveWith is serve with the configuration changed by edit (nil: none).
+func serveWith(t *testing.T, edit func(*server.Config)) (grpcAddr, httpURL string, stop func()) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(path, []byte(testRules), 0o644); err != nil {
@@ -50,6 +56,9 @@ func serve(t *testing.T) (grpcAddr, httpURL string, stop func()) {
 	cfg := server.DefaultConfig()
 	cfg.HTTP.Addr, cfg.GRPC.Addr, cfg.Rules = "127.0.0.1:0", "127.0.0.1:0", path
 	cfg.ShutdownTimeout = time.Second
+	if edit != nil {
+		edit(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
