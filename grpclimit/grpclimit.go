@@ -150,68 +150,92 @@ func NewServerInterceptors(o Options) (grpc.UnaryServerInterceptor, grpc.StreamS
 		if g.o.Window == 0 {
 			g.o.Window = cfg.Window
 		}
+		if r, ok := o.Limiter.(releaser); ok && cfg.Algorithm == algorithm.Concurrency {
+			g.release = r
+		}
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := g.decide(ctx, info.FullMethod)
+		md, key, err := g.decide(ctx, info.FullMethod)
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
 		if err != nil {
 			return nil, err
 		}
+		defer g.done(ctx, key)
 		return handler(ctx, req)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := g.decide(ss.Context(), info.FullMethod)
+		md, key, err := g.decide(ss.Context(), info.FullMethod)
 		if md != nil {
 			_ = ss.SetHeader(md)
 		}
 		if err != nil {
 			return err
 		}
+		defer g.done(ss.Context(), key)
 		return handler(srv, ss)
 	}
 	return unary, stream, nil
 }
 
+// releaser gives back units a concurrency limiter holds.
+type releaser interface {
+	Release(ctx context.Context, key string, n int64) error
+}
+
 type guard struct {
 	o         Options
 	algorithm string
+	release   releaser // set for a concurrency limiter
 }
 
-// decide decides one call: the metadata to send, and the error that ends
-// the call if it may not proceed.
-func (g *guard) decide(ctx context.Context, method string) (metadata.MD, error) {
+// done gives a concurrency limiter its unit back when a call ends; key is
+// empty when the call was let through without a decision.
+func (g *guard) done(ctx context.Context, key string) {
+	if g.release == nil || key == "" {
+		return
+	}
+	if err := g.release.Release(context.WithoutCancel(ctx), key, 1); err != nil {
+		g.o.Logger.Warn("rate limit release failed", "err", err)
+	}
+}
+
+// decide decides one call: the metadata to send, the key that holds a
+// unit (empty if none), and the error that ends the call if it may not
+// proceed.
+func (g *guard) decide(ctx context.Context, method string) (metadata.MD, string, error) {
 	key, err := g.o.Key(ctx, method)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, "rate limit key: "+err.Error())
+		return nil, "", status.Error(codes.InvalidArgument, "rate limit key: "+err.Error())
 	}
 	d, err := g.o.Limiter.Allow(ctx, key)
 	if err != nil {
 		g.o.Logger.Warn("rate limit check failed", "err", err, "method", method, "fail_closed", g.o.FailClosed)
 		if g.o.FailClosed {
-			return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
+			return nil, "", status.Error(codes.Unavailable, "rate limiter unavailable")
 		}
-		return nil, nil
+		return nil, "", nil
 	}
 	res := httplimit.DecisionResult(g.o.Name, g.algorithm, g.o.Window, d)
 	md := metadata.MD{}
 	for _, f := range httplimit.Fields(res) {
 		md.Set(strings.ToLower(f.Name), f.Value)
 	}
-	if d.Allowed {
-		if d.Delay > 0 {
-			t := time.NewTimer(d.Delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return md, status.FromContextError(ctx.Err()).Err()
-			}
-		}
-		return md, nil
+	if !d.Allowed {
+		return md, "", rejection(d)
 	}
-	return md, rejection(d)
+	if d.Delay > 0 {
+		t := time.NewTimer(d.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			g.done(ctx, key)
+			return md, "", status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return md, key, nil
 }
 
 // rejection is the status of a rejected call.

@@ -141,3 +141,42 @@ func TestWaitRetryWithinDeadline(t *testing.T) {
 		t.Errorf("took %v, want about the window (300ms)", took)
 	}
 }
+
+// A concurrency limiter gets its unit back when each call ends.
+func TestConcurrencyReleasedWhenCallEnds(t *testing.T) {
+	lim, _ := floodgate.New(floodgate.Limit{Algorithm: algorithm.Concurrency, Limit: 1})
+	conn := serveHealth(t, nil, grpc.UnaryInterceptor(grpclimit.Unary(lim, nil)))
+	hc := healthpb.NewHealthClient(conn)
+	for i := range 5 {
+		if _, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d of one at a time on a concurrency limit of 1: %v", i, err)
+		}
+	}
+}
+
+type down struct{}
+
+func (down) Allow(context.Context, string) (algorithm.Decision, error) {
+	return algorithm.Decision{}, context.DeadlineExceeded
+}
+
+func TestServerFailurePolicy(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		u, _, err := grpclimit.NewServerInterceptors(grpclimit.Options{Limiter: down{}, FailClosed: closed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := serveHealth(t, nil, grpc.UnaryInterceptor(u))
+		_, err = healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		want := codes.OK
+		if closed {
+			want = codes.Unavailable
+		}
+		if status.Code(err) != want {
+			t.Errorf("fail closed %v: %v, want %v", closed, err, want)
+		}
+	}
+	if _, _, err := grpclimit.NewServerInterceptors(grpclimit.Options{}); err == nil {
+		t.Fatal("nil limiter accepted")
+	}
+}
