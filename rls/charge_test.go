@@ -125,3 +125,23 @@ func TestZeroAddendChecksOrdinaryRule(t *testing.T) {
 		t.Fatalf("unset addend: %v %v, want 999 remaining", resp, err)
 	}
 }
+
+// A check (hits_addend 0) and a weighted descriptor in one request: the
+// check counts nothing, the other counts its weight.
+func TestPeekMixedWithWeights(t *testing.T) {
+	c := dialRules(t, budgetRules)
+	check := desc("client", "a")
+	check.HitsAddend = wrapperspb.UInt64(0)
+	weighted := desc("client", "b")
+	weighted.HitsAddend = wrapperspb.UInt64(10)
+	for i, want := range [][2]uint32{{1000, 990}, {1000, 980}} {
+		resp, err := c.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "ai",
+			Descriptors: []*commonv3.RateLimitDescriptor{check, weighted}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]uint32{resp.Statuses[0].LimitRemaining, resp.Statuses[1].LimitRemaining}; got != want {
+			t.Fatalf("call %d: remaining %v, want %v", i, got, want)
+		}
+	}
+}
