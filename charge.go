@@ -58,6 +58,11 @@ func (l *Limiter) Check(ctx context.Context, key string) (Decision, error) {
 // returned describes the key after the charge (Allowed reports whether a
 // further request of cost 1 would pass); it is not a verdict on the charge,
 // which always counts. A cost below 1 counts nothing.
+//
+// The window algorithms (bounded-log, sliding-log, the fixed, sliding and
+// weighted windows) keep the whole debt. The token bucket, GCRA and the
+// leaky bucket keep at most one empty bucket of it per charge; a
+// concurrency limiter counts the units as in flight until Release.
 func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Decision, error) {
 	if n < 1 {
 		return l.settle(ctx, key, 0)
@@ -86,7 +91,7 @@ func (l *Limiter) settle(ctx context.Context, key string, n int64) (Decision, er
 	}
 	d := l.alg.Peek(state, now, 1)
 	if d.Allowed {
-		d.Remaining++ // the peeked unit is not taken
+		d.Remaining = min(d.Remaining+1, d.Limit) // the peeked unit is not taken
 	}
 	return d, nil
 }

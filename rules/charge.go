@@ -131,7 +131,7 @@ func (e *Engine) settle(ctx context.Context, apps []applied, mode settleMode) (R
 			}
 			d := a.lim.alg.Peek(state, now, 1)
 			if d.Allowed {
-				d.Remaining++ // the peeked unit is not taken
+				d.Remaining = min(d.Remaining+1, d.Limit) // the peeked unit is not taken
 			}
 			if mode != settlePeek { // a charge is never refused
 				d.Allowed, d.Reason, d.RetryAfter = true, "", 0
