@@ -86,18 +86,25 @@ func TestReservationSettlesOnce(t *testing.T) {
 // most one per client), and a check is never allowed while the key is over
 // its limit.
 func TestLateCostBound(t *testing.T) {
+	over := 0
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		limit := int64(1000 + rng.IntN(100_000))
 		maxCost := 1 + rng.Int64N(limit/4)
 		clients := 1 + rng.IntN(20)
-		checkLateCost(t, seed, limit, maxCost, clients, rng)
+		if checkLateCost(t, seed, limit, maxCost, clients, rng) > limit {
+			over++
+		}
+	}
+	// The bound is only tested if charges do take keys past their limits.
+	if over < 10 {
+		t.Errorf("only %d of 20 runs overspent; the test does not exercise debt", over)
 	}
 }
 
 type charged struct{ at, cost int64 }
 
-func checkLateCost(t *testing.T, seed uint64, limit, maxCost int64, clients int, rng *rand.Rand) {
+func checkLateCost(t *testing.T, seed uint64, limit, maxCost int64, clients int, rng *rand.Rand) int64 {
 	t.Helper()
 	window := time.Minute
 	clk := &virtualClock{t: time.Unix(0, 0)}
@@ -137,10 +144,12 @@ func checkLateCost(t *testing.T, seed uint64, limit, maxCost int64, clients int,
 		clk.t = clk.t.Add(time.Duration(1 + rng.Int64N(int64(400*time.Millisecond))))
 	}
 	bound := int64((1+tol)*float64(limit)) + int64(clients)*maxCost
-	if got := busiest(log, int64(window)); got > bound {
+	got := busiest(log, int64(window))
+	if got > bound {
 		t.Errorf("seed %d (L=%d, max cost %d, %d clients): busiest window counted %d, bound %d",
 			seed, limit, maxCost, clients, got, bound)
 	}
+	return got
 }
 
 // busiest returns the most units charged in any window-long interval.
