@@ -216,6 +216,9 @@ type RuleInfo struct {
 	Shadow bool `json:"shadow"`
 	// Failure is the failure policy's name: open, closed or local.
 	Failure string `json:"failure"`
+	// ChargeAfterResponse reports a budget charged after the response
+	// (charge_after_response: true).
+	ChargeAfterResponse bool `json:"charge_after_response,omitempty"`
 	// Cost describes the cost of a request, e.g. "1" or "header:x-tokens
 	// (default 1)".
 	Cost string `json:"cost"`

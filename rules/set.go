@@ -638,6 +638,8 @@ func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 			Shadow:    r.shadow,
 			Failure:   r.failure.String(),
 			Line:      r.line,
+
+			ChargeAfterResponse: r.late,
 		}
 		if !r.base.unlimited {
 			info.Algorithm = r.base.algName
