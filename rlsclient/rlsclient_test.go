@@ -40,13 +40,13 @@ rules:
 
 // serve starts `floodgate serve` in this process on loopback ports and
 // returns its gRPC and HTTP addresses and a function that stops it.
-func serve(t *testing.T) (grpcAddr, httpURL string, stop func()) {
+func serve(t testing.TB) (grpcAddr, httpURL string, stop func()) {
 	t.Helper()
 	return serveWith(t, nil)
 }
 
 // serveWith is serve with the configuration changed by edit (nil: none).
-func serveWith(t *testing.T, edit func(*server.Config)) (grpcAddr, httpURL string, stop func()) {
+func serveWith(t testing.TB, edit func(*server.Config)) (grpcAddr, httpURL string, stop func()) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
