@@ -15,7 +15,9 @@
 // reached in time, the failure policy decides: open (the default) allows
 // the request, closed rejects it; either way the error goes to OnError and
 // the call returns no error, so a Client can stand where a Limiter stands
-// (for example behind httplimit.LimitBy).
+// (for example behind httplimit.LimitBy). A request the server finds
+// malformed (INVALID_ARGUMENT: an empty entry key, a domain it rejects) is
+// an error, not an outage.
 //
 // One Client holds one gRPC connection (HTTP/2), which every concurrent
 // call shares: a call is a stream on it, with no goroutine of its own and
@@ -39,7 +41,9 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -156,6 +160,9 @@ func (c *Client) ask(ctx context.Context, key string, addend uint64) (Decision, 
 	d, err := c.call(ctx, key, addend)
 	if err == nil {
 		return d, nil
+	}
+	if status.Code(err) == codes.InvalidArgument {
+		return d, err // a malformed request is no outage
 	}
 	if c.o.OnError != nil {
 		c.o.OnError(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/internal/server"
 	"github.com/floodgate-dev/floodgate/rlsclient"
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
 const testRules = `
@@ -195,5 +196,18 @@ func TestFailurePolicyWhenServerIsDown(t *testing.T) {
 		if took > time.Second {
 			t.Errorf("fail closed %v: took %v, deadline 200ms", closed, took)
 		}
+	}
+}
+
+func TestMalformedRequestIsAnError(t *testing.T) {
+	addr, _, _ := serve(t)
+	c, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", EntryKey: "key", Timeout: 2 * time.Second,
+		Describe: func(key string) rules.Descriptor { return rules.Descriptor{{Key: "", Value: key}} }})
+	defer c.Close()
+	if _, err := c.Allow(context.Background(), "acme"); err == nil {
+		t.Fatal("an empty entry key was not an error")
+	}
+	if _, err := rlsclient.New(addr, rlsclient.Options{}); err == nil {
+		t.Fatal("a client without a domain was built")
 	}
 }
