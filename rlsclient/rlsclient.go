@@ -143,16 +143,26 @@ func (c *Client) Check(ctx context.Context, key string) (Decision, error) {
 	return c.ask(ctx, key, 0)
 }
 
+// ErrNotCharged is returned by Charge when the server decided the charge
+// as a request and rejected it, so it was not counted: the rule that
+// applies lacks charge_after_response: true.
+var ErrNotCharged = errors.New("rlsclient: the server rejected the charge instead of counting it; mark the rule charge_after_response: true")
+
 // Charge counts n units for key after the response. The server counts them
 // without deciding, even past the limit, when the rule that applies says
 // charge_after_response: true (see the server's rules documentation); for
-// other rules it is AllowN. The failure policy does not apply: a charge
-// that cannot be delivered returns its error, so the caller may retry it.
+// other rules it is AllowN, and a rejection returns ErrNotCharged. The
+// failure policy does not apply: a charge that cannot be delivered returns
+// its error, so the caller may retry it.
 func (c *Client) Charge(ctx context.Context, key string, n int64) (Decision, error) {
 	if n < 1 {
 		return c.Check(ctx, key)
 	}
-	return c.call(ctx, key, uint64(n))
+	d, err := c.call(ctx, key, uint64(n))
+	if err == nil && !d.Allowed {
+		err = ErrNotCharged
+	}
+	return d, err
 }
 
 // ask is call with the failure policy applied.

@@ -211,3 +211,16 @@ func TestMalformedRequestIsAnError(t *testing.T) {
 		t.Fatal("a client without a domain was built")
 	}
 }
+
+// A charge that the server decides as a request, and rejects, is reported.
+func TestChargeOnOrdinaryRuleReportsNotCharged(t *testing.T) {
+	addr, _, _ := serve(t)
+	c, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", Timeout: 2 * time.Second})
+	defer c.Close()
+	if _, err := c.Charge(context.Background(), "acme", 60); err != nil {
+		t.Fatalf("charge of 60 of 100: %v", err)
+	}
+	if _, err := c.Charge(context.Background(), "acme", 60); !errors.Is(err, rlsclient.ErrNotCharged) {
+		t.Fatalf("charge past the limit of an ordinary rule: %v, want ErrNotCharged", err)
+	}
+}
