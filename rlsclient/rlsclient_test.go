@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,14 +98,15 @@ func TestAllowAgainstServer(t *testing.T) {
 }
 
 // Many goroutines share one connection; the server counts every call once.
+// The server runs in this process, so goroutines are told apart by their
+// stacks: the client's transport goroutines (one connection reader and its
+// writer) must not grow with the calls, whatever the server does.
 func TestConcurrentCallsShareOneConnection(t *testing.T) {
 	addr, _, _ := serve(t)
 	c, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", Timeout: 5 * time.Second})
 	defer c.Close()
 	c.Allow(context.Background(), "warm-up")
-	base := int64(runtime.NumGoroutine())
 	var allowed atomic.Int64
-	var peak atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range 200 {
@@ -117,19 +119,44 @@ func TestConcurrentCallsShareOneConnection(t *testing.T) {
 			if d.Allowed {
 				allowed.Add(1)
 			}
-			if g := int64(runtime.NumGoroutine()); g > peak.Load() {
-				peak.Store(g)
-			}
 		})
 	}
+	stop := make(chan struct{})
+	var conns, transport atomic.Int64
+	var watched sync.WaitGroup
+	watched.Go(func() {
+		buf := make([]byte, 8<<20)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			conns.Store(max(conns.Load(), int64(strings.Count(stacks, "(*http2Client).reader"))))
+			n := 0
+			for _, g := range strings.Split(stacks, "\n\n") {
+				if strings.Contains(g, "http2Client") && !strings.Contains(g, "rlsclient") {
+					n++
+				}
+			}
+			transport.Store(max(transport.Load(), int64(n)))
+			time.Sleep(time.Millisecond)
+		}
+	})
 	close(start)
 	wg.Wait()
+	close(stop)
+	watched.Wait()
 	if allowed.Load() != 100 {
 		t.Fatalf("%d of 200 allowed, want exactly the limit, 100", allowed.Load())
 	}
-	// 200 callers plus the test's own; a goroutine per call would double it.
-	if extra := peak.Load() - base - 200; extra > 50 {
-		t.Errorf("%d goroutines beyond the callers while 200 calls ran", extra)
+	t.Logf("client connections %d, client transport goroutines at most %d", conns.Load(), transport.Load())
+	if conns.Load() != 1 {
+		t.Errorf("%d client connections seen, want 1 shared by every call", conns.Load())
+	}
+	if transport.Load() > 4 {
+		t.Errorf("%d client transport goroutines while 200 calls ran, want a fixed few", transport.Load())
 	}
 }
 
