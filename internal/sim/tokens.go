@@ -132,7 +132,7 @@ func tokenRun(ctx context.Context, s TokenShape, mode string) (TokenRun, error) 
 		clients[i].next = time.Duration(rng.Int64N(int64(s.Think) + 1))
 	}
 	run := TokenRun{Mode: mode, PerWindow: make([]int64, (s.Duration+s.Window-1)/s.Window)}
-	var served []charged
+	var served []Event
 	for {
 		c := &clients[0]
 		for i := range clients {
@@ -151,7 +151,7 @@ func tokenRun(ctx context.Context, s TokenShape, mode string) (TokenRun, error) 
 			run.PerWindow[now/s.Window] += c.cost
 			run.Served++
 			run.Total += c.cost
-			served = append(served, charged{at: int64(now), cost: c.cost})
+			served = append(served, Event{At: now, Cost: c.cost})
 			c.busy = false
 			c.next = now + time.Duration(rng.Int64N(int64(s.Think)+1))
 			continue
@@ -173,7 +173,7 @@ func tokenRun(ctx context.Context, s TokenShape, mode string) (TokenRun, error) 
 		c.cost = s.MinCost + rng.Int64N(s.MaxCost-s.MinCost+1)
 		c.next = now + s.MinLatency + time.Duration(rng.Int64N(int64(s.MaxLatency-s.MinLatency)+1))
 	}
-	run.Busiest = busiestCharged(served, int64(s.Window))
+	run.Busiest = Busiest(served, s.Window)
 	return run, nil
 }
 
@@ -206,22 +206,4 @@ func tokenDone(ctx context.Context, lim *floodgate.Limiter, mode string, c *toke
 		_, err = c.reserved.Settle(ctx, c.cost)
 	}
 	return err
-}
-
-type charged struct{ at, cost int64 }
-
-// busiestCharged returns the most cost in any window-long interval of log,
-// which is in time order.
-func busiestCharged(log []charged, window int64) int64 {
-	var best, sum int64
-	j := 0
-	for i := range log {
-		sum += log[i].cost
-		for log[j].at <= log[i].at-window {
-			sum -= log[j].cost
-			j++
-		}
-		best = max(best, sum)
-	}
-	return best
 }
