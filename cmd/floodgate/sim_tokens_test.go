@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -29,5 +30,23 @@ func TestSimTokens(t *testing.T) {
 	}
 	if err := dispatch([]string{"sim", "tokens", "--max-cost", "0"}, &out, &errb); err == nil {
 		t.Fatal("bad shape accepted")
+	}
+}
+
+// docs/integrations.md shows the real output of `floodgate sim tokens`.
+func TestIntegrationsDocShowsSimTokens(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/integrations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := dispatch([]string{"sim", "tokens"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	for _, line := range lines[2:] { // after the description of the shape
+		if line != "" && !bytes.Contains(doc, []byte("    "+line+"\n")) {
+			t.Errorf("docs/integrations.md lacks this line of `floodgate sim tokens`:\n%s", line)
+		}
 	}
 }
