@@ -107,7 +107,8 @@ type Options struct {
 }
 
 // Unary returns a unary server interceptor that decides every call with
-// l, counted by key (nil means per method and peer address).
+// l, counted by key (nil means per method and peer address). A nil l
+// panics.
 func Unary(l Allower, key KeyFunc) grpc.UnaryServerInterceptor {
 	u, _ := mustInterceptors(l, key)
 	return u
@@ -115,6 +116,7 @@ func Unary(l Allower, key KeyFunc) grpc.UnaryServerInterceptor {
 
 // Stream returns a stream server interceptor that decides every stream
 // when it opens, with l, counted by key (nil means per method and peer).
+// A nil l panics.
 func Stream(l Allower, key KeyFunc) grpc.StreamServerInterceptor {
 	_, s := mustInterceptors(l, key)
 	return s

@@ -74,7 +74,7 @@ type LimiterOptions struct {
 //	lim, _ := floodgate.New(floodgate.Limit{Limit: 100, Window: time.Minute})
 //	http.ListenAndServe(":8080", httplimit.LimitBy(lim, httplimit.KeyByIP(nil))(mux))
 //
-// A nil key counts by the connection's peer address.
+// A nil key counts by the connection's peer address; a nil l panics.
 func LimitBy(l Allower, key KeyFunc) func(http.Handler) http.Handler {
 	mw, err := LimiterMiddleware(LimiterOptions{Limiter: l, Key: key})
 	if err != nil {
