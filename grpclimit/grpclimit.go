@@ -221,8 +221,10 @@ func (g *guard) decide(ctx context.Context, method string) (metadata.MD, string,
 	}
 	res := httplimit.DecisionResult(g.o.Name, g.algorithm, g.o.Window, d)
 	md := metadata.MD{}
-	for _, f := range httplimit.Fields(res) {
-		md.Set(strings.ToLower(f.Name), f.Value)
+	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
+		for _, f := range httplimit.Fields(res) {
+			md.Set(strings.ToLower(f.Name), f.Value)
+		}
 	}
 	if !d.Allowed {
 		return md, "", rejection(d)

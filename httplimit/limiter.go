@@ -152,7 +152,9 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := DecisionResult(h.o.Name, h.algorithm, h.o.Window, d)
-	SetHeaders(w.Header(), res)
+	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
+		SetHeaders(w.Header(), res)
+	}
 	if !d.Allowed {
 		w.Header().Set("Content-Type", "application/problem+json")
 		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
