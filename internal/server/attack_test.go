@@ -219,3 +219,51 @@ func slicesMax(ds []time.Duration) time.Duration {
 	}
 	return m
 }
+
+// TestGRPCKeepaliveEnforced: a client that pings more often than
+// connections.grpc.keepalive_min_time is sent away with GOAWAY
+// ENHANCE_YOUR_CALM ("too many pings") and disconnected, instead of keeping
+// the server busy answering pings. The client speaks raw HTTP/2 frames,
+// since gRPC's own client will not ping more than every 10 s.
+func TestGRPCKeepaliveEnforced(t *testing.T) {
+	cfg := testConfig()
+	cfg.Connections.GRPC.KeepaliveMinTime = 5 * time.Second
+	r := start(t, cfg)
+	c, err := net.Dial("tcp", r.srv.Addr(ListenerGRPC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := func(typ byte, payload []byte) []byte {
+		n := len(payload)
+		return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, 0}, payload...)
+	}
+	out := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	out = append(out, frame(0x4, nil)...) // SETTINGS
+	for i := 0; i < 10; i++ {
+		out = append(out, frame(0x6, []byte{0, 0, 0, 0, 0, 0, 0, byte(i)})...) // PING
+	}
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	hdr := make([]byte, 9)
+	for {
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			t.Fatalf("connection ended without GOAWAY: %v", err)
+		}
+		payload := make([]byte, int(hdr[0])<<16|int(hdr[1])<<8|int(hdr[2]))
+		if _, err := io.ReadFull(c, payload); err != nil {
+			t.Fatal(err)
+		}
+		if hdr[3] == 0x7 { // GOAWAY: last stream id, then the error code
+			if code := payload[7]; code != 0xb {
+				t.Fatalf("GOAWAY with error code %#x, want ENHANCE_YOUR_CALM (0xb)", code)
+			}
+			break
+		}
+	}
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("connection not closed after GOAWAY: %v", err)
+	}
+}
