@@ -247,3 +247,36 @@ func TestStoreDetailsHidden(t *testing.T) {
 		t.Errorf("stop with Redis down: %v, want ErrUncleanShutdown", err)
 	}
 }
+
+// TestStoreDetailsOnAdminListener: without a token, the separate admin
+// listener is trusted with details (its address is the operators'), and
+// the http listener is not.
+func TestStoreDetailsOnAdminListener(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := testConfig()
+	cfg.Store = Store{Type: StoreRedis, Addrs: []string{rs.Addr()}, Prefix: "fgadmin2"}
+	cfg.Arrangement.Mode = "centralized"
+	cfg.Admin.Addr = "127.0.0.1:0"
+	r := start(t, cfg)
+	admin := "http://" + r.srv.Addr(ListenerAdmin)
+	rs.Kill()
+	port := rs.Addr()[strings.LastIndexByte(rs.Addr(), ':')+1:]
+	c, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c.ShouldRateLimit(context.Background(), rlsReq("default", "client", "x"))
+		code, body := get(t, admin+"/readyz", "")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, port) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("/readyz on the admin listener with Redis down: %d %q, want 503 naming port %s", code, body, port)
+		}
+	}
+	if code, body := get(t, r.url("/readyz"), ""); code != http.StatusServiceUnavailable || strings.Contains(body, port) {
+		t.Errorf("/readyz on the http listener: %d %q, want 503 without the address", code, body)
+	}
+	if _, feed := get(t, admin+"/status.json", ""); !strings.Contains(feed, port) {
+		t.Errorf("status.json on the admin listener lacks the store error:\n%s", feed)
+	}
+	r.stopErr(t) // counts taken during the outage cannot be pushed
+}
