@@ -17,7 +17,7 @@ func TestServerLifecycle(t *testing.T) {
 	}
 
 	s.Pause()
-	if err := s.ping(300*time.Millisecond); err == nil {
+	if err := s.ping(300 * time.Millisecond); err == nil {
 		t.Fatal("PING answered while the server was paused")
 	}
 	s.Resume()
@@ -27,7 +27,7 @@ func TestServerLifecycle(t *testing.T) {
 
 	port := s.Port()
 	s.Kill()
-	if err := s.ping(300*time.Millisecond); err == nil {
+	if err := s.ping(300 * time.Millisecond); err == nil {
 		t.Fatal("PING answered after Kill")
 	}
 	s.Restart()

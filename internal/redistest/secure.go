@@ -29,7 +29,7 @@ func StartWithPassword(tb testing.TB, password string) *Server {
 // server certificate for 127.0.0.1 and localhost that it signed, and a
 // client certificate it signed.
 type TLSFiles struct {
-	CA                   string
+	CA                    string
 	ServerCert, ServerKey string
 	ClientCert, ClientKey string
 }
