@@ -283,6 +283,20 @@ func (s *Store) dial(ctx context.Context) (rueidis.Client, error) {
 // password.
 func (s *Store) Address() string { return s.addr }
 
+// ConnectError returns why a ConnectLater store has not connected yet, or
+// nil once it has. The error names the store by Address (no password).
+func (s *Store) ConnectError() error {
+	if s.conn.Load() != nil {
+		return nil
+	}
+	s.dialMu.Lock()
+	defer s.dialMu.Unlock()
+	if s.dialErr == nil {
+		return ErrNotConnected
+	}
+	return s.dialErr
+}
+
 // Ping checks that every Redis node answers.
 func (s *Store) Ping(ctx context.Context) error {
 	c, err := s.connect()
