@@ -272,7 +272,7 @@ func (s *Store) dial(ctx context.Context) (rueidis.Client, error) {
 		c.Close()
 		return nil, fmt.Errorf("redisstore: %s: %w", s.addr, err)
 	}
-	if err := loadScript(ctx, c, s.timeout); err != nil {
+	if err := s.prepare(ctx, c); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redisstore: %s: %w", s.addr, err)
 	}
@@ -472,6 +472,7 @@ func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, 
 	for i, c := range calls {
 		cmds[i] = client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 	}
+	gen := s.loads.generation()
 	var res []rueidis.RedisResult
 	if len(cmds) == 1 {
 		res = []rueidis.RedisResult{client.Do(ctx, cmds[0])}
@@ -490,7 +491,7 @@ func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, 
 			switch {
 			case rerr.IsNoScript() && attempt == 0:
 				if !reloaded {
-					if err := s.loads.wait(ctx, client, s.timeout); err != nil {
+					if err := s.reload(ctx, client, gen); err != nil {
 						return nil, err
 					}
 					reloaded = true
@@ -609,8 +610,16 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 	key := s.key(sp, req.Key)
 	args := make([]string, 0, len(sp.header)+4)
 	args = append(append(append(args, "d", s.now(now)), sp.header...), itoa(req.Cost), shadow)
+	gen := s.loads.generation()
 	r := client.Do(ctx, client.B().Evalsha().Sha1(scriptSHA).Numkeys(1).Key(key).Arg(args...).Build())
 	if rerr, ok := rueidis.IsRedisErr(r.Error()); ok && (rerr.IsNoScript() || rerr.IsTryAgain()) {
+		if rerr.IsNoScript() {
+			// Start the reload now, even if ctx ends before it does, so
+			// that the next decisions find the script.
+			if err := s.reload(ctx, client, gen); err != nil {
+				return algorithm.Decision{}, err
+			}
+		}
 		// The slow path knows how to recover.
 		var out [1]algorithm.Decision
 		err := s.Decide(ctx, now, []store.Request{req}, out[:])
