@@ -501,7 +501,7 @@ func openSimStore(ctx context.Context, raw string) (st *redisstore.Store, name s
 	o.ClientTime, o.Prefix = true, "fg-sim"
 	rs, err := redisstore.New(ctx, o)
 	if err != nil {
-		return nil, "", fmt.Errorf("--store %s: %w", o.Address(), err)
+		return nil, "", fmt.Errorf("--store: %w", err)
 	}
 	return rs, rs.Address(), nil
 }
