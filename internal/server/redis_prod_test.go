@@ -288,3 +288,46 @@ func TestRedisStatusRecovers(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisSentinelFailover serves through Redis Sentinel, configured with
+// sentinel.master, and kills the primary: with a fail-closed rule, calls
+// are answered OK again, by the promoted replica, after the failover.
+func TestRedisSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a Sentinel failover")
+	}
+	set := redistest.StartSentinel(t, "fgserve", time.Second)
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte(closedRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Rules = rulesFile
+	cfg.Store = Store{Type: StoreRedis, Addrs: set.Addrs(), Prefix: "fgtest"}
+	cfg.Store.Sentinel.Master = "fgserve"
+	cfg.Arrangement.Mode = "centralized"
+	cfg.Arrangement.Deadline = time.Second
+	cfg.Arrangement.BreakerCooldown = 100 * time.Millisecond
+	r := start(t, cfg)
+	waitReady(t, r, 10*time.Second)
+	if !strings.Contains(r.logs.String(), `store="redis-sentinel://`+set.Sentinel.Addr()+`?master=fgserve"`) {
+		t.Errorf("start-up log does not name the sentinel address:\n%s", r.logs.String())
+	}
+	if bad := burst(t, r, 200); bad != 0 {
+		t.Fatalf("%d of 200 calls rejected before the failover", bad)
+	}
+	killed := time.Now()
+	set.Primary.Kill()
+	set.WaitFailover(30 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
+	for burst(t, r, 80) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("calls still rejected 15s after the failover: %s", r.srv.node.Health().LastError)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("calls decided by the promoted replica %v after the primary was killed", time.Since(killed).Round(time.Millisecond))
+	if keys, err := set.Replica.Do("DBSIZE"); err != nil || keys == "0" {
+		t.Errorf("DBSIZE on the promoted replica = %q, %v", keys, err)
+	}
+}
