@@ -21,10 +21,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configFile := fs.String("config", "", "configuration `file` (YAML); without it, the defaults printed by --print-config")
 	rulesFile := fs.String("rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
+	storeURL := fs.String("store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
 	logLevel := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
 	printConfig := fs.Bool("print-config", false, "print the documented default configuration and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--log-level LEVEL]\n\n"+
+		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--store URL] [--log-level LEVEL]\n\n"+
 			"Serves the Envoy Rate Limit Service (gRPC, default 127.0.0.1:8081), the JSON API, metrics,\n"+
 			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
 			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n"+
@@ -62,6 +63,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel
+	}
+	if *storeURL != "" {
+		if err := cfg.Store.SetURL(*storeURL); err != nil {
+			return fmt.Errorf("--store: %v", err)
+		}
 	}
 	log, err := server.NewLogger(cfg.Log, stderr)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/floodgate-dev/floodgate/internal/httpapi"
@@ -242,9 +243,9 @@ func maskMatch(m string) string {
 	}
 }
 
-// statusSource feeds the status page. Viewers without details get no store
-// error detail (it names the Redis address), and sensitive key values are
-// masked unless admin.show_key_values is set.
+// statusSource feeds the status page. Viewers without details get the
+// store's last error with its addresses left out, and sensitive key values
+// are masked unless admin.show_key_values is set.
 type statusSource struct {
 	s       *Server
 	details bool
@@ -276,7 +277,7 @@ func (src statusSource) Snapshot() metrics.Snapshot {
 		}
 	}
 	if !src.details {
-		snap.Store.Detail = ""
+		snap.Store.Detail = scrubAddrs(snap.Store.Detail)
 	}
 	return snap
 }
@@ -291,8 +292,25 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, details bool) {
 		return
 	}
 	if !details {
-		why, _, _ = strings.Cut(why, ": ")
-		why += " (details in the log, or on /readyz with the admin token)"
+		why = scrubAddrs(why)
 	}
 	writeText(w, http.StatusServiceUnavailable, "not ready: "+why+"\n")
+}
+
+var (
+	urlRE      = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s,;()"]*[^\s,;()":]`)
+	hostPortRE = regexp.MustCompile(`(\[[0-9a-fA-F:.%]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):\d{1,5}\b`)
+	ipRE       = regexp.MustCompile(`\b\d{1,3}(\.\d{1,3}){3}\b`)
+	lookupRE   = regexp.MustCompile(`lookup [^\s:]+`)
+)
+
+// scrubAddrs removes what names the store's network from an error message
+// (URLs, host:port, IP addresses, looked-up host names) and keeps the kind
+// of failure: "dial tcp 10.0.0.5:6379: connect: connection refused" becomes
+// "dial tcp [address]: connect: connection refused".
+func scrubAddrs(msg string) string {
+	msg = urlRE.ReplaceAllString(msg, "[store]")
+	msg = hostPortRE.ReplaceAllString(msg, "[address]")
+	msg = ipRE.ReplaceAllString(msg, "[address]")
+	return lookupRE.ReplaceAllString(msg, "lookup [host]")
 }

@@ -30,3 +30,18 @@ func TestMaskMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestScrubAddrs(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"shared store does not answer: dial tcp 10.0.0.5:6379: connect: connection refused",
+			"shared store does not answer: dial tcp [address]: connect: connection refused"},
+		{"distributed: sync with redis://127.0.0.1:46853: redisstore: EOF", "distributed: sync with [store]: redisstore: EOF"},
+		{"dial tcp: lookup redis.internal: no such host", "dial tcp: lookup [host]: no such host"},
+		{"connecting to [::1]:6379 and redis-0.redis:26379: WRONGPASS", "connecting to [address] and [address]: WRONGPASS"},
+		{"shared store unavailable (circuit breaker open): i/o timeout", "shared store unavailable (circuit breaker open): i/o timeout"},
+	} {
+		if got := scrubAddrs(c.in); got != c.want {
+			t.Errorf("scrubAddrs(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
