@@ -43,7 +43,7 @@ func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 						return
 					}
 					decided.Add(1)
-					if dec.Reason == ReasonStoreUnavailable {
+					if dec.Reason == algorithm.ReasonStoreUnavailable {
 						storeRejects.Add(1)
 					}
 					// Clients that wait a little between requests: 32
