@@ -152,8 +152,10 @@ func (n *Node) retry(ctx context.Context, now time.Time, final bool) error {
 		return ErrBreakerOpen
 	}
 	a := n.out
+	// Field by field: an abandoned call may still be writing the States.
 	again := make([]store.SyncBatch, len(a.batches))
-	for i, b := range a.batches {
+	for i := range a.batches {
+		b := &a.batches[i]
 		again[i] = store.SyncBatch{Algorithm: b.Algorithm, Key: b.Key, Events: b.Events}
 	}
 	a.batches = again
