@@ -33,6 +33,20 @@ type latency struct {
 	answered       atomic.Int64 // when the store last answered, Unix ns
 }
 
+// init sets the floor and the ceiling (zero: DefaultMaxDeadline, or the
+// floor if that is longer).
+func (l *latency) init(floor, ceiling time.Duration) error {
+	if ceiling == 0 {
+		ceiling = max(DefaultMaxDeadline, floor)
+	}
+	if ceiling < floor {
+		return fmt.Errorf("distributed: MaxDeadline %v is below Deadline %v", ceiling, floor)
+	}
+	l.floor, l.ceiling = floor, ceiling
+	l.start.Store(time.Now().UnixNano())
+	return nil
+}
+
 // rotate starts a new period if the current one is over.
 func (l *latency) rotate(now int64) {
 	s := l.start.Load()

@@ -242,14 +242,9 @@ func New(o Options) (*Node, error) {
 	if n.deadline == 0 {
 		n.deadline = DefaultDeadline
 	}
-	n.lat.floor, n.lat.ceiling = n.deadline, o.MaxDeadline
-	if n.lat.ceiling == 0 {
-		n.lat.ceiling = max(DefaultMaxDeadline, n.deadline)
+	if err := n.lat.init(n.deadline, o.MaxDeadline); err != nil {
+		return nil, err
 	}
-	if n.lat.ceiling < n.lat.floor {
-		return nil, fmt.Errorf("distributed: MaxDeadline %v is below Deadline %v", n.lat.ceiling, n.lat.floor)
-	}
-	n.lat.start.Store(time.Now().UnixNano())
 	if n.syncDL == 0 {
 		n.syncDL = max(DefaultSyncDeadline, n.interval)
 	}
@@ -281,25 +276,8 @@ func New(o Options) (*Node, error) {
 			n.once = &localOnce{Syncer: n.syncer}
 		}
 	}
-	if o.MaxKeys < 0 || o.MaxBytes < 0 {
-		return nil, errors.New("distributed: MaxKeys and MaxBytes must not be negative")
-	}
-	maxKeys, maxBytes := o.MaxKeys, o.MaxBytes
-	if maxKeys == 0 {
-		maxKeys = DefaultMaxKeys
-	}
-	if maxBytes == 0 {
-		maxBytes = DefaultMaxBytes
-	}
-	n.table = newTable(maxKeys, maxBytes)
-	n.maxSyncKeys = o.MaxSyncKeys
-	if n.maxSyncKeys == 0 {
-		n.maxSyncKeys = DefaultMaxSyncKeys
-	}
-	n.syncKeys = n.maxSyncKeys
-	n.maxPending = o.MaxPendingBytes
-	if n.maxPending == 0 {
-		n.maxPending = DefaultMaxPendingBytes
+	if err := n.initBounds(o); err != nil {
+		return nil, err
 	}
 	switch n.arr {
 	case Centralized:
@@ -332,6 +310,32 @@ func New(o Options) (*Node, error) {
 		go n.loop()
 	}
 	return n, nil
+}
+
+// initBounds sets the table's, the pending queue's and the syncs' bounds
+// from o.
+func (n *Node) initBounds(o Options) error {
+	if o.MaxKeys < 0 || o.MaxBytes < 0 {
+		return errors.New("distributed: MaxKeys and MaxBytes must not be negative")
+	}
+	maxKeys, maxBytes := o.MaxKeys, o.MaxBytes
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	n.table = newTable(maxKeys, maxBytes)
+	n.maxSyncKeys = o.MaxSyncKeys
+	if n.maxSyncKeys == 0 {
+		n.maxSyncKeys = DefaultMaxSyncKeys
+	}
+	n.syncKeys = n.maxSyncKeys
+	n.maxPending = o.MaxPendingBytes
+	if n.maxPending == 0 {
+		n.maxPending = DefaultMaxPendingBytes
+	}
+	return nil
 }
 
 // Arrangement returns the node's arrangement.

@@ -849,9 +849,46 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	t := s.now(now)
+	calls, parts := s.syncCalls(s.now(now), id, rs, batches)
+	res, err := s.exec(ctx, calls)
+	if err != nil {
+		return err
+	}
+	var words []int64
+	for p, part := range parts {
+		v, err := res[p].ToArray()
+		if err != nil {
+			return fmt.Errorf("redisstore: reading synced state: %w", err)
+		}
+		if len(v) != len(part) {
+			return fmt.Errorf("redisstore: script returned %d states for %d keys", len(v), len(part))
+		}
+		for k, i := range part {
+			sp := rs[i].sp
+			packed, err := v[k].ToString()
+			if err != nil {
+				return fmt.Errorf("redisstore: reading synced state: %w", err)
+			}
+			if words, err = unpackState(packed, sp.luaWords, words); err != nil {
+				return fmt.Errorf("redisstore: batch %d: %w", i, err)
+			}
+			b := &batches[i]
+			if len(b.State) != sp.goWords {
+				b.State = make([]int64, sp.goWords)
+			}
+			sp.toGo(words, b.State)
+		}
+	}
+	return nil
+}
+
+// syncCalls splits a sync into script calls: per group of keys (a Cluster
+// slot), at most maxBatchKeys keys and maxBatchEvents events per call. It
+// returns the calls and, per call, the batch of each key it holds. With an
+// id, each call is op 'S' with the id and its place in its group.
+func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []store.SyncBatch) ([]call, [][]int) {
 	var calls []call
-	var parts [][]int // per call, the batch of each key it holds
+	var parts [][]int
 	for _, idx := range s.groups(rs) {
 		var c call
 		var part []int
@@ -894,36 +931,7 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 		}
 		flush()
 	}
-	res, err := s.exec(ctx, calls)
-	if err != nil {
-		return err
-	}
-	var words []int64
-	for p, part := range parts {
-		v, err := res[p].ToArray()
-		if err != nil {
-			return fmt.Errorf("redisstore: reading synced state: %w", err)
-		}
-		if len(v) != len(part) {
-			return fmt.Errorf("redisstore: script returned %d states for %d keys", len(v), len(part))
-		}
-		for k, i := range part {
-			sp := rs[i].sp
-			packed, err := v[k].ToString()
-			if err != nil {
-				return fmt.Errorf("redisstore: reading synced state: %w", err)
-			}
-			if words, err = unpackState(packed, sp.luaWords, words); err != nil {
-				return fmt.Errorf("redisstore: batch %d: %w", i, err)
-			}
-			b := &batches[i]
-			if len(b.State) != sp.goWords {
-				b.State = make([]int64, sp.goWords)
-			}
-			sp.toGo(words, b.State)
-		}
-	}
-	return nil
+	return calls, parts
 }
 
 // unpackState decodes a state as the script stores it, little-endian
