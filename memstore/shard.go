@@ -1,0 +1,178 @@
+package memstore
+
+import (
+	"sync"
+	"time"
+)
+
+// shard is one lock's worth of tables.
+type shard struct {
+	mu       sync.Mutex
+	n        int   // keys over all tables
+	bytes    int64 // slots arrays and out-of-line buffers
+	maxKeys  int
+	maxBytes int64 // -1: no bound
+	now      int64 // the newest time seen, Unix ns
+	rng      uint64
+	tables   []*table // by limit.id
+	scratch  []int64  // all zero between uses
+	// evictScratch holds an evicted key's state while it is summarized
+	// (scratch may be in use by the decision that caused the eviction).
+	evictScratch []int64
+	// The eviction summary (see sketch.go), made on first eviction.
+	sketch      []uint64
+	sketchCells int
+	evicted     int64
+	expired     int64
+	charged     int64
+	_           [40]byte // keep hot shards on separate cache lines
+}
+
+func (sh *shard) table(l *limit) *table {
+	if l.id < len(sh.tables) {
+		if t := sh.tables[l.id]; t != nil {
+			return t
+		}
+	}
+	if l.id >= len(sh.tables) {
+		sh.tables = append(sh.tables, make([]*table, l.id+1-len(sh.tables))...)
+	}
+	t := newTable(sh, l)
+	sh.tables[l.id] = t
+	if len(sh.scratch) < l.words {
+		sh.scratch = make([]int64, l.words)
+	}
+	return t
+}
+
+// fits reports whether extra more bytes keep the shard within its bound.
+func (sh *shard) fits(extra int64) bool { return sh.maxBytes < 0 || sh.bytes+extra <= sh.maxBytes }
+
+func (sh *shard) rand() uint64 {
+	// xorshift64*: cheap, good enough to sample eviction candidates.
+	x := sh.rng
+	x ^= x >> 12
+	x ^= x << 25
+	x ^= x >> 27
+	sh.rng = x
+	return x * 0x2545f4914f6cdd1d
+}
+
+// evictOne drops one key of the shard (of table only, if not nil): an idle
+// one if the sample holds one, else the least recently used of the sample,
+// whose use goes into the eviction summary. It reports whether it dropped
+// a key.
+func (sh *shard) evictOne(only *table) bool {
+	const samples = 8
+	var (
+		victim *table
+		vslot  int
+		vage   time.Duration
+		vexp   bool
+	)
+	for range samples {
+		t := only
+		if t == nil {
+			t = sh.pickTable()
+		}
+		if t == nil || t.n == 0 {
+			break
+		}
+		sl := int(sh.rand() % uint64(t.cap))
+		for t.slots[sl*t.stride] == 0 {
+			sl = t.next(sl)
+		}
+		age := time.Duration(t.age(sl) << t.unitShift)
+		exp := t.expired(sl)
+		if victim == nil || (exp && !vexp) || (exp == vexp && age > vage) {
+			victim, vslot, vage, vexp = t, sl, age, exp
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	if vexp {
+		sh.expired++
+	} else {
+		sh.record(victim, vslot)
+		sh.evicted++
+	}
+	victim.remove(vslot)
+	return true
+}
+
+// pickTable returns a table chosen in proportion to its keys.
+func (sh *shard) pickTable() *table {
+	if sh.n == 0 {
+		return nil
+	}
+	r := int(sh.rand() % uint64(sh.n))
+	for _, t := range sh.tables {
+		if t == nil {
+			continue
+		}
+		if r < t.n {
+			return t
+		}
+		r -= t.n
+	}
+	return nil
+}
+
+// enforceBytes evicts keys with out-of-line states, other than the key of
+// hash keep, until the shard is within its bytes or no such key is left.
+// Keys kept in their slot free nothing when evicted, so only these count.
+func (sh *shard) enforceBytes(keep uint64) {
+	for !sh.fits(0) {
+		var (
+			victim *table
+			vslot  int
+			vage   time.Duration
+		)
+		for range 8 {
+			t := sh.tables[int(sh.rand()%uint64(len(sh.tables)))]
+			if t == nil || t.bigLive == 0 {
+				continue
+			}
+			ref := int(sh.rand() % uint64(len(t.big)))
+			for t.big[ref] == nil {
+				ref = (ref + 1) % len(t.big)
+			}
+			h := t.bigOwner[ref]
+			if h == keep {
+				continue
+			}
+			sl := t.find(h)
+			if age := time.Duration(t.age(sl) << t.unitShift); victim == nil || age > vage {
+				victim, vslot, vage = t, sl, age
+			}
+		}
+		if victim == nil && !sh.anyBig(keep) {
+			return
+		}
+		if victim != nil {
+			if victim.expired(vslot) {
+				sh.expired++
+			} else {
+				sh.record(victim, vslot)
+				sh.evicted++
+			}
+			victim.remove(vslot)
+		}
+	}
+}
+
+// anyBig reports whether a key other than keep has an out-of-line state.
+func (sh *shard) anyBig(keep uint64) bool {
+	for _, t := range sh.tables {
+		if t == nil {
+			continue
+		}
+		for ref, b := range t.big {
+			if b != nil && t.bigOwner[ref] != keep {
+				return true
+			}
+		}
+	}
+	return false
+}
