@@ -50,10 +50,10 @@ type table struct {
 	n         int // keys
 	slots     []int64
 	unitShift uint
-	idleUnits int64 // ticks after which a key is idle; 0 = never
-	latest    int64 // the newest tick seen
-	sweptAt   int64 // the tick of the last whole sweep
-	cursor    int   // next slot the incremental sweep looks at
+	idleUnits int64     // ticks after which a key is idle; 0 = never
+	latest    int64     // the newest tick seen
+	sweptAt   int64     // the tick of the last whole sweep
+	cursor    int       // next slot the incremental sweep looks at
 	big       [][]int64 // out-of-line states; nil where unused
 	bigOwner  []uint64  // the hash of the key each big entry belongs to
 	freeRefs  []int64   // unused indexes of big
