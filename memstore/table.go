@@ -15,7 +15,7 @@ const (
 	tickMask  = outOfLine - 1
 	// maxInline is the longest state kept whole in the slot; longer ones
 	// keep bigInline words there and move out of line when longer.
-	maxInline = 4
+	maxInline = 7
 	bigInline = 3
 	// The table grows when more than loadNum/loadDen of its slots would be
 	// in use.
@@ -88,16 +88,20 @@ func (t *table) next(i int) int {
 
 // find returns the slot of hash h, or -1.
 func (t *table) find(h uint64) int {
+	slots, stride, n := t.slots, t.stride, t.cap
 	if t.n == 0 {
 		return -1
 	}
-	for i := t.home(h); ; i = t.next(i) {
-		w := uint64(t.slots[i*t.stride])
+	for i := t.home(h); ; {
+		w := uint64(slots[i*stride])
+		if w&^metaMask == h {
+			return i
+		}
 		if w == 0 {
 			return -1
 		}
-		if w&^metaMask == h {
-			return i
+		if i++; i == n {
+			i = 0
 		}
 	}
 }
@@ -121,10 +125,13 @@ func (t *table) advance(now int64) int {
 	if now > t.sh.now {
 		t.sh.now = now
 	}
-	tick := now >> t.unitShift
-	if tick <= t.latest {
-		return 0
+	if tick := now >> t.unitShift; tick > t.latest {
+		return t.advanceTo(tick)
 	}
+	return 0
+}
+
+func (t *table) advanceTo(tick int64) int {
 	if t.idleUnits == 0 {
 		t.latest = tick
 		return 0
