@@ -89,9 +89,7 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 		for i := range s.shards {
 			sh := &s.shards[i]
 			sh.mu.Lock()
-			if len(sh.scratch) < words {
-				sh.scratch = make([]int64, words)
-			}
+			sh.ensureScratch(words)
 			sh.mu.Unlock()
 		}
 	} else if l.words != words {

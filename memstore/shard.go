@@ -16,12 +16,14 @@ type shard struct {
 	rng      uint64
 	tables   []*table // by limit.id
 	scratch  []int64  // all zero between uses
+	// chargeScratch holds a charged copy of a state being decided.
+	chargeScratch []int64
 	// evictScratch holds an evicted key's state while it is summarized
 	// (scratch may be in use by the decision that caused the eviction).
 	evictScratch []int64
-	// The eviction summary (see sketch.go), made on first eviction.
-	sketch      []uint64
-	sketchCells int
+	// Bytes set aside for, and taken by, the tables' eviction summaries.
+	sketchRoom  int64
+	sketchBytes int64
 	evicted     int64
 	expired     int64
 	charged     int64
@@ -39,9 +41,7 @@ func (sh *shard) table(l *limit) *table {
 	}
 	t := newTable(sh, l)
 	sh.tables[l.id] = t
-	if len(sh.scratch) < l.words {
-		sh.scratch = make([]int64, l.words)
-	}
+	sh.ensureScratch(l.words)
 	return t
 }
 
@@ -58,17 +58,19 @@ func (sh *shard) rand() uint64 {
 	return x * 0x2545f4914f6cdd1d
 }
 
-// evictOne drops one key of the shard (of table only, if not nil): an idle
-// one if the sample holds one, else the least recently used of the sample,
-// whose use goes into the eviction summary. It reports whether it dropped
-// a key.
+// evictOne drops one key of the shard (of table only, if not nil), chosen
+// from a small random sample: an idle one if there is one, else the one
+// that has used the fewest units (whose record in the eviction summary
+// costs other keys least), the least recently used among equals. A key
+// that is not idle has its use written into the summary. It reports
+// whether it dropped a key.
 func (sh *shard) evictOne(only *table) bool {
 	const samples = 8
 	var (
 		victim *table
 		vslot  int
 		vage   time.Duration
-		vexp   bool
+		vused  int64
 	)
 	for range samples {
 		t := only
@@ -83,15 +85,21 @@ func (sh *shard) evictOne(only *table) bool {
 			sl = t.next(sl)
 		}
 		age := time.Duration(t.age(sl) << t.unitShift)
-		exp := t.expired(sl)
-		if victim == nil || (exp && !vexp) || (exp == vexp && age > vage) {
-			victim, vslot, vage, vexp = t, sl, age, exp
+		used := int64(-1) // idle
+		if !t.expired(sl) {
+			used, _ = sh.usage(t, sl)
+		}
+		if victim == nil || used < vused || (used == vused && age > vage) {
+			victim, vslot, vage, vused = t, sl, age, used
+		}
+		if used < 0 {
+			break
 		}
 	}
 	if victim == nil {
 		return false
 	}
-	if vexp {
+	if vused < 0 {
 		sh.expired++
 	} else {
 		sh.record(victim, vslot)
@@ -175,4 +183,12 @@ func (sh *shard) anyBig(keep uint64) bool {
 		}
 	}
 	return false
+}
+
+// ensureScratch makes the shard's scratch states at least words long.
+func (sh *shard) ensureScratch(words int) {
+	if len(sh.scratch) < words {
+		sh.scratch = make([]int64, words)
+		sh.chargeScratch = make([]int64, words)
+	}
 }

@@ -148,17 +148,16 @@ func New(o Options) *Store {
 		maxBytes: max(0, o.MaxBytes),
 		limits:   make(map[algorithm.Config]*limit),
 	}
-	cells := sketchCells(perShard, s.maxBytes/int64(n))
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.maxKeys = perShard
 		sh.maxBytes = -1
 		if s.maxBytes > 0 {
-			// The summary's room is set aside from the start, so filling
-			// it later cannot push the shard over its share.
-			sh.maxBytes = max(0, s.maxBytes/int64(n)-int64(cells)*8)
+			// The summaries' room is set aside from the start, so making
+			// them later cannot push the shard over its share.
+			sh.sketchRoom = s.maxBytes / int64(n) / sketchReserve
+			sh.maxBytes = s.maxBytes/int64(n) - sh.sketchRoom
 		}
-		sh.sketchCells = cells
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 | 1
 	}
 	s.batchPool.New = func() any { return new(batch) }
@@ -188,8 +187,8 @@ type Stats struct {
 	Evicted int64
 	// Expired counts idle keys reclaimed (each equivalent to a fresh key).
 	Expired int64
-	// Charged counts new keys that the eviction summary charged units
-	// before their first decision.
+	// Charged counts keys the eviction summary charged units when they
+	// were created.
 	Charged int64
 }
 
@@ -200,7 +199,7 @@ func (s *Store) Stats() Stats {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		st.Keys += int64(sh.n)
-		st.Bytes += sh.bytes + int64(len(sh.sketch))*8
+		st.Bytes += sh.bytes + sh.sketchBytes
 		st.Evicted += sh.evicted
 		st.Expired += sh.expired
 		st.Charged += sh.charged
@@ -270,13 +269,15 @@ func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, c
 	t.advance(now)
 	if sl := t.find(h); sl >= 0 {
 		t.touch(sl)
-		if st := t.inPlace(sl); st != nil {
-			d := a.Decide(st, now, cost)
-			sh.mu.Unlock()
-			return d
+		if t.slots[sl*t.stride]&charged == 0 {
+			if st := t.inPlace(sl); st != nil {
+				d := a.Decide(st, now, cost)
+				sh.mu.Unlock()
+				return d
+			}
 		}
 		st := t.load(sl, sh.scratch[:l.words])
-		d := a.Decide(st, now, cost)
+		d := sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
 		t.put(sl, st)
 		clear(st)
 		sh.mu.Unlock()
@@ -284,16 +285,34 @@ func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, c
 	}
 	// A never-seen key: decide on a zero state, charged what the eviction
 	// summary holds for its hash, and keep the key only if the decision
-	// was allowed and changed something, so rejected first requests cost
-	// no memory.
+	// was allowed, so rejected first requests cost no memory.
 	st := sh.scratch[:l.words]
-	sh.charge(l, a, h, now, st)
-	d := a.Decide(st, now, cost)
+	c := t.chargeOf(h, now)
+	d := sh.decideCharged(a, st, c, now, cost)
 	if d.Allowed && !allZero(st) {
-		t.put(t.insert(h), st)
+		sl := t.insert(h)
+		t.mark(sl, c)
+		t.put(sl, st)
 	}
 	clear(st)
 	sh.mu.Unlock()
+	return d
+}
+
+// decideCharged decides a request on st as if c more units had been
+// counted at now, and if it is allowed counts it in st (without c).
+func (sh *shard) decideCharged(a algorithm.Algorithm, st []int64, c, now, cost int64) algorithm.Decision {
+	if c <= 0 {
+		return a.Decide(st, now, cost)
+	}
+	cp := sh.chargeScratch[:len(st)]
+	copy(cp, st)
+	a.Record(cp, now, c)
+	d := a.Decide(cp, now, cost)
+	clear(cp)
+	if d.Allowed {
+		a.Decide(st, now, cost)
+	}
 	return d
 }
 
@@ -374,11 +393,12 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 		t := sh.table(l)
 		t.advance(now)
 		sl := t.find(h)
-		switch {
-		case sl >= 0:
+		var c int64
+		if sl >= 0 {
 			t.load(sl, b.State)
-		case len(b.Events) > 0:
-			sh.charge(l, b.Algorithm, h, now, b.State)
+			c = t.chargeFor(sl, now)
+		} else {
+			c = t.chargeOf(h, now)
 		}
 		for _, e := range b.Events {
 			b.Algorithm.Record(b.State, e.Time, e.Cost)
@@ -386,10 +406,15 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 		if len(b.Events) > 0 {
 			if sl < 0 {
 				sl = t.insert(h)
+				t.mark(sl, c)
 			} else {
 				t.touch(sl)
 			}
 			t.put(sl, b.State)
+		}
+		if c > 0 && (sl >= 0 || len(b.Events) > 0) {
+			// The node decides on what it reads: it must see the charge.
+			b.Algorithm.Record(b.State, now, c)
 		}
 		sh.mu.Unlock()
 	}
@@ -443,7 +468,7 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 	commit := true
 	for i := range reqs {
 		it := &b.items[i]
-		out[i] = reqs[i].Algorithm.Decide(b.words[it.off:it.off+it.l.words], now, reqs[i].Cost)
+		out[i] = it.sh.decideCharged(reqs[i].Algorithm, b.words[it.off:it.off+it.l.words], it.charge, now, reqs[i].Cost)
 		if !out[i].Allowed && !reqs[i].Shadow {
 			commit = false
 		}
@@ -462,11 +487,12 @@ type batch struct {
 }
 
 type item struct {
-	l    *limit
-	h    uint64
-	sh   *shard
-	off  int // offset of the state copy in batch.words
-	same int // index of an earlier item with the same limit and key, or -1
+	l      *limit
+	h      uint64
+	sh     *shard
+	off    int   // offset of the state copy in batch.words
+	same   int   // index of an earlier item with the same limit and key, or -1
+	charge int64 // what the eviction summary charges the key
 }
 
 // resolve fills b's items and the sorted set of shards to lock.
@@ -493,10 +519,12 @@ func (b *batch) load(reqs []store.Request, now int64) {
 	b.words = b.words[:0]
 	for i := range b.items {
 		it := &b.items[i]
+		it.same, it.charge = -1, 0
 		for j := range i {
 			if b.items[j].l == it.l && b.items[j].h == it.h {
 				it.same = j
 				it.off = b.items[j].off
+				it.charge = b.items[j].charge
 				break
 			}
 		}
@@ -511,8 +539,9 @@ func (b *batch) load(reqs []store.Request, now int64) {
 		t.advance(now)
 		if sl := t.find(it.h); sl >= 0 {
 			t.load(sl, st)
+			it.charge = t.chargeFor(sl, now)
 		} else {
-			it.sh.charge(it.l, reqs[i].Algorithm, it.h, now, st)
+			it.charge = t.chargeOf(it.h, now)
 		}
 	}
 }
@@ -532,6 +561,7 @@ func (b *batch) commit() {
 				continue
 			}
 			sl = t.insert(it.h)
+			t.mark(sl, it.charge)
 		} else {
 			t.touch(sl)
 		}

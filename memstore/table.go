@@ -5,14 +5,15 @@ import "math/bits"
 // A slot is stride words of a table's slots array: the head word, then the
 // state's first inline words. The head holds the key's hash with its low
 // byte replaced by bookkeeping: bit 7 is set when the state lives out of
-// line (then the slot's first state word is its index in table.big), and
-// bits 0-6 are the key's last-use tick modulo 128. A zero head is an empty
-// slot.
+// line (then the slot's first state word is its index in table.big), bit 6
+// when the eviction summary charges the key (see sketch.go), and bits 0-5
+// are the key's last-use tick modulo 64. A zero head is an empty slot.
 const (
 	metaBits  = 8
 	metaMask  = 1<<metaBits - 1
 	outOfLine = 1 << 7
-	tickMask  = outOfLine - 1
+	charged   = 1 << 6
+	tickMask  = charged - 1
 	// maxInline is the longest state kept whole in the slot; longer ones
 	// keep bigInline words there and move out of line when longer.
 	maxInline = 7
@@ -29,12 +30,12 @@ const (
 
 // Ticks. A table counts time in units of 2^unitShift ns, chosen so that the
 // algorithm's idle time is at most idleSpan units; slots keep the tick
-// modulo 128. The table sweeps itself whole at least every sweepSpan units,
-// so no kept key is older than idleSpan+sweepSpan+idleSpan < 128 units and
+// modulo 64. The table sweeps itself whole at least every sweepSpan units,
+// so no kept key is older than idleSpan+sweepSpan+idleSpan < 64 units and
 // ages never wrap.
 const (
-	idleSpan  = 32
-	sweepSpan = 48
+	idleSpan  = 24
+	sweepSpan = 12
 	// lruShift is the unit of tables whose keys never go idle (about one
 	// second); their ticks only rank eviction candidates.
 	lruShift = 30
@@ -58,6 +59,7 @@ type table struct {
 	bigOwner  []uint64  // the hash of the key each big entry belongs to
 	freeRefs  []int64   // unused indexes of big
 	bigLive   int       // big entries in use
+	sketch    *sketch   // the eviction summary, made on first eviction
 }
 
 func newTable(sh *shard, l *limit) *table {
@@ -237,6 +239,12 @@ func (t *table) dropAll() int {
 	}
 	t.big, t.bigOwner, t.freeRefs, t.bigLive, t.n = nil, nil, nil, 0, 0
 	t.rebuild(0)
+	// Every key was idle, so every use the sketch holds has stopped
+	// counting (a use counts at most an idle time past its key's last use).
+	if t.sketch != nil {
+		t.sh.sketchBytes -= t.sketch.bytes()
+		t.sketch = nil
+	}
 	return n
 }
 
