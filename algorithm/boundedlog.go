@@ -95,7 +95,7 @@ func boundedLogSize(l int64, e float64) (m, size int64) {
 
 func newBoundedLog(c Config) *boundedLog {
 	m, size := boundedLogSize(c.Limit, c.Tolerance)
-	return &boundedLog{
+	a := &boundedLog{
 		base:   base{cfg: c, words: 2 + 3*int(size), idle: c.Window},
 		limit:  c.Limit,
 		window: int64(c.Window),
@@ -103,6 +103,8 @@ func newBoundedLog(c Config) *boundedLog {
 		size:   size,
 		ring:   logRing{window: int64(c.Window), m: m, size: size, span: mulDivUp(int64(c.Window), m, c.Limit)},
 	}
+	a.withParams(Params{EntryUnits: m, Entries: size})
+	return a
 }
 
 // header returns the entries and the open entry's count of s, zeroing a
