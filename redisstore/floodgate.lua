@@ -419,11 +419,17 @@ BUILD[7] = function()
   }
 end
 
--- 8: bounded-log. P: limit, window, m (units per entry), size (entries in
--- the ring: twice what Decide needs, for Record's time-capped entries).
--- State: entries, ring index of the oldest, then size entries of first,
--- last, count.
+-- 8: bounded-log. P: limit, window, m (units per entry), size (capacity in
+-- entries). State, as in Go (see algorithm/boundedlog.go), 0-based entry i:
+-- [1] header 2^52 + open count * 2^18 + merged * 2^17 + n (0: no entries),
+-- [2] newest timestamp, [3+i] first timestamp of entry i, and only when
+-- merged: [3+size+i] m - count and [3+2*size+i] next first - last of
+-- closed entry i. Decide touches the first 2+n words only; Record expands
+-- the state into the ring form bounded-log had before (entries, oldest
+-- index, then first, last, count per entry), merges there and packs it
+-- back. A key stored in the ring form is converted when first loaded.
 BUILD[8] = function()
+  local MARK, MERGED, CUNIT = 4503599627370496, 131072, 262144
   local function bl_at(P, s, i) return 3 + 3 * ((s[2] + i) % P[4]) end
   local function bl_view(P, s, now)
     local n = s[1]
@@ -486,102 +492,238 @@ BUILD[8] = function()
       s[o + 1], s[o + 2] = now, addsat(s[o + 2], cost)
     end
   end
+  local function ring_record(P, s, now, cost)
+    local limit, window, m, size = P[1], P[2], P[3], P[4]
+    if cost < 1 then return end
+    cost = min(cost, MAXLIMIT)
+    -- Record's entries span less than ceil(W*m/L).
+    local span = muldivup(window, m, limit)
+    local function room(count, first, last) return count < m and last - first < span end
+    local latest, drop = bl_view(P, s, now)
+    s[2] = (s[2] + drop) % size
+    s[1] = s[1] - drop
+    now = clamp(now)
+    local n = s[1]
+    if n == 0 or now >= s[bl_at(P, s, n - 1) + 1] then
+      bl_add(P, s, now, cost, max(latest - window, now - span))
+      return
+    end
+    if now <= latest - window then return end
+    while cost > 0 do
+      n = s[1]
+      local i = n - 1
+      while i >= 0 and s[bl_at(P, s, i)] > now do i = i - 1 end
+      local o
+      if i < 0 then
+        -- Before every entry.
+        o = bl_at(P, s, 0)
+        if room(s[o + 2], now, s[o + 1]) then
+          s[o] = now
+        elseif n < size then
+          o = bl_insert(P, s, 0, now)
+        else
+          s[o], s[o + 2] = now, addsat(s[o + 2], cost)
+          return
+        end
+      else
+        local oi = bl_at(P, s, i)
+        if s[oi + 2] < m and (now <= s[oi + 1] or room(0, s[oi], now)) then
+          o = oi
+          s[o + 1] = max(s[o + 1], now)
+        elseif now > s[oi + 1] then
+          -- In the gap after a full entry.
+          o = bl_at(P, s, i + 1)
+          if room(s[o + 2], now, s[o + 1]) then
+            s[o] = now
+          elseif n < size then
+            o = bl_insert(P, s, i + 1, now)
+          else
+            s[oi + 1], s[oi + 2] = now, addsat(s[oi + 2], cost)
+            return
+          end
+        else
+          -- Inside a full entry.
+          local j = i + 1
+          while j < n and s[bl_at(P, s, j) + 2] >= m do j = j + 1 end
+          if j < n then
+            o = bl_at(P, s, j)
+            local t = max(now, s[bl_at(P, s, j - 1) + 1])
+            if s[o + 1] - t < span then s[o] = min(s[o], t) end
+          elseif n < size then
+            o = bl_insert(P, s, i + 1, s[oi + 1])
+          else
+            s[oi + 2] = addsat(s[oi + 2], cost)
+            return
+          end
+        end
+      end
+      local k = min(cost, m - s[o + 2])
+      s[o + 2] = s[o + 2] + k
+      cost = cost - k
+    end
+  end
+  -- bl_hdr returns n, the open entry's count and the merged flag, or nil
+  -- for a header no bounded-log writes.
+  local function bl_hdr(P, s)
+    local h = s[1]
+    if h == 0 then return 0, 0, false end
+    local rest = h - MARK
+    local n = rest % MERGED
+    if rest < 0 or h >= 2 * MARK or n < 1 or n > P[4] then return nil end
+    return n, floor(rest / CUNIT), floor(rest / MERGED) % 2 == 1
+  end
+  local function bl_sethdr(s, n, open, merged)
+    if n == 0 then
+      s[1], s[2] = 0, 0
+      return
+    end
+    local h = MARK + min(open, MAXLIMIT) * CUNIT + n
+    if merged then h = h + MERGED end
+    s[1] = h
+  end
+  local function bl_last(P, s, i, n, merged)
+    if i == n - 1 then return s[2] end
+    if merged then return s[4 + i] - s[3 + 2 * P[4] + i] end
+    return s[4 + i]
+  end
+  local function bl_count(P, s, i, n, open, merged)
+    if i == n - 1 then return open end
+    if merged then return P[3] - s[3 + P[4] + i] end
+    return P[3]
+  end
+  local function bl_cview(P, s, now)
+    local n, open, merged = bl_hdr(P, s)
+    now = clamp(now)
+    if n == 0 then return now, 0, 0, false, 0, 0, 0 end
+    now = max(now, s[2])
+    local cut = now - P[2]
+    local drop = 0
+    while drop < n and bl_last(P, s, drop, n, merged) <= cut do drop = drop + 1 end
+    local start = drop
+    if start < n and s[3 + start] <= cut then start = start + 1 end
+    local sum = 0
+    if start < n then
+      sum = (n - 1 - start) * P[3] + open
+      if merged then
+        for i = start, n - 2 do sum = sum - s[3 + P[4] + i] end
+      end
+    end
+    return now, n, open, merged, drop, start, sum
+  end
+  -- bl_append drops the oldest drop entries and adds cost units at now.
+  local function bl_append(P, s, now, n, open, merged, drop, cost)
+    local m, size = P[3], P[4]
+    if drop > 0 then
+      local left = n - drop
+      local regions = { 3 }
+      if merged then regions = { 3, 3 + size, 3 + 2 * size } end
+      for _, r in ipairs(regions) do
+        for i = 0, left - 1 do s[r + i] = s[r + drop + i] end
+        for i = left, n - 1 do s[r + i] = 0 end
+      end
+      n = left
+      if n == 0 then open, merged = 0, false end
+    end
+    if n > 0 and s[2 + n] > now - P[2] and open < m then
+      local k = min(cost, m - open)
+      open, cost = open + k, cost - k
+    end
+    while cost > 0 and n < size do
+      local k = min(cost, m)
+      s[3 + n] = now
+      n, open, cost = n + 1, k, cost - k
+    end
+    bl_sethdr(s, n, open + cost, merged)
+    s[2] = now
+  end
+  -- bl_expand returns the ring form of s; bl_pack writes ring r into s.
+  local function bl_expand(P, s, words)
+    local r = {}
+    for j = 1, words do r[j] = 0 end
+    local n, open, merged = bl_hdr(P, s)
+    r[1] = n
+    for i = 0, n - 1 do
+      local o = 3 + 3 * i
+      r[o], r[o + 1], r[o + 2] = s[3 + i], bl_last(P, s, i, n, merged), bl_count(P, s, i, n, open, merged)
+    end
+    return r
+  end
+  local function bl_pack(P, r, s, words)
+    for j = 1, words do s[j] = 0 end
+    local n, size = r[1], P[4]
+    if n < 0 or n > size or r[2] < 0 or r[2] >= size then return end
+    local merged = false
+    for i = 0, n - 1 do
+      local o = bl_at(P, r, i)
+      s[3 + i] = r[o]
+      local c = min(r[o + 2], MAXLIMIT)
+      if i == n - 1 then
+        s[2] = r[o + 1]
+        bl_sethdr(s, n, c, merged)
+      else
+        local d, g = P[3] - c, r[bl_at(P, r, i + 1)] - r[o + 1]
+        s[3 + size + i], s[3 + 2 * size + i] = d, g
+        merged = merged or d ~= 0 or g ~= 0
+      end
+    end
+  end
   return {
     decide = function(P, s, now, cost, commit)
-      local limit, window, size = P[1], P[2], P[4]
-      local drop, start, sum
-      now, drop, start, sum = bl_view(P, s, now)
-      local n = s[1]
+      local limit, window, m = P[1], P[2], P[3]
+      local n, open, merged, drop, start, sum
+      now, n, open, merged, drop, start, sum = bl_cview(P, s, now)
       local reset = 0
-      if start < n then reset = s[bl_at(P, s, n - 1)] + window - now end
+      if start < n then reset = s[2 + n] + window - now end
       local bc = badcost(cost, limit)
       if bc then return 0, nonneg(limit - sum), reset, 0, 0, bc end
       if sum + cost > limit then
         local need, i = sum + cost - limit, start
-        while i < n - 1 do
-          need = need - s[bl_at(P, s, i) + 2]
-          if need <= 0 then break end
-          i = i + 1
+        if not merged then
+          i = min(start + idiv(need + m - 1, m) - 1, n - 1)
+        else
+          while i < n - 1 do
+            need = need - bl_count(P, s, i, n, open, true)
+            if need <= 0 then break end
+            i = i + 1
+          end
         end
-        return 0, nonneg(limit - sum), reset, s[bl_at(P, s, i)] + window - now, 0, OVER
+        return 0, nonneg(limit - sum), reset, s[3 + i] + window - now, 0, OVER
       end
-      reset = bl_openfirst(P, s, now, cost) + window - now
-      if commit then
-        s[2] = (s[2] + drop) % size
-        s[1] = s[1] - drop
-        bl_add(P, s, now, cost, now - window)
-      end
-      return 1, limit - sum - cost, reset, 0, 0, OK
+      local first = now
+      if drop < n and s[2 + n] > now - window and open + cost <= m then first = s[2 + n] end
+      if commit then bl_append(P, s, now, n, open, merged, drop, cost) end
+      return 1, limit - sum - cost, first + window - now, 0, 0, OK
     end,
     record = function(P, s, now, cost)
-      local limit, window, m, size = P[1], P[2], P[3], P[4]
       if cost < 1 then return end
-      cost = min(cost, MAXLIMIT)
-      -- Record's entries span less than ceil(W*m/L).
-      local span = muldivup(window, m, limit)
-      local function room(count, first, last) return count < m and last - first < span end
-      local latest, drop = bl_view(P, s, now)
-      s[2] = (s[2] + drop) % size
-      s[1] = s[1] - drop
-      now = clamp(now)
-      local n = s[1]
-      if n == 0 or now >= s[bl_at(P, s, n - 1) + 1] then
-        bl_add(P, s, now, cost, max(latest - window, now - span))
-        return
+      local words = 2 + 3 * P[4]
+      local r = bl_expand(P, s, words)
+      ring_record(P, r, now, cost)
+      bl_pack(P, r, s, words)
+    end,
+    -- fix runs on a freshly loaded state, which load did not pad: it pads
+    -- the words Decide reads (all of them for a merged key), clears a
+    -- state no bounded-log wrote, and converts the ring form, returning
+    -- true so the caller stores the converted state.
+    fix = function(P, s, words)
+      for j = #s + 1, 2 do s[j] = 0 end
+      local h = s[1]
+      if h ~= 0 and h < MARK then
+        for j = #s + 1, words do s[j] = 0 end
+        local r = {}
+        for j = 1, words do r[j] = s[j] end
+        bl_pack(P, r, s, words)
+        return true
       end
-      if now <= latest - window then return end
-      while cost > 0 do
-        n = s[1]
-        local i = n - 1
-        while i >= 0 and s[bl_at(P, s, i)] > now do i = i - 1 end
-        local o
-        if i < 0 then
-          -- Before every entry.
-          o = bl_at(P, s, 0)
-          if room(s[o + 2], now, s[o + 1]) then
-            s[o] = now
-          elseif n < size then
-            o = bl_insert(P, s, 0, now)
-          else
-            s[o], s[o + 2] = now, addsat(s[o + 2], cost)
-            return
-          end
-        else
-          local oi = bl_at(P, s, i)
-          if s[oi + 2] < m and (now <= s[oi + 1] or room(0, s[oi], now)) then
-            o = oi
-            s[o + 1] = max(s[o + 1], now)
-          elseif now > s[oi + 1] then
-            -- In the gap after a full entry.
-            o = bl_at(P, s, i + 1)
-            if room(s[o + 2], now, s[o + 1]) then
-              s[o] = now
-            elseif n < size then
-              o = bl_insert(P, s, i + 1, now)
-            else
-              s[oi + 1], s[oi + 2] = now, addsat(s[oi + 2], cost)
-              return
-            end
-          else
-            -- Inside a full entry.
-            local j = i + 1
-            while j < n and s[bl_at(P, s, j) + 2] >= m do j = j + 1 end
-            if j < n then
-              o = bl_at(P, s, j)
-              local t = max(now, s[bl_at(P, s, j - 1) + 1])
-              if s[o + 1] - t < span then s[o] = min(s[o], t) end
-            elseif n < size then
-              o = bl_insert(P, s, i + 1, s[oi + 1])
-            else
-              s[oi + 2] = addsat(s[oi + 2], cost)
-              return
-            end
-          end
-        end
-        local k = min(cost, m - s[o + 2])
-        s[o + 2] = s[o + 2] + k
-        cost = cost - k
+      local n, _, merged = bl_hdr(P, s)
+      if not n then
+        for j = 1, #s do s[j] = 0 end
+        return false
       end
+      local upto = 2 + n
+      if merged then upto = words end
+      for j = #s + 1, upto do s[j] = 0 end
+      return false
     end,
   }
 end
@@ -598,7 +740,7 @@ local CHUNK = 256
 -- records nothing.
 local raw = {}
 
-local function load(key, words)
+local function load(key, words, pad)
   local v = redis.call('GET', key)
   local s = {}
   if not v then v = '' end
@@ -615,7 +757,9 @@ local function load(key, words)
     pos = vals[n + 1]
     i = i + n
   end
-  for j = stored + 1, words do s[j] = 0 end
+  if pad then
+    for j = stored + 1, words do s[j] = 0 end
+  end
   return s
 end
 
@@ -680,8 +824,9 @@ for i = 1, #KEYS do
   local s = states[key]
   if not s then
     local err
-    s, err = load(key, words)
+    s, err = load(key, words, not alg.fix)
     if not s then return redis.error_reply(err) end
+    if alg.fix and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code) end
     states[key] = s
     meta[key] = { ttl, code }
   end
