@@ -129,7 +129,8 @@ func (sh *shard) pickTable() *table {
 
 // enforceBytes evicts keys with out-of-line states, other than the key of
 // hash keep, until the shard is within its bytes or no such key is left.
-// Keys kept in their slot free nothing when evicted, so only these count.
+// Keys kept in their slot free nothing when evicted, so only these count;
+// of a small sample the least recently used goes.
 func (sh *shard) enforceBytes(keep uint64) {
 	for !sh.fits(0) {
 		var (
@@ -142,47 +143,51 @@ func (sh *shard) enforceBytes(keep uint64) {
 			if t == nil || t.bigLive == 0 {
 				continue
 			}
-			ref := int(sh.rand() % uint64(len(t.big)))
-			for t.big[ref] == nil {
-				ref = (ref + 1) % len(t.big)
-			}
-			h := t.bigOwner[ref]
-			if h == keep {
-				continue
-			}
-			sl := t.find(h)
-			if age := time.Duration(t.age(sl) << t.unitShift); victim == nil || age > vage {
-				victim, vslot, vage = t, sl, age
+			if sl := t.bigSlot(int(sh.rand()%uint64(t.cap)), keep); sl >= 0 {
+				if age := time.Duration(t.age(sl) << t.unitShift); victim == nil || age > vage {
+					victim, vslot, vage = t, sl, age
+				}
 			}
 		}
-		if victim == nil && !sh.anyBig(keep) {
-			return
-		}
-		if victim != nil {
-			if victim.expired(vslot) {
-				sh.expired++
-			} else {
-				sh.record(victim, vslot)
-				sh.evicted++
+		if victim == nil {
+			if victim, vslot = sh.anyBig(keep); victim == nil {
+				return
 			}
-			victim.remove(vslot)
 		}
+		if victim.expired(vslot) {
+			sh.expired++
+		} else {
+			sh.record(victim, vslot)
+			sh.evicted++
+		}
+		victim.remove(vslot)
 	}
 }
 
-// anyBig reports whether a key other than keep has an out-of-line state.
-func (sh *shard) anyBig(keep uint64) bool {
-	for _, t := range sh.tables {
-		if t == nil {
-			continue
+// bigSlot returns the first slot from sl on (cyclically) whose state is
+// out of line and whose hash is not keep, or -1.
+func (t *table) bigSlot(sl int, keep uint64) int {
+	for range t.cap {
+		w := uint64(t.slots[sl*t.stride])
+		if w&outOfLine != 0 && w&^metaMask != keep {
+			return sl
 		}
-		for ref, b := range t.big {
-			if b != nil && t.bigOwner[ref] != keep {
-				return true
+		sl = t.next(sl)
+	}
+	return -1
+}
+
+// anyBig returns a table and slot whose state is out of line and whose
+// hash is not keep, or nil.
+func (sh *shard) anyBig(keep uint64) (*table, int) {
+	for _, t := range sh.tables {
+		if t != nil && t.bigLive > 0 {
+			if sl := t.bigSlot(0, keep); sl >= 0 {
+				return t, sl
 			}
 		}
 	}
-	return false
+	return nil, 0
 }
 
 // ensureScratch makes the shard's scratch states at least words long.

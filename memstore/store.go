@@ -278,8 +278,7 @@ func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, c
 		}
 		st := t.load(sl, sh.scratch[:l.words])
 		d := sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
-		t.put(sl, st)
-		clear(st)
+		clear(st[:t.put(sl, st)]) // put knows where the nonzero words end
 		sh.mu.Unlock()
 		return d
 	}
@@ -362,8 +361,7 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 				st := t.load(sl, sh.scratch[:l.words])
 				a.Release(st, now, reqs[i].Cost)
 				t.touch(sl)
-				t.put(sl, st)
-				clear(st)
+				clear(st[:t.put(sl, st)])
 			}
 		}
 		sh.mu.Unlock()

@@ -56,7 +56,6 @@ type table struct {
 	sweptAt   int64     // the tick of the last whole sweep
 	cursor    int       // next slot the incremental sweep looks at
 	big       [][]int64 // out-of-line states; nil where unused
-	bigOwner  []uint64  // the hash of the key each big entry belongs to
 	freeRefs  []int64   // unused indexes of big
 	bigLive   int       // big entries in use
 	sketch    *sketch   // the eviction summary, made on first eviction
@@ -237,7 +236,7 @@ func (t *table) dropAll() int {
 	for _, b := range t.big {
 		t.sh.bytes -= bigBytes(cap(b))
 	}
-	t.big, t.bigOwner, t.freeRefs, t.bigLive, t.n = nil, nil, nil, 0, 0
+	t.big, t.freeRefs, t.bigLive, t.n = nil, nil, 0, 0
 	t.rebuild(0)
 	// Every key was idle, so every use the sketch holds has stopped
 	// counting (a use counts at most an idle time past its key's last use).
@@ -296,7 +295,7 @@ func (t *table) shrink() {
 		for _, b := range t.big {
 			t.sh.bytes -= bigBytes(cap(b))
 		}
-		t.big, t.bigOwner, t.freeRefs, t.bigLive = nil, nil, nil, 0
+		t.big, t.freeRefs, t.bigLive = nil, nil, 0
 		t.rebuild(0)
 		return
 	}
