@@ -160,15 +160,21 @@ func (t *table) insert(h uint64) int {
 			sh.evictOne(nil)
 		}
 	}
-	if (t.n+1)*loadDen > t.cap*loadNum {
-		t.sweepAll()
-	}
+	swept := false
 	for (t.n+1)*loadDen > t.cap*loadNum {
 		newCap := max(minCap, t.cap+t.cap/growDiv)
 		grow := int64(newCap-t.cap) * int64(t.stride) * 8
 		if t.n > 0 && !sh.fits(grow) {
 			sh.evictOne(t) // no room to grow: make room in this table
 			continue
+		}
+		if !swept {
+			// Before growing, drop idle keys: if that frees enough, the
+			// table stays its size.
+			swept = true
+			if t.sweepAll() > 0 {
+				continue
+			}
 		}
 		t.rebuild(newCap)
 	}
