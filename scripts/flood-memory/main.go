@@ -216,7 +216,7 @@ func run(o options) error {
 	pid := cmd.Process.Pid
 	limit := 5
 	if o.rules != "victims" {
-		limit, o.victims, domain = 600, 0, "default"
+		limit, o.victims, o.light, domain = 600, 0, 0, "default"
 	}
 	fmt.Printf("server pid %d, rules %s, max_bytes %d, max_keys %d; RSS at start %.0f MiB\n", pid, o.rules, o.maxBytes, o.maxKeys, rssMB(pid))
 	for i := range o.victims {
