@@ -52,8 +52,8 @@ func (t *table) load(sl int, dst []int64) []int64 {
 // stateLen returns the length of st up to its last nonzero word.
 func stateLen(st []int64) int {
 	n := len(st)
-	for n >= 4 && st[n-1]|st[n-2]|st[n-3]|st[n-4] == 0 {
-		n -= 4
+	for n >= 8 && st[n-1]|st[n-2]|st[n-3]|st[n-4]|st[n-5]|st[n-6]|st[n-7]|st[n-8] == 0 {
+		n -= 8
 	}
 	for n > 0 && st[n-1] == 0 {
 		n--

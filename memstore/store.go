@@ -277,7 +277,12 @@ func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, c
 			}
 		}
 		st := t.load(sl, sh.scratch[:l.words])
-		d := sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
+		var d algorithm.Decision
+		if t.slots[sl*t.stride]&charged == 0 {
+			d = a.Decide(st, now, cost)
+		} else {
+			d = sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
+		}
 		clear(st[:t.put(sl, st)]) // put knows where the nonzero words end
 		sh.mu.Unlock()
 		return d
