@@ -91,6 +91,9 @@ func TestMemoryPerKey(t *testing.T) {
 			t.Logf("%s: skipped in -short", c.name)
 			continue
 		}
+		if raceEnabled && c.perKey > 1 {
+			c.keys = 500
+		}
 		start := time.Now()
 		got, shards := heapPerKey(t, c.a, c.keys, c.perKey)
 		target := "-"

@@ -13,21 +13,23 @@
 // identity is (Config, key), so a rule reload that keeps a rule's Config keeps
 // its counters, and two rules with different Configs never share state.
 //
-// A table is one flat array of slots with open addressing (linear probing,
-// at most 3/4 full, any size, grown by a quarter). A slot is one word holding 56
-// bits of the key's hash and 8 bits of bookkeeping (the last-use time and
-// whether the state is out of line), followed by the state: up to four
-// words in the slot itself. A decision on a tracked key whose state fits
+// A table is one flat array of slots with open addressing (linear
+// probing, at most 3/4 full, any size, grown by a quarter). A slot is one
+// word holding 56 bits of the key's hash and 8 bits of bookkeeping (the
+// last-use time, whether the state is out of line, whether the eviction
+// summary charges the key), followed by the state: up to seven words in
+// the slot itself. A decision on a tracked key whose state fits
 // there reads and writes one place in memory: the hash, the last-use time
 // and the state lie side by side, usually within one cache line. A
 // fixed-window, token-bucket or gcra key takes a 24-byte slot.
 //
-// Larger states (algorithms whose Words() exceeds four, such as
+// Larger states (algorithms whose Words() exceeds seven, such as
 // bounded-log and sliding-log) keep three words in the slot. The store
-// stores a state only up to its last nonzero word and hands it back padded
+// keeps a state only up to its last nonzero word and hands it back padded
 // with zeros, so a state whose words past the third are zero stays in the
-// slot; a longer one moves out of line, into a buffer of its own sized to
-// its length.
+// slot (a bounded-log key with at most m units in its window); a longer
+// one keeps its first two words there and the rest in a buffer of its own
+// sized to its length (see state.go).
 //
 // # Identity by hash
 //
@@ -45,20 +47,21 @@
 // A key whose last use is more than its algorithm's IdleAfter() ago is
 // equivalent to a never-seen key, so the store may drop it. Idle keys are
 // reclaimed lazily: a few are checked at each insertion, a table is swept
-// whole before it would grow and at least every one and a half idle
-// periods, and Sweep reclaims all of them on demand.
+// whole before it would grow and at least every half idle period, and
+// Sweep reclaims all of them on demand.
 //
 // Options.MaxKeys bounds the number of tracked keys and Options.MaxBytes
 // the bytes of the tables and out-of-line states together. A shard that is
-// full evicts before it inserts, preferring an expired key and otherwise
-// the least recently used of a small random sample. Eviction never hands
-// out allowance: what an evicted key had used, and until when, goes into a
-// small conservative summary (see sketch.go), and a key created later is
-// charged what the summary says for its hash before it is decided. A
-// returning evicted key is therefore never under-counted; a new key whose
-// hash meets evicted keys' entries in the summary may be charged more than
-// it used, so under a flood some light clients lose part of their
-// allowance for one window. Stats counts evictions and charges.
+// full evicts before it inserts: of a small random sample, an idle key,
+// else the one that has used the fewest units, the least recently used
+// among equals. Eviction never hands out allowance: what an evicted key had
+// used, and until when, goes into a small conservative summary per table
+// (see sketch.go), and a key created later is charged what the summary
+// says for its hash. A returning evicted key is therefore never
+// under-counted; a new key whose hash meets evicted keys' entries in the
+// summary may be charged more than it used, so under a flood some light
+// clients lose part of their allowance for up to two windows.
+// Stats counts evictions and charges.
 package memstore
 
 import (
