@@ -591,11 +591,16 @@ func TestEvictionAcrossLimits(t *testing.T) {
 			t.Fatalf("Len %d over MaxKeys %d", s.Len(), s.MaxKeys())
 		}
 	}
-	left := 0
+	left, charged := 0, 0
 	for i := range 512 {
-		if count(t, s, quiet, fmt.Sprint("q", i), now) > 0 {
+		if tracked(t, s, quiet, fmt.Sprint("q", i)) {
 			left++
+		} else if count(t, s, quiet, fmt.Sprint("q", i), now) >= 1 {
+			charged++ // an evicted key still reads as at least what it had used
 		}
+	}
+	if left+charged != 512 {
+		t.Fatalf("%d quiet keys kept and %d evicted ones charged at least their one unit, of 512", left, charged)
 	}
 	if left > 16 {
 		t.Fatalf("%d of 512 long-unused keys of the quiet limit survived 5000 newer keys of another limit", left)

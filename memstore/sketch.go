@@ -39,10 +39,10 @@ import (
 // about (evicted units per epoch)/(cells per row), for at most two epochs.
 // Stats.Charged counts the charged decisions' keys.
 //
-// A cell is a uint32 of two halves, one per epoch parity: a 4-bit epoch
-// tag and a 12-bit sum in quanta of the table's quantum (units rounded up;
-// the quantum is at most 1/256 of the limit's allowance, so a saturated
-// sum still exceeds any one key's use).
+// A cell is a uint32 of two halves, one per epoch parity: a 3-bit epoch
+// tag and a 13-bit sum in quanta of the table's quantum (units rounded up;
+// the quantum is 1 for allowances up to 4,096 units and at most 1/4,096 of
+// the allowance above, so a saturated sum still exceeds any one key's use).
 const (
 	sketchRows = 3
 	// sketchPerKey is the cells per row for each key the table held when
@@ -50,7 +50,7 @@ const (
 	sketchPerKey  = 2
 	minSketchRow  = 64
 	maxSketchRow  = 1 << 22
-	sumBits       = 12
+	sumBits       = 13
 	sumMax        = 1<<sumBits - 1
 	halfBits      = 16
 	tagMask       = 1<<(halfBits-sumBits) - 1
@@ -81,7 +81,7 @@ func newSketch(t *table, room int64) *sketch {
 		cells:   make([]uint32, sketchRows<<rowBits),
 		rowBits: rowBits,
 		epoch:   uint64(epoch),
-		quantum: 1 + uint64(max(t.l.full, 0))>>(sumBits-4),
+		quantum: 1 + uint64(max(t.l.full, 0))>>(sumBits-1),
 	}
 }
 

@@ -418,8 +418,9 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 			}
 			t.put(sl, b.State)
 		}
-		if c > 0 && (sl >= 0 || len(b.Events) > 0) {
-			// The node decides on what it reads: it must see the charge.
+		if c > 0 {
+			// The node decides on what it reads: it must see the charge,
+			// also for a key the store no longer holds.
 			b.Algorithm.Record(b.State, now, c)
 		}
 		sh.mu.Unlock()
