@@ -335,13 +335,13 @@ func TestImplementationsAllow(t *testing.T) {
 // BenchmarkBytesPerKey reports the live heap per key of the default
 // algorithm, bounded-log (L = 600, e = 0.05, through floodgate.New), for
 // a light key (one request) and a heavy one (every key at its limit:
-// 600 requests within the window), as B/key. The heavy case uses 5,000
+// 600 requests within the window), as B/key. The heavy case uses 20,000
 // keys to keep the run short.
 func BenchmarkBytesPerKey(b *testing.B) {
 	for _, c := range []struct {
 		name         string
 		keys, perKey int
-	}{{"bounded-log/light", numKeys, 1}, {"bounded-log/heavy", numKeys / 40, 600}} {
+	}{{"bounded-log/light", numKeys, 1}, {"bounded-log/heavy", numKeys / 10, 600}} {
 		b.Run(c.name, func(b *testing.B) {
 			keys := keysFor(numKeys).keys[:c.keys]
 			var before, after runtime.MemStats
