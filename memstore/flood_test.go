@@ -82,22 +82,7 @@ func TestFloodCannotResetVictims(t *testing.T) {
 			if grow := int64(after.HeapAlloc) - int64(before.HeapAlloc); grow > 2*maxBytes {
 				t.Errorf("heap grew %d bytes during the flood, bound %d", grow, maxBytes)
 			}
-			// Light clients arriving after the flood, each asking for its
-			// whole limit once: what the guarantee costs them.
-			const light = 1000
-			rejected, hurt := 0, 0
-			for i := range light {
-				r := 0
-				for range cfg.Limit {
-					if !decide(t, s, a, fmt.Sprint("light-", i), now, 1).Allowed {
-						r++
-					}
-				}
-				rejected += r
-				if r > 0 {
-					hurt++
-				}
-			}
+			hurt, rejected := lightCost(t, s, a, now, 1000)
 			// Once the summary lets their use go (at most two idle times,
 			// four hours for this token bucket), victims are served again.
 			later := now + int64(5*time.Hour)
@@ -113,7 +98,26 @@ func TestFloodCannotResetVictims(t *testing.T) {
 			t.Logf("%s: %d flood keys: %d keys kept, %d bytes (bound %d), %d evicted, %d charged; victims admitted early: %d "+
 				"(%d victim units refused while filling up); light clients after the flood: %d of %d lost allowance, %d of %d requests rejected",
 				cfg.Algorithm, flood, st.Keys, st.Bytes, maxBytes, st.Evicted, st.Charged, admitted, short,
-				hurt, light, rejected, light*int(cfg.Limit))
+				hurt, 1000, rejected, 1000*int(cfg.Limit))
 		})
 	}
+}
+
+// lightCost sends n fresh light clients' whole limit each at now and
+// returns how many lost part of their allowance and how many requests were
+// rejected: what the flood before cost them.
+func lightCost(t *testing.T, s *Store, a algorithm.Algorithm, now int64, n int) (hurt, rejected int) {
+	for i := range n {
+		r := 0
+		for range a.Config().Limit {
+			if !decide(t, s, a, fmt.Sprint("light-", i), now, 1).Allowed {
+				r++
+			}
+		}
+		rejected += r
+		if r > 0 {
+			hurt++
+		}
+	}
+	return hurt, rejected
 }

@@ -15,7 +15,6 @@ type limit struct {
 	words int
 	idle  time.Duration // IdleAfter; 0 = never
 	alg   algorithm.Algorithm
-	cfg   algorithm.Config
 	full  int64 // units a zero state has available (for the eviction summary)
 }
 
@@ -83,7 +82,7 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 	defer s.limitsMu.Unlock()
 	l, ok := s.limits[cfg]
 	if !ok {
-		l = &limit{id: len(s.limits), words: words, idle: a.IdleAfter(), alg: a, cfg: cfg}
+		l = &limit{id: len(s.limits), words: words, idle: a.IdleAfter(), alg: a}
 		l.full = available(a.Peek(make([]int64, words), 0, 1))
 		s.limits[cfg] = l
 		for i := range s.shards {
