@@ -453,16 +453,6 @@ if code == 8 then
     if merged then h = h + MERGED end
     s[1] = h
   end
-  local function bl_last(P, s, i, n, merged)
-    if i == n - 1 then return s[2] end
-    if merged then return s[4 + i] - s[3 + 2 * P[4] + i] end
-    return s[4 + i]
-  end
-  local function bl_count(P, s, i, n, open, merged)
-    if i == n - 1 then return open end
-    if merged then return P[3] - s[3 + P[4] + i] end
-    return P[3]
-  end
   -- The ring form's functions are made only when a call needs them:
   -- Record, or a key stored in the ring form.
   local ring
@@ -600,6 +590,16 @@ if code == 8 then
         cost = cost - k
       end
     end
+    local function bl_last(P, s, i, n, merged)
+      if i == n - 1 then return s[2] end
+      if merged then return s[4 + i] - s[3 + 2 * P[4] + i] end
+      return s[4 + i]
+    end
+    local function bl_count(P, s, i, n, open, merged)
+      if i == n - 1 then return open end
+      if merged then return P[3] - s[3 + P[4] + i] end
+      return P[3]
+    end
     -- bl_expand returns the ring form of s; bl_pack writes ring r into s.
     local function bl_expand(P, s, words)
       local r = {}
@@ -634,56 +634,40 @@ if code == 8 then
     ring = { record = ring_record, expand = bl_expand, pack = bl_pack }
     return ring
   end
-  local function bl_cview(P, s, now)
-    local n, open, merged = bl_hdr(P, s)
-    now = clamp(now)
-    if n == 0 then return now, 0, 0, false, 0, 0, 0 end
-    now = max(now, s[2])
-    local cut = now - P[2]
-    local drop = 0
-    while drop < n and bl_last(P, s, drop, n, merged) <= cut do drop = drop + 1 end
-    local start = drop
-    if start < n and s[3 + start] <= cut then start = start + 1 end
-    local sum = 0
-    if start < n then
-      sum = (n - 1 - start) * P[3] + open
-      if merged then
-        for i = start, n - 2 do sum = sum - s[3 + P[4] + i] end
-      end
-    end
-    return now, n, open, merged, drop, start, sum
-  end
-  -- bl_append drops the oldest drop entries and adds cost units at now.
-  local function bl_append(P, s, now, n, open, merged, drop, cost)
-    local m, size = P[3], P[4]
-    if drop > 0 then
-      local left = n - drop
-      local regions = { 3 }
-      if merged then regions = { 3, 3 + size, 3 + 2 * size } end
-      for _, r in ipairs(regions) do
-        for i = 0, left - 1 do s[r + i] = s[r + drop + i] end
-        for i = left, n - 1 do s[r + i] = 0 end
-      end
-      n = left
-      if n == 0 then open, merged = 0, false end
-    end
-    if n > 0 and s[2 + n] > now - P[2] and open < m then
-      local k = min(cost, m - open)
-      open, cost = open + k, cost - k
-    end
-    while cost > 0 and n < size do
-      local k = min(cost, m)
-      s[3 + n] = now
-      n, open, cost = n + 1, k, cost - k
-    end
-    bl_sethdr(s, n, open + cost, merged)
-    s[2] = now
-  end
   return {
+    -- decide is Go's view, decide and append in one function (one closure
+    -- per call instead of four).
     decide = function(P, s, now, cost, commit)
-      local limit, window, m = P[1], P[2], P[3]
-      local n, open, merged, drop, start, sum
-      now, n, open, merged, drop, start, sum = bl_cview(P, s, now)
+      local limit, window, m, size = P[1], P[2], P[3], P[4]
+      local n, open, merged = bl_hdr(P, s)
+      now = clamp(now)
+      local drop, start, sum = 0, 0, 0
+      if n > 0 then
+        now = max(now, s[2])
+        local cut = now - window
+        -- Drop the entries whose last timestamp is at or before cut: entry
+        -- i ends where entry i+1 starts (less its gap when merged), the
+        -- newest at s[2].
+        if not merged then
+          while drop < n - 1 and s[4 + drop] <= cut do drop = drop + 1 end
+          if drop == n - 1 and s[2] <= cut then drop = n end
+        else
+          while drop < n do
+            local last = s[2]
+            if drop < n - 1 then last = s[4 + drop] - s[3 + 2 * size + drop] end
+            if last > cut then break end
+            drop = drop + 1
+          end
+        end
+        start = drop
+        if start < n and s[3 + start] <= cut then start = start + 1 end
+        if start < n then
+          sum = (n - 1 - start) * m + open
+          if merged then
+            for i = start, n - 2 do sum = sum - s[3 + size + i] end
+          end
+        end
+      end
       local reset = 0
       if start < n then reset = s[2 + n] + window - now end
       local bc = badcost(cost, limit)
@@ -694,7 +678,7 @@ if code == 8 then
           i = min(start + idiv(need + m - 1, m) - 1, n - 1)
         else
           while i < n - 1 do
-            need = need - bl_count(P, s, i, n, open, true)
+            need = need - (m - s[3 + size + i])
             if need <= 0 then break end
             i = i + 1
           end
@@ -703,7 +687,32 @@ if code == 8 then
       end
       local first = now
       if drop < n and s[2 + n] > now - window and open + cost <= m then first = s[2 + n] end
-      if commit then bl_append(P, s, now, n, open, merged, drop, cost) end
+      if commit then
+        local add = cost
+        if drop > 0 then
+          local left = n - drop
+          local regions = { 3 }
+          if merged then regions = { 3, 3 + size, 3 + 2 * size } end
+          for _, r in ipairs(regions) do
+            for i = 0, left - 1 do s[r + i] = s[r + drop + i] end
+            for i = left, n - 1 do s[r + i] = 0 end
+          end
+          n = left
+          if n == 0 then open, merged = 0, false end
+        end
+        if n > 0 and s[2 + n] > now - window and open < m then
+          local k = min(add, m - open)
+          open, add = open + k, add - k
+        end
+        -- Closing the open entry leaves its deficit and gap at 0 (see Go).
+        while add > 0 and n < size do
+          local k = min(add, m)
+          s[3 + n] = now
+          n, open, add = n + 1, k, add - k
+        end
+        bl_sethdr(s, n, open + add, merged)
+        s[2] = now
+      end
       return 1, limit - sum - cost, first + window - now, 0, 0, OK
     end,
     record = function(P, s, now, cost)
@@ -763,6 +772,14 @@ local function load(key, words, pad)
       8 * words .. ' (' .. words .. ' state words); was it written by another program or version?'
   end
   local stored, pos, i = #v / 8, 1, 0
+  if stored <= CHUNK then
+    -- One C call fills the table; the position it also returns is cut off.
+    if stored > 0 then
+      s = { struct.unpack('<' .. string.rep('d', stored), v) }
+      s[stored + 1] = nil
+    end
+    i = stored
+  end
   while i < stored do
     local n = min(CHUNK, stored - i)
     local vals = { struct.unpack('<' .. string.rep('d', n), v, pos) }
@@ -787,13 +804,18 @@ local function save(key, s, ttl, code)
   -- mostly empty stays small.
   local used = #s
   while used > 0 and s[used] == 0 do used = used - 1 end
-  local parts, i = {}, 0
-  while i < used do
-    local n = min(CHUNK, used - i)
-    parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
-    i = i + n
+  local packed
+  if used <= CHUNK then
+    packed = struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
+  else
+    local parts, i = {}, 0
+    while i < used do
+      local n = min(CHUNK, used - i)
+      parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
+      i = i + n
+    end
+    packed = table.concat(parts)
   end
-  local packed = table.concat(parts)
   if ttl > 0 then
     redis.call('SET', key, packed, 'PX', ttl)
   else
