@@ -76,6 +76,8 @@ type rule struct {
 	cost      cost
 	shadow    bool
 	failure   store.FailurePolicy
+	// late marks a budget charged after the response (charge.go).
+	late bool
 	// limitName and replaces implement envoyproxy/ratelimit's replaces.
 	limitName string
 	replaces  []string
@@ -190,8 +192,9 @@ func Load(path string) (*Set, error) {
 	return loadFile(path)
 }
 
-// ruleFiles lists the rule files of a directory, in name order.
-func ruleFiles(dir string) ([]string, error) {
+// Files lists the rule files Load reads from a directory, in name order:
+// its regular .yaml and .yml files that do not start with a dot.
+func Files(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -212,7 +215,7 @@ func ruleFiles(dir string) ([]string, error) {
 }
 
 func loadDir(dir string) (*Set, error) {
-	files, err := ruleFiles(dir)
+	files, err := Files(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -635,6 +638,8 @@ func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 			Shadow:    r.shadow,
 			Failure:   r.failure.String(),
 			Line:      r.line,
+
+			ChargeAfterResponse: r.late,
 		}
 		if !r.base.unlimited {
 			info.Algorithm = r.base.algName
