@@ -167,36 +167,49 @@ type logView struct {
 }
 
 // view moves now forward to the newest timestamp (so a clock that went back
-// gets no allowance) and returns the view of s at it.
-func (a *boundedLog) view(s []int64, now int64) logView {
+// gets no allowance) and fills v with the view of s at it.
+func (a *boundedLog) view(s []int64, now int64, v *logView) {
 	n, open, merged := a.header(s)
-	v := logView{n: n, open: open, merged: merged, t: clampTime(now)}
+	*v = logView{n: n, open: open, merged: merged, t: clampTime(now)}
 	if n == 0 {
-		return v
+		return
 	}
-	v.t = max(v.t, s[1])
-	cut := v.t - a.window
-	for v.drop < n && a.last(s, v.drop, n, merged) <= cut {
-		v.drop++
+	t := max(v.t, s[1])
+	v.t = t
+	cut := t - a.window
+	drop := int64(0)
+	if !merged {
+		// Entry i ends at entry i+1's first timestamp, the newest at s[1].
+		for drop < n-1 && s[2+drop+1] <= cut {
+			drop++
+		}
+		if drop == n-1 && s[1] <= cut {
+			drop = n
+		}
+	} else {
+		for drop < n && a.last(s, drop, n, true) <= cut {
+			drop++
+		}
 	}
-	v.start = v.drop
-	if v.start < n && s[2+v.start] <= cut {
-		v.start++
+	start := drop
+	if start < n && s[2+start] <= cut {
+		start++
 	}
-	if v.start < n {
-		v.sum = (n-1-v.start)*a.m + open
+	v.drop, v.start = drop, start
+	if start < n {
+		v.sum = (n-1-start)*a.m + open
 		if merged {
-			for i := v.start; i < n-1; i++ {
+			for i := start; i < n-1; i++ {
 				v.sum -= s[2+a.size+i]
 			}
 		}
 	}
-	return v
 }
 
 func (a *boundedLog) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:a.words:a.words]
-	v := a.view(s, now)
+	var v logView
+	a.view(s, now, &v)
 	now = v.t
 	d := Decision{Limit: a.limit}
 	if v.start < v.n {
@@ -209,7 +222,7 @@ func (a *boundedLog) decide(s []int64, now, cost int64, commit bool) Decision {
 	}
 	if v.sum+cost > a.limit {
 		d.Remaining, d.Reason = nonNeg(a.limit-v.sum), ReasonOverLimit
-		d.RetryAfter = time.Duration(s[2+a.retryEntry(s, v, cost)] + a.window - now)
+		d.RetryAfter = time.Duration(s[2+a.retryEntry(s, &v, cost)] + a.window - now)
 		return d
 	}
 	// The units may join the open entry, which started before now.
@@ -219,7 +232,7 @@ func (a *boundedLog) decide(s []int64, now, cost int64, commit bool) Decision {
 	}
 	d.ResetAfter = time.Duration(first + a.window - now)
 	if commit {
-		a.append(s, v, cost)
+		a.append(s, &v, cost)
 	}
 	d.Allowed, d.Remaining = true, a.limit-v.sum-cost
 	return d
@@ -227,7 +240,7 @@ func (a *boundedLog) decide(s []int64, now, cost int64, commit bool) Decision {
 
 // retryEntry returns the entry whose leaving S lets a request of cost in:
 // entries leave S oldest first, each at its first timestamp + W.
-func (a *boundedLog) retryEntry(s []int64, v logView, cost int64) int64 {
+func (a *boundedLog) retryEntry(s []int64, v *logView, cost int64) int64 {
 	need, i := v.sum+cost-a.limit, v.start
 	if !v.merged {
 		// Every counted entry but the open one holds m units.
@@ -244,7 +257,7 @@ func (a *boundedLog) retryEntry(s []int64, v logView, cost int64) int64 {
 
 // append drops the entries v drops and adds cost units at v.t, which is not
 // before the newest timestamp.
-func (a *boundedLog) append(s []int64, v logView, cost int64) {
+func (a *boundedLog) append(s []int64, v *logView, cost int64) {
 	n, open, merged := v.n, v.open, v.merged
 	if v.drop > 0 {
 		n = a.shift(s, n, v.drop, merged)

@@ -183,7 +183,8 @@ func TestBoundedLogLateRecordAtTheLimit(t *testing.T) {
 				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
 				got = slices.Insert(got, i, e)
 			}
-			v := a.view(s, p.at)
+			var v logView
+			a.view(s, p.at, &v)
 			latest, sum := v.t, v.sum
 			if exact := windowSum(got, latest, w); sum > exact || sum < exact-a.m {
 				t.Fatalf("seed %d at %v: counts %d, exact %d (m %d)", seed, time.Duration(latest), sum, exact, a.m)
