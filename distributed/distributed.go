@@ -469,9 +469,12 @@ type Health struct {
 	// Options.MaxKeys and MaxBytes); Evictions counts keys evicted to stay
 	// within it, and EvictedCharged the keys that came back and were
 	// charged from the eviction summary.
+	// TableOverfull counts new keys added while nothing could be evicted
+	// (every sampled entry had counts to push).
 	Keys                      int64
 	TableBytes                int64
 	Evictions, EvictedCharged uint64
+	TableOverfull             uint64
 	// SyncResends counts pushes sent again under their identity after a
 	// failure or timeout (the store applies each at most once).
 	SyncResends uint64
@@ -506,6 +509,7 @@ func (n *Node) Health() Health {
 		sh.mu.Unlock()
 	}
 	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.summary.hits.Load()
+	h.TableOverfull = n.table.overfull.Load()
 	if n.arr != Split {
 		if lag := n.clock().Sub(time.Unix(0, n.lastOK.Load())); lag > 0 {
 			h.SyncLag = lag
