@@ -3,6 +3,7 @@ package distributed
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,5 +171,51 @@ func TestPendingQueueBound(t *testing.T) {
 	}
 	if h := n.Health(); h.PendingBytes != 0 || h.PendingEvents != 0 {
 		t.Fatalf("after the sync: %+v", h)
+	}
+}
+
+// TestCloseIsBoundedAndHonest: a node whose store hangs closes within its
+// context and says how many accepted requests it could not push; once the
+// store answers, a node with more keys than one sync carries pushes them
+// all in one Close.
+func TestCloseIsBoundedAndHonest(t *testing.T) {
+	count := counterRule(t)
+	clk := newVClock()
+	shared := newFaultStore()
+	n, err := New(Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true,
+		SyncDeadline: 20 * time.Millisecond, MaxSyncKeys: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: fmt.Sprint("k", i), Cost: 1})
+	}
+	shared.startStall()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	start := time.Now()
+	err = n.Close(cctx)
+	took := time.Since(start)
+	cancel()
+	shared.endStall()
+	if err == nil || !strings.Contains(err.Error(), "1000 accepted requests not pushed") {
+		t.Fatalf("Close against a hung store: %v", err)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("Close took %v with a 300 ms context", took)
+	}
+
+	m := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxSyncKeys: 300})
+	for i := range 1000 {
+		m.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: fmt.Sprint("m", i), Cost: 1})
+	}
+	cctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.Close(cctx); err != nil {
+		t.Fatalf("Close with a store that answers: %v", err)
+	}
+	for _, k := range []string{"m0", "m500", "m999"} {
+		if got := sharedCount(t, shared.inner, count, k, clk.NS()); got != 1 {
+			t.Fatalf("%s: shared count %d after Close, want 1", k, got)
+		}
 	}
 }
