@@ -38,6 +38,8 @@ type Config struct {
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
+	Connections     Connections   `yaml:"connections"`
+	Admin           Admin         `yaml:"admin"`
 }
 
 // Listener is a network address to serve on, optionally with TLS.
@@ -63,9 +65,29 @@ func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" }
 // Store says where counters live.
 type Store struct {
 	// Type is memory, redis or redis-cluster.
-	Type   string   `yaml:"type"`
+	Type string `yaml:"type"`
+	// Addrs are host:port entries, or one address in the syntax of
+	// redisstore.ParseURL (redis://, rediss://, redis-cluster://,
+	// redis-sentinel://).
 	Addrs  []string `yaml:"addrs"`
 	Prefix string   `yaml:"prefix"`
+	// MaxKeys and MaxBytes bound the memory store (see memstore.Options);
+	// 0 means the store's own default for MaxKeys and no bound in bytes.
+	MaxKeys  int   `yaml:"max_keys"`
+	MaxBytes int64 `yaml:"max_bytes"`
+	// RedisConn holds authentication, database, TLS and Sentinel.
+	RedisConn `yaml:",inline"`
+}
+
+// MemoryLimit returns the Go runtime memory limit (GOMEMLIMIT) that suits
+// the memory store's bound in bytes: the bound, half as much again for
+// garbage and allocator slack, and 256 MiB for the rest of the server; 0
+// when the store has no bound in bytes.
+func (s Store) MemoryLimit() int64 {
+	if s.Type != StoreMemory || s.MaxBytes <= 0 {
+		return 0
+	}
+	return s.MaxBytes + s.MaxBytes/2 + 256<<20
 }
 
 // Store types.
@@ -88,6 +110,14 @@ type Arrangement struct {
 	// BreakerCooldown.
 	BreakerFailures int           `yaml:"breaker_failures"`
 	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+	// MaxDeadline is the ceiling of the centralized adaptive deadline
+	// (Deadline is its floor; a ceiling below it is raised to it).
+	MaxDeadline time.Duration `yaml:"max_deadline"`
+	// MaxKeys and MaxBytes bound the node's table of keys; MaxPendingBytes
+	// bounds its queue of counts not yet pushed. Zero means the default.
+	MaxKeys         int   `yaml:"max_keys"`
+	MaxBytes        int64 `yaml:"max_bytes"`
+	MaxPendingBytes int64 `yaml:"max_pending_bytes"`
 }
 
 // Gateway configures the rate-limiting reverse proxy.
@@ -172,7 +202,9 @@ func parseConfig(name string, data []byte, c Config, dir string) (Config, error)
 		return Config{}, err
 	}
 	if dir != "" {
-		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key} {
+		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key,
+			&c.Store.PasswordFile, &c.Store.TLS.CAFile, &c.Store.TLS.Cert, &c.Store.TLS.Key, &c.Store.Sentinel.PasswordFile,
+			&c.Admin.TLS.Cert, &c.Admin.TLS.Key, &c.Admin.TokenFile} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(dir, *p)
 			}
@@ -255,16 +287,17 @@ func (c *Config) validate(at func(string) string) error {
 			return fmt.Errorf("%s: %s.tls: %v", at(l.name+".tls"), l.name, err)
 		}
 	}
+	if c.Store.MaxKeys < 0 || c.Store.MaxBytes < 0 {
+		return fmt.Errorf("%s: store.max_keys and store.max_bytes must not be negative", at("store"))
+	}
 	switch c.Store.Type {
 	case StoreMemory:
 	case StoreRedis, StoreRedisCluster:
 		if len(c.Store.Addrs) == 0 {
 			return fmt.Errorf("%s: store.addrs: store %s needs at least one host:port", at("store"), c.Store.Type)
 		}
-		for i, a := range c.Store.Addrs {
-			if err := checkAddr(a); err != nil {
-				return fmt.Errorf("%s: store.addrs: %v", at("store.addrs."+strconv.Itoa(i)), err)
-			}
+		if _, err := c.Store.parse(); err != nil {
+			return fmt.Errorf("%s: store: %v", at("store.addrs"), err)
 		}
 	default:
 		return fmt.Errorf("%s: store.type %q: want memory, redis or redis-cluster", at("store.type"), c.Store.Type)
@@ -282,6 +315,9 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.Arrangement.Deadline <= 0 {
 		return fmt.Errorf("%s: arrangement.deadline must be positive, got %v", at("arrangement.deadline"), c.Arrangement.Deadline)
+	}
+	if c.Arrangement.MaxDeadline < 0 || c.Arrangement.MaxKeys < 0 || c.Arrangement.MaxBytes < 0 || c.Arrangement.MaxPendingBytes < 0 {
+		return fmt.Errorf("%s: arrangement.max_deadline, max_keys, max_bytes and max_pending_bytes must not be negative", at("arrangement"))
 	}
 	if c.Arrangement.SyncDeadline <= 0 {
 		return fmt.Errorf("%s: arrangement.sync_deadline must be positive, got %v", at("arrangement.sync_deadline"), c.Arrangement.SyncDeadline)
@@ -320,6 +356,12 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("%s: shutdown_timeout must not be negative", at("shutdown_timeout"))
+	}
+	if err := c.Connections.validate(at); err != nil {
+		return err
+	}
+	if err := c.Admin.validate(at); err != nil {
+		return err
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return fmt.Errorf("%s: log.level: %v", at("log.level"), err)
