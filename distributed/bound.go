@@ -43,9 +43,7 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 		var vk entryKey
 		seen := 0
 		for k, e := range s.m {
-			if !e.dirty && e.inflight == 0 && len(e.events) == 0 && e.last < now && (victim == nil ||
-				// Keys near their limit go last.
-				victim.onNear && !e.onNear || victim.onNear == e.onNear && e.last < victim.last) {
+			if t.evictable(e, now) && (victim == nil || evictBefore(e, victim)) {
 				victim, vk = e, k
 			}
 			if seen++; seen == evictSample {
@@ -57,9 +55,35 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 			return
 		}
 		t.summary.note(victim, now)
+		if victim.dirty {
+			t.dropQueued(victim)
+		}
 		t.remove(s, vk, victim)
 		t.evicted.Add(1)
 	}
+}
+
+// evictable reports whether e may be evicted at now: it has nothing to
+// push, or (summariseFresh) it is a fresh key with nothing in flight; and it
+// was not decided on at now (a decision in progress may hold it).
+func (t *table) evictable(e *entry, now int64) bool {
+	if e.last >= now || e.inflight > 0 {
+		return false
+	}
+	clean := !e.dirty && len(e.events) == 0
+	return clean || t.summariseFresh && e.fresh
+}
+
+// evictBefore reports whether e goes before v: keys with nothing to push
+// first, then keys not near their limit, then the least recently used.
+func evictBefore(e, v *entry) bool {
+	if e.dirty != v.dirty {
+		return !e.dirty
+	}
+	if e.onNear != v.onNear {
+		return !e.onNear
+	}
+	return e.last < v.last
 }
 
 // remove deletes e (under k) from s and its accounting. The caller holds

@@ -183,23 +183,27 @@ type Node struct {
 	origin   string           // this node instance's name in store.SyncID
 	remember time.Duration    // store.SyncID.Remember
 
-	maxSyncKeys  int          // keys pushed per sync at most
-	syncKeys     int          // keys the next sync pushes at most, under syncMu
-	backoff      uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
-	maxPending   int64        // bound of pendingBytes
-	pending      atomic.Int64 // events not yet pushed
-	pendingBytes atomic.Int64 // their size, as the queue accounts it
-	merged       atomic.Uint64
-	dropped      atomic.Uint64
-	droppedCost  atomic.Uint64
-	resends      atomic.Uint64
-	missed       atomic.Uint64 // store calls that missed an adaptive deadline
-	storeErrors  atomic.Uint64
-	syncs        atomic.Uint64
-	lastOK       atomic.Int64 // Unix ns of the last successful store exchange
-	errMu        sync.Mutex
-	lastErr      string
-	lastErrAt    time.Time
+	maxSyncKeys    int          // keys pushed per sync at most
+	syncKeys       int          // keys the next sync pushes at most, under syncMu
+	backoff        uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
+	maxPending     int64        // bound of pendingBytes
+	pending        atomic.Int64 // events not yet pushed
+	pendingBytes   atomic.Int64 // their size, as the queue accounts it
+	merged         atomic.Uint64
+	dropped        atomic.Uint64
+	droppedCost    atomic.Uint64
+	summarised     atomic.Uint64 // queued events of fresh keys evicted unpushed
+	summarisedCost atomic.Uint64
+	keptViews      atomic.Uint64 // pulls below the node's own view, not taken
+	repushSkipped  atomic.Uint64 // keys not pushed again after a store reset
+	resends        atomic.Uint64
+	missed         atomic.Uint64 // store calls that missed an adaptive deadline
+	storeErrors    atomic.Uint64
+	syncs          atomic.Uint64
+	lastOK         atomic.Int64 // Unix ns of the last successful store exchange
+	errMu          sync.Mutex
+	lastErr        string
+	lastErrAt      time.Time
 
 	kick    chan struct{} // asks the loop to sync now
 	stop    chan struct{}
@@ -326,6 +330,8 @@ func (n *Node) initBounds(o Options) error {
 		maxBytes = DefaultMaxBytes
 	}
 	n.table = newTable(maxKeys, maxBytes)
+	n.table.summariseFresh = n.arr == Delayed
+	n.table.dropQueued = n.summarise
 	n.maxSyncKeys = o.MaxSyncKeys
 	if n.maxSyncKeys == 0 {
 		n.maxSyncKeys = DefaultMaxSyncKeys
@@ -458,6 +464,19 @@ type Health struct {
 	// to merge into; DroppedCost is their summed cost. These counts never
 	// reach the shared store.
 	DroppedEvents, DroppedCost uint64
+	// SummarisedEvents counts accepted requests of keys seen once whose
+	// count was not pushed because the table was full and the sync behind:
+	// the key was evicted with its count in the eviction summary (the node
+	// still charges it), and the shared store never gets it.
+	// SummarisedCost is their summed cost.
+	SummarisedEvents, SummarisedCost uint64
+	// KeptViews counts pulls that showed a key below what this node knows
+	// was counted (the store lost data): the node kept its own view.
+	KeptViews uint64
+	// RepushSkipped counts keys whose counts were not pushed again after
+	// the store lost its data: keys counted once, and keys beyond the
+	// bound of the push again (see docs/distributed.md).
+	RepushSkipped uint64
 	// DeadlineMisses counts decisions whose store call missed the adaptive
 	// deadline below its ceiling (decided by the failure policy, not
 	// counted as store failures).
@@ -483,19 +502,23 @@ type Health struct {
 // Health returns the node's current health.
 func (n *Node) Health() Health {
 	h := Health{
-		Arrangement:     n.arr,
-		Store:           n.name,
-		BreakerOpen:     n.br.isOpen(),
-		BreakerOpenings: n.br.openings(),
-		Syncs:           n.syncs.Load(),
-		StoreErrors:     n.storeErrors.Load(),
-		PendingEvents:   n.pending.Load(),
-		PendingBytes:    n.pendingBytes.Load(),
-		MergedEvents:    n.merged.Load(),
-		DroppedEvents:   n.dropped.Load(),
-		DroppedCost:     n.droppedCost.Load(),
-		SyncResends:     n.resends.Load(),
-		DeadlineMisses:  n.missed.Load(),
+		Arrangement:      n.arr,
+		Store:            n.name,
+		BreakerOpen:      n.br.isOpen(),
+		BreakerOpenings:  n.br.openings(),
+		Syncs:            n.syncs.Load(),
+		StoreErrors:      n.storeErrors.Load(),
+		PendingEvents:    n.pending.Load(),
+		PendingBytes:     n.pendingBytes.Load(),
+		MergedEvents:     n.merged.Load(),
+		DroppedEvents:    n.dropped.Load(),
+		DroppedCost:      n.droppedCost.Load(),
+		SummarisedEvents: n.summarised.Load(),
+		SummarisedCost:   n.summarisedCost.Load(),
+		KeptViews:        n.keptViews.Load(),
+		RepushSkipped:    n.repushSkipped.Load(),
+		SyncResends:      n.resends.Load(),
+		DeadlineMisses:   n.missed.Load(),
 	}
 	if n.arr == Centralized {
 		h.Deadline = n.lat.deadline(time.Now().UnixNano())

@@ -47,6 +47,9 @@ func (n *Node) enqueue(s *shard, e *entry, now, cost int64) {
 		return
 	}
 	e.events = append(e.events, store.Event{Time: now, Cost: cost})
+	if len(e.events) > 1 {
+		s.promote(e)
+	}
 	n.pending.Add(1)
 	if n.pendingBytes.Add(need) > n.maxPending/2 && used <= n.maxPending/2 {
 		n.kickSync()
@@ -65,6 +68,28 @@ func (n *Node) unqueue(e *entry, k int) {
 		freed += queuedKeyBytes + int64(len(e.key))
 	}
 	n.pendingBytes.Add(-freed)
+}
+
+// summarise takes e's queued events out of the queue when eviction drops
+// the entry (a fresh key while the table is full and the sync behind). Its
+// usage, these events included, went into the eviction summary, so the
+// node still charges the key if it returns; the shared store never gets
+// these counts, which Health's SummarisedEvents and SummarisedCost count.
+// The caller holds e's shard lock; nothing of e is in flight.
+func (n *Node) summarise(e *entry) {
+	k := len(e.events)
+	if k == 0 {
+		return
+	}
+	var cost int64
+	for _, ev := range e.events {
+		cost += ev.Cost
+	}
+	n.unqueue(e, k)
+	n.pending.Add(-int64(k))
+	n.summarised.Add(uint64(k))
+	n.summarisedCost.Add(uint64(cost))
+	e.events = nil
 }
 
 // kickSync asks the background loop to sync now.

@@ -132,7 +132,7 @@ func (n *Node) send(ctx context.Context, now time.Time, a *attempt, final bool) 
 	n.apply(a.batches[:len(a.parts)], a.parts, now, a.id.Seq)
 	if a.repush {
 		n.sentinel.adopt(a.batches[a.sentinelAt].State, now.UnixNano())
-		n.sentinel.repush = false
+		n.repushed(a)
 		return nil
 	}
 	if a.sentinelAt >= 0 && n.sentinel.check(a.batches[a.sentinelAt].State, now.UnixNano()) {
@@ -140,7 +140,10 @@ func (n *Node) send(ctx context.Context, now time.Time, a *attempt, final bool) 
 		// is gone.
 		n.log.Warn("floodgate: shared store lost its counts (restart without persistence?); pushing this node's counts again",
 			"node", n.id, "store", n.name)
-		n.sentinel.repush, n.sentinel.lostAt = true, a.id.Seq
+		n.lost(a.id.Seq, now.UnixNano())
+		if !n.sentinel.repush {
+			return nil
+		}
 		return n.repush(ctx, now, final)
 	}
 	return nil
@@ -164,76 +167,108 @@ func (n *Node) retry(ctx context.Context, now time.Time, final bool) error {
 }
 
 // collect takes the batches to push: every dirty entry (and, for a
-// delayed node, every entry decided on within the refresh period), with its
-// unpushed events marked in flight.
+// delayed node, every entry decided on within the refresh period and every
+// key near its limit in use), with its unpushed events marked in flight,
+// then the fresh keys (seen once, never synced) while the push has room.
 func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 	// Reuse the last sync's slices; their States now belong to entries.
 	clear(n.bufB)
 	clear(n.bufP)
-	batches, parts := n.bufB[:0], n.bufP[:0]
-	defer func() { n.bufB, n.bufP = batches, parts }()
-	cutoff := now.UnixNano() - int64(n.refresh)
+	c := &collector{n: n, batches: n.bufB[:0], parts: n.bufP[:0]}
+	defer func() { n.bufB, n.bufP = c.batches, c.parts }()
 	// Start at another shard each sync, so that a capped sync does not
 	// always leave the same shards for later.
 	first := int(n.seq % numShards)
 	for j := range n.table.shards {
 		s := &n.table.shards[(first+j)%numShards]
 		s.mu.Lock()
-		take := func(e *entry) {
-			if n.arr == Centralized && len(e.events) == 0 {
-				return
-			}
-			e.inflight = len(e.events)
-			e.mark = n.seq
-			batches = append(batches, store.SyncBatch{
-				Algorithm: e.alg,
-				Key:       e.key,
-				Events:    append([]store.Event(nil), e.events...),
-			})
-			parts = append(parts, pushed{e: e, count: e.inflight})
-		}
-		k := 0
-		for ; k < len(s.dirty) && len(batches) < n.syncKeys; k++ {
-			s.dirty[k].dirty = false
-			take(s.dirty[k])
-		}
-		if k < len(s.dirty) {
-			// The rest waits for the next sync, which comes at once.
-			rest := copy(s.dirty, s.dirty[k:])
-			clear(s.dirty[rest:])
-			s.dirty = s.dirty[:rest]
-			n.kickSync()
-		} else {
-			s.dirty = s.dirty[:0]
-		}
-		if n.arr == Delayed && n.refresh > 0 {
-			for _, e := range s.m {
-				if e.mark != n.seq && e.last >= cutoff {
-					take(e)
-				}
-			}
-		}
-		if n.arr == Delayed {
-			// Keys near their limit are pulled every sync while in use, so a
-			// node that sees a client only now and then does not decide on a
-			// view many intervals old.
-			keep := s.nears[:0]
-			for _, e := range s.nears {
-				if e.gone || !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
-					e.onNear = false
-					continue
-				}
-				keep = append(keep, e)
-				if e.mark != n.seq {
-					take(e)
-				}
-			}
-			clear(s.nears[len(keep):])
-			s.nears = keep
-		}
+		c.main(s, now)
 		s.mu.Unlock()
 	}
-	return batches, parts
+	for j := range n.table.shards {
+		s := &n.table.shards[(first+j)%numShards]
+		s.mu.Lock()
+		s.fresh = c.list(s.fresh, true)
+		s.mu.Unlock()
+	}
+	return c.batches, c.parts
+}
+
+// collector gathers one push.
+type collector struct {
+	n       *Node
+	batches []store.SyncBatch
+	parts   []pushed
+}
+
+func (c *collector) take(e *entry) {
+	n := c.n
+	if e.gone || e.mark == n.seq || n.arr == Centralized && len(e.events) == 0 {
+		return
+	}
+	e.inflight = len(e.events)
+	e.mark = n.seq
+	c.batches = append(c.batches, store.SyncBatch{
+		Algorithm: e.alg,
+		Key:       e.key,
+		Events:    append([]store.Event(nil), e.events...),
+	})
+	c.parts = append(c.parts, pushed{e: e, count: e.inflight})
+}
+
+// list takes the entries of a sync list up to the cap and returns what
+// is left of it. On the fresh list, entries promoted since are skipped.
+func (c *collector) list(l []*entry, fresh bool) []*entry {
+	k := 0
+	for ; k < len(l) && len(c.batches) < c.n.syncKeys; k++ {
+		e := l[k]
+		if e.gone || fresh && !e.fresh {
+			continue
+		}
+		e.dirty, e.fresh = false, false
+		c.take(e)
+	}
+	if k == len(l) {
+		clear(l)
+		return l[:0]
+	}
+	// The rest waits for the next sync, which comes at once.
+	rest := copy(l, l[k:])
+	clear(l[rest:])
+	c.n.kickSync()
+	return l[:rest]
+}
+
+// main takes s's main sync list, and for a delayed node the entries to
+// refresh and the keys near their limit. The caller holds s's lock.
+func (c *collector) main(s *shard, now time.Time) {
+	n := c.n
+	s.dirty = c.list(s.dirty, false)
+	if n.arr != Delayed {
+		return
+	}
+	if n.refresh > 0 {
+		cutoff := now.UnixNano() - int64(n.refresh)
+		for _, e := range s.m {
+			if e.last >= cutoff {
+				c.take(e)
+			}
+		}
+	}
+	// Keys near their limit are pulled every sync while in use, so a node
+	// that sees a client only now and then does not decide on a view many
+	// intervals old.
+	keep := s.nears[:0]
+	for _, e := range s.nears {
+		if e.gone || !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
+			e.onNear = false
+			continue
+		}
+		keep = append(keep, e)
+		c.take(e)
+	}
+	clear(s.nears[len(keep):])
+	s.nears = keep
 }
 
 // release undoes collect after a failed or skipped sync: the events stay
@@ -277,10 +312,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		switch n.arr {
 		case Delayed:
 			if st := batches[i].State; len(st) == e.alg.Words() {
-				e.state = st
-				for _, ev := range e.events {
-					e.alg.Record(e.state, ev.Time, ev.Cost)
-				}
+				n.takeView(e, st, now.UnixNano())
 				s.noteNear(e, e.alg.Peek(e.state, now.UnixNano(), 1), n.nodes)
 			}
 			e.split, e.splitAlg = nil, nil
@@ -297,6 +329,26 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 	}
 	n.pending.Add(-done)
 }
+
+// takeView makes st, a state pulled after a push, e's view, with the
+// events accepted during the call applied again, unless it shows less used
+// than e's own view: every count this node took is in its own view, so a
+// pull below it means the store lost counts (a restart without
+// persistence), and the node keeps deciding on what it knows rather than
+// hand the key a fresh allowance. The caller holds e's shard lock.
+func (n *Node) takeView(e *entry, st []int64, now int64) {
+	for _, ev := range e.events {
+		e.alg.Record(st, ev.Time, ev.Cost)
+	}
+	if e.state != nil && used(e.alg, st, now) < used(e.alg, e.state, now) {
+		n.keptViews.Add(1)
+		return
+	}
+	e.state = st
+}
+
+// maxHistory is how many history events a key keeps; older ones merge.
+const maxHistory = 4
 
 // appendHistory adds the events pushed by sync seq to h as one event (the
 // earliest time, the summed cost, which counts them no later than they
@@ -318,40 +370,110 @@ func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64
 	if drop > 0 {
 		h = append(h[:0], h[drop:]...)
 	}
+	if len(h) >= maxHistory {
+		// Merge the two oldest: the earlier time, the summed cost, the
+		// earlier sync (pushed again if either part must be).
+		h[1].Time, h[1].Cost, h[1].seq = min(h[0].Time, h[1].Time), h[0].Cost+h[1].Cost, min(h[0].seq, h[1].seq)
+		h = append(h[:0], h[1:]...)
+	}
 	return append(h, ev)
 }
 
-// repush pushes again every entry's history from before the sync that found
-// the store had lost its data. If it fails it is sent again at the next
-// sync.
+// maxRepushKeys bounds the keys a node pushes again after the store lost
+// its data.
+const maxRepushKeys = 1 << 16
+
+// lost takes note that the store lost the counts pushed before sync seq:
+// the keys whose history matters (a key near its limit, or more than one
+// request counted) are listed to be pushed again, in pushes of at most
+// syncKeys keys between the ordinary ones, at most maxRepushKeys of them.
+// Keys counted once and keys beyond the bound are not pushed again
+// (Health's RepushSkipped counts them); this node keeps deciding on its own
+// view of every key it holds (takeView), and on the eviction summary for
+// keys it evicted, so none of them gets a fresh allowance here.
+func (n *Node) lost(seq uint64, now int64) {
+	n.sentinel.repush, n.sentinel.lostAt = true, seq
+	n.sentinel.list = n.sentinel.list[:0]
+	var skipped uint64
+	for i := range n.table.shards {
+		s := &n.table.shards[i]
+		s.mu.Lock()
+		for _, e := range s.m {
+			var cost int64
+			for _, h := range e.history {
+				if h.seq < seq && h.Time > now-int64(e.alg.IdleAfter()) {
+					cost += h.Cost
+				}
+			}
+			switch {
+			case cost == 0:
+			case (cost > 1 || e.onNear) && len(n.sentinel.list) < maxRepushKeys:
+				n.sentinel.list = append(n.sentinel.list, e)
+			default:
+				skipped++
+			}
+		}
+		s.mu.Unlock()
+	}
+	n.repushSkipped.Add(skipped)
+}
+
+// repush pushes again the history, from before the sync that found the
+// store had lost its data, of the next keys listed by lost. If it fails it
+// is sent again at the next sync.
 func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 	if !final && !n.br.allow(now) {
 		return ErrBreakerOpen
 	}
 	var batches []store.SyncBatch
 	var parts []pushed
-	for i := range n.table.shards {
-		s := &n.table.shards[i]
+	list := n.sentinel.list
+	k := 0
+	for ; k < len(list) && len(batches) < n.syncKeys; k++ {
+		e := list[k]
+		s := &n.table.shards[n.table.shardOf(e.key)]
 		s.mu.Lock()
-		for _, e := range s.m {
-			var evs []store.Event
-			for _, h := range e.history {
-				if h.seq < n.sentinel.lostAt {
-					evs = append(evs, h.Event)
-				}
+		var evs []store.Event
+		for _, h := range e.history {
+			if h.seq < n.sentinel.lostAt {
+				evs = append(evs, h.Event)
 			}
-			if len(evs) == 0 {
-				continue
+		}
+		s.mu.Unlock()
+		if len(evs) == 0 || e.gone {
+			continue
+		}
+		batches = append(batches, store.SyncBatch{Algorithm: e.alg, Key: e.key, Events: evs})
+		parts = append(parts, pushed{e: e, count: 0})
+	}
+	n.seq++
+	a := &attempt{id: n.syncID(), parts: parts, sentinelAt: len(batches), repush: true, listed: k}
+	a.batches = append(batches, n.sentinel.batch(now.UnixNano()))
+	return n.send(ctx, now, a, final)
+}
+
+// repushed takes in a successful push of a: its keys' history now counts as
+// pushed by it, and the keys leave the list.
+func (n *Node) repushed(a *attempt) {
+	for _, p := range a.parts {
+		s := &n.table.shards[n.table.shardOf(p.e.key)]
+		s.mu.Lock()
+		for i := range p.e.history {
+			if h := &p.e.history[i]; h.seq < n.sentinel.lostAt {
+				h.seq = a.id.Seq
 			}
-			batches = append(batches, store.SyncBatch{Algorithm: e.alg, Key: e.key, Events: evs})
-			parts = append(parts, pushed{e: e, count: 0})
 		}
 		s.mu.Unlock()
 	}
-	n.seq++
-	a := &attempt{id: n.syncID(), parts: parts, sentinelAt: len(batches), repush: true}
-	a.batches = append(batches, n.sentinel.batch(now.UnixNano()))
-	return n.send(ctx, now, a, final)
+	list := n.sentinel.list
+	rest := copy(list, list[a.listed:])
+	clear(list[rest:])
+	n.sentinel.list = list[:rest]
+	if rest == 0 {
+		n.sentinel.repush = false
+	} else {
+		n.kickSync()
+	}
 }
 
 // Bounds of a push's adaptation to a store that cannot take it in time.
@@ -377,6 +499,7 @@ type attempt struct {
 	parts      []pushed // the first count events of each entry
 	sentinelAt int      // the sync-count batch, or -1
 	repush     bool     // a push of the history after a store reset
+	listed     int      // repush: the keys of the repush list it covers
 }
 
 // gc drops entries idle for longer than their algorithm's idle time, at
@@ -412,6 +535,7 @@ type sentinel struct {
 	expected int64  // the count after the node's last sync
 	repush   bool   // a push of the history is owed
 	lostAt   uint64 // history pushed by syncs before this one is to push again
+	list     []*entry
 }
 
 func (t *sentinel) init(id string) {

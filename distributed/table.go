@@ -53,6 +53,10 @@ type entry struct {
 	near, onNear bool
 	// gone is set when the entry has left the table (evicted or idle).
 	gone bool
+	// fresh is set while the entry is on its shard's list of keys never
+	// synced with one event queued (a delayed node pushes them after every
+	// other key, and may summarise them when full: see makeRoom).
+	fresh bool
 
 	// Centralized only: the last decision the shared store made, the
 	// "last known global view" a failure falls back on.
@@ -75,6 +79,7 @@ type shard struct {
 	m     map[entryKey]*entry
 	bytes int64 // what the entries take, as accounted by sizeOf
 	dirty []*entry
+	fresh []*entry // dirty entries never synced, with one event (see entry.fresh)
 	nears []*entry // entries that have been near their limit
 }
 
@@ -87,6 +92,10 @@ type table struct {
 	shardBytes        int64
 	summary           evictSummary
 	evicted, overfull atomic.Uint64
+	// summariseFresh lets eviction take fresh entries (delayed): their
+	// queued events leave through dropQueued.
+	summariseFresh bool
+	dropQueued     func(e *entry)
 }
 
 func newTable(maxKeys int, maxBytes int64) *table {
@@ -121,9 +130,28 @@ func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64)
 }
 
 // markDirty puts e on the shard's sync list once. The caller holds the lock.
+//
+// A key never synced with a single event queued goes on the fresh list,
+// pushed after every other key; it moves to the main list (promote) when
+// it gets a second event or comes near its limit.
 func (s *shard) markDirty(e *entry) {
-	if !e.dirty {
-		e.dirty = true
+	if e.dirty {
+		return
+	}
+	e.dirty = true
+	if e.mark == 0 && len(e.history) == 0 && !e.near && len(e.events) == 1 {
+		e.fresh = true
+		s.fresh = append(s.fresh, e)
+		return
+	}
+	s.dirty = append(s.dirty, e)
+}
+
+// promote moves a fresh entry to the main sync list (its stale place on
+// the fresh list is skipped). The caller holds the lock.
+func (s *shard) promote(e *entry) {
+	if e.fresh {
+		e.fresh = false
 		s.dirty = append(s.dirty, e)
 	}
 }
@@ -135,6 +163,9 @@ func (s *shard) markDirty(e *entry) {
 // holds the lock.
 func (s *shard) noteNear(e *entry, d algorithm.Decision, nodes int) {
 	e.near = !d.Allowed || d.Remaining*2 < d.Limit || d.Remaining < 2*int64(nodes)
+	if e.near {
+		s.promote(e)
+	}
 	if e.near && !e.onNear {
 		e.onNear = true
 		s.nears = append(s.nears, e)
