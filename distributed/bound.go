@@ -17,7 +17,7 @@ const (
 
 // entryBytes is what the table accounts for an entry beyond its key, state
 // and history: the entry, its map slot and key, rounded up.
-var entryBytes = int64(unsafe.Sizeof(entry{})+unsafe.Sizeof(entryKey{})) + 64
+var entryBytes = int64(unsafe.Sizeof(entry{})+unsafe.Sizeof(entryKey{})) + 128
 
 // historyBytes is the size of one history event.
 const historyBytes = int64(unsafe.Sizeof(pushedEvent{}))
@@ -74,12 +74,10 @@ func (t *table) evictable(e *entry, now int64) bool {
 	return clean || t.summariseFresh && e.fresh
 }
 
-// evictBefore reports whether e goes before v: keys with nothing to push
-// first, then keys not near their limit, then the least recently used.
+// evictBefore reports whether e goes before v: keys not near their limit
+// first, then the least recently used (a key in use stays, whether it has
+// a count to push or not).
 func evictBefore(e, v *entry) bool {
-	if e.dirty != v.dirty {
-		return !e.dirty
-	}
 	if e.onNear != v.onNear {
 		return !e.onNear
 	}

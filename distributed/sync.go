@@ -303,7 +303,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		n.unqueue(e, p.count)
 		rest := e.events[p.count:]
 		if len(rest) == 0 {
-			e.events = e.events[:0]
+			e.events = nil // most keys get no more events: free the slice
 		} else {
 			e.events = append([]store.Event(nil), rest...)
 		}

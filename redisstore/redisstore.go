@@ -847,7 +847,13 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 		}
 		rs[i] = request{sp: sp, key: s.key(sp, batches[i].Key)}
 	}
-	ctx, cancel := s.deadline(ctx)
+	// A caller's own deadline bounds a sync, not the store's Timeout: a
+	// delayed node gives a push that missed its deadline more time when it
+	// sends it again, and capping that at Timeout would fail it forever.
+	cancel := context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok {
+		ctx, cancel = s.deadline(ctx)
+	}
 	defer cancel()
 	calls, parts := s.syncCalls(s.now(now), id, rs, batches)
 	res, err := s.exec(ctx, calls)

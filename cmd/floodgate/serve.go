@@ -76,7 +76,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	// GOGC=400 lets the heap grow to five times what is live; the memory
 	// limit, from the store's bound in bytes, makes the collector run
 	// sooner when that would pass it (docs/operations.md).
-	if lim := cfg.Store.MemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
+	lim := cfg.Store.MemoryLimit()
+	if lim == 0 {
+		lim = cfg.ArrangementMemoryLimit() // a Redis store: the node's table and queue
+	}
+	if lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(lim)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -47,6 +47,11 @@ const (
 	honestPerSec = 5   // 25 per window, under 40
 	greedyPerSec = 40  // 200 per window
 	ledgerKeys   = 50
+	// soakTableBytes bounds the node's table (arrangement.max_bytes) so
+	// that the flood fills it within the first few seconds: flat heap over
+	// the last two thirds is only a claim about a table at its bound, and
+	// the default 512 MiB takes the flood about 40 s to fill.
+	soakTableBytes = 128 << 20
 )
 
 // soakRules is the rule file; reload flips the comment line so every rewrite
@@ -182,6 +187,16 @@ func TestSoak(t *testing.T) {
 	r.chaos(ctx, total)
 	wg.Wait()
 	r.settle()
+	if m, err := scrape(r.http + "/metrics"); err == nil {
+		var names []string
+		for name, v := range m {
+			if strings.Contains(name, "sync") || strings.Contains(name, "evict") || strings.Contains(name, "store_") {
+				names = append(names, fmt.Sprintf("%s %.0f", name, v))
+			}
+		}
+		slices.Sort(names)
+		t.Logf("server metrics after the load:\n  %s", strings.Join(names, "\n  "))
+	}
 	r.report(total, honest, greedy)
 }
 
@@ -203,6 +218,7 @@ store:
   addrs: [%s]
 arrangement:
   mode: delayed
+  max_bytes: %d
 gateway:
   addr: 127.0.0.1:0
   descriptors: ["header:x-api-key"]
@@ -211,7 +227,7 @@ gateway:
       upstream: %s
 log:
   level: info
-`, rulesPath, r.redis.Addr(), upstream)
+`, rulesPath, r.redis.Addr(), soakTableBytes, upstream)
 	cfgPath := filepath.Join(r.dir, "floodgate.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -241,8 +257,15 @@ log:
 	if r.http == "" || r.grpc == "" || r.gw == "" {
 		t.Fatalf("serve did not report its three listeners:\n%s", strings.Join(seen, "\n"))
 	}
+	var logTo io.Writer = io.Discard
+	if path := os.Getenv("FLOODGATE_SOAK_SERVER_LOG"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			logTo = f
+		}
+	}
 	go func() { // keep draining the log; count reloads
 		for sc.Scan() {
+			fmt.Fprintln(logTo, sc.Text())
 			if strings.Contains(sc.Text(), "rules: reloaded") {
 				r.reloads.Add(1)
 			}

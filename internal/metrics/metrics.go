@@ -96,13 +96,21 @@ type StoreHealth struct {
 	// pending queue was full, the queue's bytes, keys evicted from the
 	// node's table, and decisions whose store call missed the adaptive
 	// deadline with the deadline now.
-	SyncResends    uint64        `json:"sync_resends,omitempty"`
-	SyncMerged     uint64        `json:"sync_merged,omitempty"`
-	SyncDropped    uint64        `json:"sync_dropped,omitempty"`
-	PendingBytes   int64         `json:"pending_bytes,omitempty"`
-	Evictions      uint64        `json:"evictions,omitempty"`
-	DeadlineMisses uint64        `json:"deadline_misses,omitempty"`
-	Deadline       time.Duration `json:"deadline_ns,omitempty"`
+	SyncResends uint64 `json:"sync_resends,omitempty"`
+	SyncMerged  uint64 `json:"sync_merged,omitempty"`
+	SyncDropped uint64 `json:"sync_dropped,omitempty"`
+	// SyncSummarised counts requests of keys seen once whose count was
+	// left unpushed when the node's full table evicted them (charged from
+	// the eviction summary); SyncKeptViews counts pulls below the node's own
+	// view (the store lost data); SyncRepushSkipped counts keys not pushed
+	// again after such a loss.
+	SyncSummarised    uint64        `json:"sync_summarised,omitempty"`
+	SyncKeptViews     uint64        `json:"sync_kept_views,omitempty"`
+	SyncRepushSkipped uint64        `json:"sync_repush_skipped,omitempty"`
+	PendingBytes      int64         `json:"pending_bytes,omitempty"`
+	Evictions         uint64        `json:"evictions,omitempty"`
+	DeadlineMisses    uint64        `json:"deadline_misses,omitempty"`
+	Deadline          time.Duration `json:"deadline_ns,omitempty"`
 }
 
 // KeysLocalView is the KeysScope of a node sharing a Redis store: Keys
@@ -262,6 +270,12 @@ func New(opts ...Option) *Recorder {
 			func(h StoreHealth) uint64 { return h.SyncMerged }),
 		counter("floodgate_sync_dropped_total", "Accepted requests whose count was dropped because the pending queue was full (never reaches the shared store).",
 			func(h StoreHealth) uint64 { return h.SyncDropped }),
+		counter("floodgate_sync_summarised_total", "Accepted requests of keys seen once left unpushed when the full table evicted them (the node still charges them from its eviction summary).",
+			func(h StoreHealth) uint64 { return h.SyncSummarised }),
+		counter("floodgate_sync_kept_views_total", "Pulled states below what this node knows it counted (the shared store lost data); the node kept its own view.",
+			func(h StoreHealth) uint64 { return h.SyncKeptViews }),
+		counter("floodgate_sync_repush_skipped_total", "Keys not pushed again after the shared store lost its data (counted once, or beyond the bound).",
+			func(h StoreHealth) uint64 { return h.SyncRepushSkipped }),
 		gauge("floodgate_sync_pending_bytes", "Bytes of the queue of counts not yet pushed to the shared store.",
 			func(h StoreHealth) float64 { return float64(h.PendingBytes) }),
 		counter("floodgate_node_evictions_total", "Keys evicted from this node's table to stay within its bound.",

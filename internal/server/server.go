@@ -518,13 +518,16 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		KeysScope:   metrics.KeysLocalView,
 		Detail:      currentError(nh, time.Now()),
 
-		SyncResends:    nh.SyncResends,
-		SyncMerged:     nh.MergedEvents,
-		SyncDropped:    nh.DroppedEvents,
-		PendingBytes:   nh.PendingBytes,
-		Evictions:      nh.Evictions,
-		DeadlineMisses: nh.DeadlineMisses,
-		Deadline:       nh.Deadline,
+		SyncResends:       nh.SyncResends,
+		SyncMerged:        nh.MergedEvents,
+		SyncDropped:       nh.DroppedEvents,
+		SyncSummarised:    nh.SummarisedEvents,
+		SyncKeptViews:     nh.KeptViews,
+		SyncRepushSkipped: nh.RepushSkipped,
+		PendingBytes:      nh.PendingBytes,
+		Evictions:         nh.Evictions,
+		DeadlineMisses:    nh.DeadlineMisses,
+		Deadline:          nh.Deadline,
 	}
 	if s.redis != nil && !nh.BreakerOpen {
 		if err := s.redis.ConnectError(); err != nil {
