@@ -68,21 +68,23 @@ func (n *Node) syncLocked(ctx context.Context, final bool) error {
 			return err
 		}
 	}
+	// The breaker is asked before anything is collected: a sync it stops
+	// leaves every list as it is (a fresh key stays fresh).
+	if n.syncer != nil && !final && !n.br.allow(now) {
+		return ErrBreakerOpen
+	}
 	n.seq++
 	batches, parts := n.collect(now)
 	// A delayed node syncs even with nothing to push: the sync-count key
 	// still goes, so an idle node keeps checking that the store is there.
 	heartbeat := n.arr == Delayed && n.sentinel.alg != nil
 	if len(batches) == 0 && !heartbeat {
+		n.br.abandon() // no call made: a probe taken says nothing
 		return nil
 	}
 	if n.syncer == nil {
 		n.release(parts)
 		return fmt.Errorf("distributed: %d keys have counts to push but the shared store %s is not a store.Syncer", len(parts), n.name)
-	}
-	if !final && !n.br.allow(now) {
-		n.release(parts)
-		return ErrBreakerOpen
 	}
 	a := &attempt{id: n.syncID(), parts: parts, sentinelAt: -1}
 	if heartbeat {
@@ -174,17 +176,29 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 	// Reuse the last sync's slices; their States now belong to entries.
 	clear(n.bufB)
 	clear(n.bufP)
-	c := &collector{n: n, batches: n.bufB[:0], parts: n.bufP[:0]}
+	c := &collector{n: n, batches: n.bufB[:0], parts: n.bufP[:0], cap: n.syncKeys}
 	defer func() { n.bufB, n.bufP = c.batches, c.parts }()
 	// Start at another shard each sync, so that a capped sync does not
 	// always leave the same shards for later.
 	first := int(n.seq % numShards)
+	// First every shard's main list, then (delayed) the keys near their
+	// limit, up to half the push, then the fresh keys.
 	for j := range n.table.shards {
 		s := &n.table.shards[(first+j)%numShards]
 		s.mu.Lock()
 		c.main(s, now)
 		s.mu.Unlock()
 	}
+	if n.arr == Delayed {
+		c.cap = max(len(c.batches), n.syncKeys/2)
+		for j := range n.table.shards {
+			s := &n.table.shards[(first+j)%numShards]
+			s.mu.Lock()
+			c.nears(s, now)
+			s.mu.Unlock()
+		}
+	}
+	c.cap = n.syncKeys
 	for j := range n.table.shards {
 		s := &n.table.shards[(first+j)%numShards]
 		s.mu.Lock()
@@ -199,6 +213,7 @@ type collector struct {
 	n       *Node
 	batches []store.SyncBatch
 	parts   []pushed
+	cap     int // keys the push takes at most
 }
 
 func (c *collector) take(e *entry) {
@@ -220,7 +235,7 @@ func (c *collector) take(e *entry) {
 // is left of it. On the fresh list, entries promoted since are skipped.
 func (c *collector) list(l []*entry, fresh bool) []*entry {
 	k := 0
-	for ; k < len(l) && len(c.batches) < c.n.syncKeys; k++ {
+	for ; k < len(l) && len(c.batches) < c.cap; k++ {
 		e := l[k]
 		if e.gone || fresh && !e.fresh {
 			continue
@@ -255,9 +270,13 @@ func (c *collector) main(s *shard, now time.Time) {
 			}
 		}
 	}
-	// Keys near their limit are pulled every sync while in use, so a node
-	// that sees a client only now and then does not decide on a view many
-	// intervals old.
+}
+
+// nears takes, while the push has room, s's keys near their limit that are
+// in use: they are pulled every sync, so a node that sees a client only now
+// and then does not decide on a view many intervals old. The caller holds
+// s's lock.
+func (c *collector) nears(s *shard, now time.Time) {
 	keep := s.nears[:0]
 	for _, e := range s.nears {
 		if e.gone || !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
@@ -265,7 +284,9 @@ func (c *collector) main(s *shard, now time.Time) {
 			continue
 		}
 		keep = append(keep, e)
-		c.take(e)
+		if len(c.batches) < c.cap {
+			c.take(e) // those left are pulled by a later sync
+		}
 	}
 	clear(s.nears[len(keep):])
 	s.nears = keep
@@ -278,6 +299,9 @@ func (n *Node) release(parts []pushed) {
 		s := &n.table.shards[n.table.shardOf(p.e.key)]
 		s.mu.Lock()
 		p.e.inflight = 0
+		if len(p.e.history) == 0 {
+			p.e.mark = 0 // never synced: a fresh key stays fresh
+		}
 		if len(p.e.events) > 0 {
 			s.markDirty(p.e)
 		}
