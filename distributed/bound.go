@@ -25,6 +25,9 @@ const historyBytes = int64(unsafe.Sizeof(pushedEvent{}))
 // evictSample is how many entries eviction looks at to pick one.
 const evictSample = 8
 
+// maxEvictPerKey bounds the entries one new key evicts.
+const maxEvictPerKey = 4
+
 // sizeOf returns what the table accounts for e (without its history).
 func sizeOf(e *entry) int64 {
 	return entryBytes + int64(len(e.key)) + 8*int64(e.alg.Words())
@@ -38,6 +41,7 @@ func sizeOf(e *entry) int64 {
 // goes into the eviction summary, so the key comes back charged with it.
 // The caller holds s's lock.
 func (t *table) makeRoom(s *shard, need, now int64) {
+	evicted := 0
 	for len(s.m) > 0 && (len(s.m) >= t.shardKeys || s.bytes+need > t.shardBytes) {
 		var victim *entry
 		var vk entryKey
@@ -54,6 +58,9 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 			t.overfull.Add(1)
 			return
 		}
+		if evicted++; evicted > maxEvictPerKey {
+			return // over the bound by what could not go: bounded work per key
+		}
 		t.summary.note(victim, now)
 		if victim.dirty {
 			t.dropQueued(victim)
@@ -64,24 +71,40 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 }
 
 // evictable reports whether e may be evicted at now: it has nothing to
-// push, or (summariseFresh) it is a fresh key with nothing in flight; and it
-// was not decided on at now (a decision in progress may hold it).
+// push, or (summariseFresh) it was never synced and has one request queued,
+// nothing in flight; and it was not decided on at now (a decision in
+// progress may hold it).
 func (t *table) evictable(e *entry, now int64) bool {
 	if e.last >= now || e.inflight > 0 {
 		return false
 	}
 	clean := !e.dirty && len(e.events) == 0
-	return clean || t.summariseFresh && e.fresh
+	return clean || t.summariseFresh && e.dirty && len(e.events) == 1 && len(e.history) == 0
 }
 
-// evictBefore reports whether e goes before v: keys not near their limit
-// first, then the least recently used (a key in use stays, whether it has
-// a count to push or not).
+// evictBefore reports whether e goes before v: keys seen once before keys
+// seen more than once (a flood's one-hit keys go first), then the least
+// recently used. Being near the limit gives no protection: under a key
+// flood the eviction summary's charge puts most new keys near their limit;
+// an evicted key near its limit is charged from the summary when it returns.
 func evictBefore(e, v *entry) bool {
-	if e.onNear != v.onNear {
-		return !e.onNear
+	if me, mv := e.manyHits(), v.manyHits(); me != mv {
+		return !me
 	}
 	return e.last < v.last
+}
+
+// manyHits reports whether e has counted more than one request (pushed or
+// queued).
+func (e *entry) manyHits() bool {
+	switch {
+	case len(e.events) > 1 || len(e.history) > 1:
+		return true
+	case len(e.history) == 1:
+		return e.history[0].Cost > 1 || len(e.events) > 0
+	default:
+		return len(e.events) == 1 && e.events[0].Cost > 1
+	}
 }
 
 // remove deletes e (under k) from s and its accounting. The caller holds
