@@ -1,10 +1,12 @@
 package distributed
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -408,17 +410,22 @@ func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64
 const maxRepushKeys = 1 << 16
 
 // lost takes note that the store lost the counts pushed before sync seq:
-// the keys whose history matters (a key near its limit, or more than one
-// request counted) are listed to be pushed again, in pushes of at most
-// syncKeys keys between the ordinary ones, at most maxRepushKeys of them.
-// Keys counted once and keys beyond the bound are not pushed again
-// (Health's RepushSkipped counts them); this node keeps deciding on its own
-// view of every key it holds (takeView), and on the eviction summary for
-// keys it evicted, so none of them gets a fresh allowance here.
+// the keys with counts pushed before it are listed to be pushed again, in
+// pushes of at most syncKeys keys between the ordinary ones, at most
+// maxRepushKeys of them: keys with more than one request counted or near
+// their limit first, then keys counted once, the most recently used first.
+// Keys beyond the bound are not pushed again (Health's RepushSkipped counts
+// them); this node keeps deciding on its own view of every key it holds
+// (takeView), and on the eviction summary for keys it evicted, so none of
+// them gets a fresh allowance here.
 func (n *Node) lost(seq uint64, now int64) {
 	n.sentinel.repush, n.sentinel.lostAt = true, seq
-	n.sentinel.list = n.sentinel.list[:0]
-	var skipped uint64
+	list := n.sentinel.list[:0]
+	type used1 struct {
+		e    *entry
+		last int64
+	}
+	var ones []used1
 	for i := range n.table.shards {
 		s := &n.table.shards[i]
 		s.mu.Lock()
@@ -431,15 +438,28 @@ func (n *Node) lost(seq uint64, now int64) {
 			}
 			switch {
 			case cost == 0:
-			case (cost > 1 || e.onNear) && len(n.sentinel.list) < maxRepushKeys:
-				n.sentinel.list = append(n.sentinel.list, e)
+			case cost > 1 || e.onNear:
+				list = append(list, e)
 			default:
-				skipped++
+				ones = append(ones, used1{e, e.last})
 			}
 		}
 		s.mu.Unlock()
 	}
-	n.repushSkipped.Add(skipped)
+	if len(list) > maxRepushKeys {
+		n.repushSkipped.Add(uint64(len(list) - maxRepushKeys))
+		clear(list[maxRepushKeys:])
+		list = list[:maxRepushKeys]
+	}
+	if room := maxRepushKeys - len(list); len(ones) > room {
+		slices.SortFunc(ones, func(a, b used1) int { return cmp.Compare(b.last, a.last) })
+		n.repushSkipped.Add(uint64(len(ones) - room))
+		ones = ones[:room]
+	}
+	for _, o := range ones {
+		list = append(list, o.e)
+	}
+	n.sentinel.list = list
 }
 
 // repush pushes again the history, from before the sync that found the
