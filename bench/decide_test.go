@@ -222,6 +222,9 @@ var implementations = []struct {
 	{"floodgate/bounded-log", newFloodgate(algorithm.BoundedLog)},
 	{"floodgate/sliding-window", newFloodgate(algorithm.SlidingWindow)},
 	{"floodgate/weighted-window", newFloodgate(algorithm.WeightedWindow)},
+	// Not a peer: the experiment of prototype_test.go, the floor a memory
+	// table reaches in this harness.
+	{"experiment/one-slot-fixed-window", newPrototype},
 	{"x-time-rate/mutex-map", func() limiter { return &xrateMutex{m: make(map[string]*rate.Limiter)} }},
 	{"x-time-rate/sync-map", func() limiter { return &xrateSyncMap{} }},
 	{"sethvargo-go-limiter/memorystore", newSethvargo},
