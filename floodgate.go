@@ -42,6 +42,7 @@ type Limiter struct {
 	mem   *memstore.Bound  // store bound to alg, when it is a memory store
 	clock func() time.Time // nil: start plus the monotonic time since
 	start time.Time
+	unix0 int64 // start in Unix nanoseconds
 }
 
 // Option configures a Limiter.
@@ -77,7 +78,8 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{alg: alg, start: time.Now()}
+	start := time.Now()
+	l := &Limiter{alg: alg, start: start, unix0: start.UnixNano()}
 	for _, o := range opts {
 		o(l)
 	}
@@ -99,6 +101,9 @@ func (l *Limiter) Limit() Limit { return l.alg.Config() }
 // if so. It is AllowN(ctx, key, 1). Keys are any strings; the limiter does
 // not keep them, only a hash of them.
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	if l.mem != nil {
+		return l.mem.Decide(l.now(), key, 1), nil
+	}
 	return l.AllowN(ctx, key, 1)
 }
 
@@ -147,5 +152,5 @@ func (l *Limiter) now() int64 {
 	}
 	// time.Since reads only the monotonic clock when start carries a
 	// monotonic reading, which time.Now's result does.
-	return l.start.UnixNano() + int64(time.Since(l.start))
+	return l.unix0 + int64(time.Since(l.start))
 }

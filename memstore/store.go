@@ -269,10 +269,21 @@ func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, c
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	t := sh.table(l)
-	t.advance(now)
+	// t.advance(now), by hand: the common case is two comparisons.
+	sh.now = max(sh.now, now)
+	if tick := now >> t.unitShift; tick > t.latest {
+		t.advanceTo(tick)
+	}
 	if sl := t.find(h); sl >= 0 {
-		t.touch(sl)
-		if t.slots[sl*t.stride]&charged == 0 {
+		b := sl * t.stride
+		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
+		t.slots[b] = head
+		if head&charged == 0 {
+			if t.inline == l.words { // t.inPlace(sl), the common case
+				d := a.Decide(t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
+				sh.mu.Unlock()
+				return d
+			}
 			if st := t.inPlace(sl); st != nil {
 				d := a.Decide(st, now, cost)
 				sh.mu.Unlock()

@@ -123,9 +123,8 @@ func (t *table) expired(sl int) bool { return t.idleUnits > 0 && t.age(sl) > t.i
 // than an idle time past the newest use, the idle ones when the table is
 // due for its periodic sweep. A clock behind the table's does nothing.
 func (t *table) advance(now int64) int {
-	if now > t.sh.now {
-		t.sh.now = now
-	}
+	sh := t.sh
+	sh.now = max(sh.now, now)
 	if tick := now >> t.unitShift; tick > t.latest {
 		return t.advanceTo(tick)
 	}
