@@ -100,9 +100,10 @@ func (l *Limiter) Limit() Limit { return l.alg.Config() }
 // Allow reports whether one request for key may proceed now, and counts it
 // if so. It is AllowN(ctx, key, 1). Keys are any strings; the limiter does
 // not keep them, only a hash of them.
-func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
 	if l.mem != nil {
-		return l.mem.Decide(l.now(), key, 1), nil
+		l.mem.DecideInto(&d, l.now(), key, 1)
+		return d, nil
 	}
 	return l.AllowN(ctx, key, 1)
 }
@@ -113,7 +114,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // could not decide; the memory store never fails.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if l.mem != nil {
-		return l.mem.Decide(l.now(), key, n), nil
+		var d Decision
+		l.mem.DecideInto(&d, l.now(), key, n)
+		return d, nil
 	}
 	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
 }
