@@ -38,6 +38,8 @@ func (t *table) inPlace(sl int) []int64 {
 func (t *table) load(sl int, dst []int64) []int64 {
 	b := sl * t.stride
 	switch {
+	case t.packed:
+		dst[0], dst[1] = unpack(t.slots[b+1])
 	case t.slots[b]&outOfLine == 0:
 		copy(dst, t.slots[b+1:b+t.stride])
 	case t.l.words > hugeState:
@@ -68,6 +70,14 @@ func stateLen(st []int64) int {
 // is the last use of sl).
 func (t *table) put(sl int, st []int64) int {
 	b := sl * t.stride
+	if t.packed {
+		if w, ok := pack(st[0], st[1]); ok {
+			t.slots[b+1] = w
+			return len(st)
+		}
+		t.unpackAll() // the slots keep their places: sl stays valid
+		b = sl * t.stride
+	}
 	if t.inline == t.l.words {
 		copy(t.slots[b+1:b+t.stride], st)
 		return len(st)

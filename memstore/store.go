@@ -21,7 +21,9 @@
 // the slot itself. A decision on a tracked key whose state fits
 // there reads and writes one place in memory: the hash, the last-use time
 // and the state lie side by side, usually within one cache line. A
-// fixed-window, token-bucket or gcra key takes a 24-byte slot.
+// token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
+// 16-byte one, its two state words packed into one (see pack.go), so that
+// no slot spans two cache lines.
 //
 // Larger states (algorithms whose Words() exceeds seven, such as
 // bounded-log and sliding-log) keep three words in the slot. The store
@@ -288,6 +290,19 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
 		if head&charged == 0 {
+			if t.packed {
+				st := sh.scratch[:2:2]
+				st[0], st[1] = unpack(t.slots[b+1])
+				*d = a.Decide(st, now, cost)
+				if w, ok := pack(st[0], st[1]); ok {
+					t.slots[b+1] = w
+				} else {
+					t.put(sl, st)
+				}
+				st[0], st[1] = 0, 0
+				sh.mu.Unlock()
+				return
+			}
 			if t.inline == l.words { // t.inPlace(sl), the common case
 				*d = a.Decide(t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
 				sh.mu.Unlock()

@@ -45,10 +45,11 @@ const (
 type table struct {
 	sh        *shard
 	l         *limit
-	inline    int // state words kept in the slot
-	stride    int // 1 + inline
-	cap       int // slots
-	n         int // keys
+	inline    int  // state words kept in the slot
+	packed    bool // a two-word state packed into one slot word (pack.go)
+	stride    int  // 1 + inline
+	cap       int  // slots
+	n         int  // keys
 	slots     []int64
 	unitShift uint
 	idleUnits int64     // ticks after which a key is idle; 0 = never
@@ -63,8 +64,11 @@ type table struct {
 
 func newTable(sh *shard, l *limit) *table {
 	t := &table{sh: sh, l: l, inline: l.words, unitShift: lruShift}
-	if l.words > maxInline {
+	switch {
+	case l.words > maxInline:
 		t.inline = bigInline
+	case l.words == 2:
+		t.packed, t.inline = true, 1 // until a state does not fit; see pack.go
 	}
 	t.stride = 1 + t.inline
 	if l.idle > 0 {
