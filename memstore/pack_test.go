@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,7 +16,13 @@ import (
 // converts the table to the plain layout with its live keys in it; every
 // decision before and after must match the model's.
 func TestPackedTableConverts(t *testing.T) {
-	a, err := algorithm.New(algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1000, Window: time.Millisecond})
+	for _, name := range []string{algorithm.FixedWindow, algorithm.WeightedWindow} {
+		t.Run(name, func(t *testing.T) { testPackedTableConverts(t, name) })
+	}
+}
+
+func testPackedTableConverts(t *testing.T, name string) {
+	a, err := algorithm.New(algorithm.Config{Algorithm: name, Limit: 1000, Window: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +53,7 @@ func TestPackedTableConverts(t *testing.T) {
 	}
 	tb := s.shards[0].tables[l.id]
 	if !tb.packed {
-		t.Fatal("a fixed-window table with small states is not packed")
+		t.Fatal("a table with small states is not packed")
 	}
 	bytesBefore := s.Stats().Bytes
 	now = boundary + int64(100*time.Microsecond)
@@ -54,8 +61,8 @@ func TestPackedTableConverts(t *testing.T) {
 	if tb.packed {
 		t.Fatal("the table is still packed after a state that does not fit")
 	}
-	if got, want := s.Stats().Bytes, bytesBefore+int64(tb.cap)*8; got != want {
-		t.Errorf("bytes after conversion %d, want %d (one more word a slot)", got, want)
+	if got, want := s.Stats().Bytes, bytesBefore+int64(tb.cap)*int64(a.Words()/2)*8; got != want {
+		t.Errorf("bytes after conversion %d, want %d", got, want)
 	}
 	now -= int64(300 * time.Microsecond) // a clock behind the state's window
 	for i := range keys {
@@ -71,18 +78,21 @@ func TestPackedTableConverts(t *testing.T) {
 	}
 }
 
-// TestPackRoundTrip checks the packing's bounds: every pair of words in
-// [0, 2^32) comes back unchanged, anything else does not pack.
+// TestPackRoundTrip checks the packing's bounds: states of two and three
+// words in [0, 2^32) come back unchanged, others do not pack.
 func TestPackRoundTrip(t *testing.T) {
-	for _, c := range [][2]int64{{0, 0}, {1, 2}, {half - 1, half - 1}, {493_000, 600}} {
-		w, ok := pack(c[0], c[1])
-		if a, b := unpack(w); !ok || a != c[0] || b != c[1] {
-			t.Errorf("pack%v = %#x, %v; unpacks to %d, %d", c, w, ok, a, b)
+	for _, st := range [][]int64{{0, 0}, {1, 2}, {half - 1, half - 1}, {493_000, 600}, {7, 8, 9}, {half - 1, 0, half - 1}} {
+		packed := make([]int64, (len(st)+1)/2)
+		got := make([]int64, len(st))
+		ok := packState(packed, st)
+		unpackState(got, packed)
+		if !ok || !slices.Equal(got, st) {
+			t.Errorf("%v packs to %#x, %v; unpacks to %v", st, packed, ok, got)
 		}
 	}
-	for _, c := range [][2]int64{{-1, 0}, {0, -1}, {half, 0}, {0, half}, {1 << 62, 5}} {
-		if _, ok := pack(c[0], c[1]); ok {
-			t.Errorf("pack%v fits; it must not", c)
+	for _, st := range [][]int64{{-1, 0}, {0, -1}, {half, 0}, {0, half}, {1 << 62, 5}, {1, 2, half}} {
+		if packState(make([]int64, (len(st)+1)/2), st) {
+			t.Errorf("%v fits; it must not", st)
 		}
 	}
 }

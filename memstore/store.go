@@ -22,8 +22,8 @@
 // there reads and writes one place in memory: the hash, the last-use time
 // and the state lie side by side, usually within one cache line. A
 // token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
-// 16-byte one, its two state words packed into one (see pack.go), so that
-// no slot spans two cache lines.
+// 16-byte one and a weighted-window key a 24-byte one, their state words
+// packed two to a word (see pack.go).
 //
 // Larger states (algorithms whose Words() exceeds seven, such as
 // bounded-log and sliding-log) keep three words in the slot. The store
@@ -291,15 +291,14 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 		t.slots[b] = head
 		if head&charged == 0 {
 			if t.packed {
-				st := sh.scratch[:2:2]
-				st[0], st[1] = unpack(t.slots[b+1])
+				st := sh.scratch[:l.words:l.words]
+				packed := t.slots[b+1 : b+t.stride : b+t.stride]
+				unpackState(st, packed)
 				*d = a.Decide(st, now, cost)
-				if w, ok := pack(st[0], st[1]); ok {
-					t.slots[b+1] = w
-				} else {
-					t.put(sl, st)
+				if !packState(packed, st) {
+					t.put(sl, st) // converts the table
 				}
-				st[0], st[1] = 0, 0
+				clear(st)
 				sh.mu.Unlock()
 				return
 			}

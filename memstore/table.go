@@ -46,7 +46,7 @@ type table struct {
 	sh        *shard
 	l         *limit
 	inline    int  // state words kept in the slot
-	packed    bool // a two-word state packed into one slot word (pack.go)
+	packed    bool // state words packed two to a slot word (pack.go)
 	stride    int  // 1 + inline
 	cap       int  // slots
 	n         int  // keys
@@ -67,8 +67,9 @@ func newTable(sh *shard, l *limit) *table {
 	switch {
 	case l.words > maxInline:
 		t.inline = bigInline
-	case l.words == 2:
-		t.packed, t.inline = true, 1 // until a state does not fit; see pack.go
+	case l.words >= 2:
+		// Two words to a slot word until a state does not fit; see pack.go.
+		t.packed, t.inline = true, (l.words+1)/2
 	}
 	t.stride = 1 + t.inline
 	if l.idle > 0 {
