@@ -104,6 +104,10 @@ type Recorder struct {
 
 	reqAllowed, reqRejected, reqUnmatched, reqError prometheus.Counter
 
+	// unmatched counts requests no rule applied to by domain label
+	// (rules.UnmatchedLabel: a rule set's domain or "other").
+	unmatched *unmatchedCounts
+
 	// rules maps a rule name to its counters; it only grows (rule names
 	// are bounded by the rule file).
 	rulesMu sync.RWMutex
@@ -189,6 +193,7 @@ func New(opts ...Option) *Recorder {
 		Name: "floodgate_rule_reload_last_success_timestamp_seconds",
 		Help: "Unix time of the last successful rule reload (0 if none since start).",
 	})
+	r.unmatched = newUnmatchedCounts()
 	r.reqAllowed = r.requests.WithLabelValues(RequestAllowed)
 	r.reqRejected = r.requests.WithLabelValues(RequestRejected)
 	r.reqUnmatched = r.requests.WithLabelValues(RequestUnmatched)
@@ -230,7 +235,7 @@ func New(opts ...Option) *Recorder {
 		gauge("floodgate_keys_tracked", "Keys the counter store (or this node's local view) holds.",
 			func(h StoreHealth) float64 { return float64(h.Keys) }),
 	}
-	r.reg.MustRegister(r.decisions, r.requests, r.latency, r.reloads, r.lastLoad,
+	r.reg.MustRegister(r.decisions, r.requests, r.unmatched.vec, r.latency, r.reloads, r.lastLoad,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.reg.MustRegister(storeCollectors...)
@@ -279,6 +284,7 @@ func (r *Recorder) Observe(res rules.Result, elapsed time.Duration) {
 	case len(res.Statuses) == 0:
 		r.reqUnmatched.Inc()
 		r.totals.unmatched.Add(1)
+		r.unmatched.add(res)
 	case res.Allowed:
 		r.reqAllowed.Inc()
 		r.totals.allowed.Add(1)
@@ -413,6 +419,10 @@ type RequestStats struct {
 	Rejected  uint64 `json:"rejected"`
 	Unmatched uint64 `json:"unmatched"`
 	Errors    uint64 `json:"errors"`
+	// ByDomain counts the unmatched requests (no rule applied, so not
+	// limited) by domain: the rule set's domain they were checked in, or
+	// "other" for domains no rule set has.
+	ByDomain []UnmatchedStats `json:"unmatched_by_domain"`
 	// PerSec is the recent rate of checked requests of every kind.
 	PerSec float64 `json:"per_s"`
 	// RejectedPerSec is the recent rate of rejected requests.
@@ -537,6 +547,7 @@ func (r *Recorder) Snapshot() Snapshot {
 			Rejected:  cur.rejected,
 			Unmatched: cur.unmatched,
 			Errors:    cur.errors,
+			ByDomain:  r.unmatched.snapshot(),
 		},
 		Store: r.storeHealth(),
 		Reloads: ReloadStats{

@@ -82,7 +82,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.engine = rules.NewEngine(set, st, rules.WithGlobalShadow(cfg.Shadow))
-	s.check = &observed{engine: s.engine, rec: s.rec}
+	// Requests no rule applies to pass unlimited; they are counted by
+	// domain in metrics and logged at most once a minute with an example.
+	unmatched := rules.NewUnmatchedLog(log, time.Minute)
+	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched}
 	s.rec.SetStoreFunc(s.storeHealth)
 
 	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
@@ -95,8 +98,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.closeStore(ctx)
 		return nil, err
 	}
+	rlsSvc := rls.New(s.check, log)
+	envoyJSON, err := httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: rlsSvc, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
+	if err != nil {
+		s.closeStore(ctx)
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
+	mux.Handle("/json", envoyJSON) // envoyproxy/ratelimit's JSON endpoint
 	mux.Handle("GET /metrics", s.rec.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusOK, "ok\n")
@@ -122,7 +132,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			}
 			sources = append(sources, src)
 		}
-		mw, err := httplimit.Middleware(httplimit.Options{Checker: s.check, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log})
+		// The gateway's middleware logs its unmatched requests itself (with
+		// the path), as the middleware does anywhere.
+		gwCheck := &observed{engine: s.engine, rec: s.rec}
+		mw, err := httplimit.Middleware(httplimit.Options{Checker: gwCheck, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log,
+			Unmatched: unmatched})
 		if err != nil {
 			s.closeStore(ctx)
 			return nil, err
@@ -159,7 +173,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// When every worker is busy, gRPC starts a goroutine as before.
 	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
 	s.grpc = grpc.NewServer(gopts...)
-	rls.New(s.check, log).Register(s.grpc)
+	rlsSvc.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
@@ -502,6 +516,9 @@ func writeText(w http.ResponseWriter, code int, s string) {
 type observed struct {
 	engine *rules.Engine
 	rec    *metrics.Recorder
+	// unmatched logs requests no rule applied to; nil when the front end
+	// logs them itself.
+	unmatched *rules.UnmatchedLog
 }
 
 func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, error) {
@@ -512,6 +529,9 @@ func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, 
 		return res, err
 	}
 	o.rec.Observe(res, time.Since(start))
+	if res.Unmatched != "" && o.unmatched != nil {
+		o.unmatched.Record(req, res)
+	}
 	return res, nil
 }
 
