@@ -44,7 +44,7 @@ func runSimWindow(args []string, stdout, stderr io.Writer) error {
 	for _, name := range algorithm.Names {
 		c, err := lf.config(name)
 		if err != nil {
-			return fmt.Errorf("sim window: %w", err)
+			return fmt.Errorf("sim window: --svg: %w", err)
 		}
 		limits = append(limits, c)
 	}

@@ -173,7 +173,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	f, err := os.Open(*path)
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return fmt.Errorf("verify: --trace: trace file: %w", err)
 	}
 	recs, err := trace.Parse(f, *path)
 	f.Close()
