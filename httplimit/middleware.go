@@ -46,7 +46,7 @@ type Options struct {
 	Logger *slog.Logger
 	// ShadowLog logs shadow rejections; nil means one record per rule per
 	// second to Logger.
-	ShadowLog *ShadowLog
+	ShadowLog *rules.ShadowLog
 	// Unmatched counts and logs the requests no rule applied to (a
 	// mistyped Domain, or rules on entries the Sources never produce): they
 	// pass unlimited. Nil means a new rules.UnmatchedLog writing at most one
@@ -77,7 +77,7 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 		o.Sources = []Source{IP(o.Proxies)}
 	}
 	if o.ShadowLog == nil {
-		o.ShadowLog = NewShadowLog(o.Logger, time.Second)
+		o.ShadowLog = rules.NewShadowLog(o.Logger, time.Second)
 	}
 	if o.Unmatched == nil {
 		o.Unmatched = rules.NewUnmatchedLog(o.Logger, time.Minute)
@@ -112,8 +112,11 @@ type Rejection struct {
 	WindowSeconds float64 `json:"window_seconds"`
 	Remaining     int64   `json:"remaining"`
 	// RetryAfter is the number of seconds to wait, as in Retry-After.
-	RetryAfter int64  `json:"retry_after"`
-	Reason     string `json:"reason,omitempty"`
+	RetryAfter int64 `json:"retry_after"`
+	// Reason is the rejecting rule's reason, one of algorithm's Reason
+	// constants (over_limit, ...); Message says the same for people.
+	Reason  algorithm.Reason `json:"reason,omitempty"`
+	Message string           `json:"message,omitempty"`
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -152,14 +155,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
 		return
 	}
-	if Holds(res) {
+	if res.Holds() {
 		defer func() {
 			if err := h.o.Checker.Release(context.WithoutCancel(ctx), req); err != nil {
 				h.o.Logger.Warn("rate limit release failed", "err", err)
 			}
 		}()
 	}
-	if d := Delay(res); d > 0 {
+	if d := res.Delay(); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -178,7 +181,7 @@ func NewRejection(res rules.Result) Rejection {
 		Type:       ProblemQuotaExceeded,
 		Title:      "Request cannot be satisfied as assigned quota has been exceeded",
 		Error:      "rate limit exceeded",
-		RetryAfter: RetryAfter(res),
+		RetryAfter: retryAfterSeconds(res),
 	}
 	var worst *rules.Status
 	for i := range res.Statuses {
@@ -195,41 +198,13 @@ func NewRejection(res rules.Result) Rejection {
 	if worst != nil {
 		rej.Rule = worst.Rule
 		rej.Limit = worst.Limit
-		rej.Window = worst.Window.String()
+		rej.Window = rules.FormatWindow(worst.Window)
 		rej.WindowSeconds = worst.Window.Seconds()
 		rej.Remaining = worst.Decision.Remaining
 		rej.Reason = worst.Decision.Reason
+		rej.Message = worst.Message()
 	}
 	return rej
-}
-
-// Holds reports whether an allowed result holds units that must be
-// released when the request ends (a concurrency rule counted it).
-func Holds(res rules.Result) bool {
-	if !res.Allowed {
-		return false
-	}
-	for _, s := range res.Statuses {
-		if s.Algorithm == algorithm.Concurrency && s.Decision.Allowed {
-			return true
-		}
-	}
-	return false
-}
-
-// Delay returns how long an allowed request must wait before it proceeds:
-// the longest Delay a leaky-bucket rule that is not in shadow mode gave it.
-func Delay(res rules.Result) time.Duration {
-	var d time.Duration
-	if !res.Allowed {
-		return 0
-	}
-	for _, s := range res.Statuses {
-		if !s.Shadow && s.Decision.Delay > d {
-			d = s.Decision.Delay
-		}
-	}
-	return d
 }
 
 // ProblemQuotaExceeded is the problem type of a 429 body.

@@ -1,4 +1,4 @@
-package rules
+package reload
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
 // configMapDir lays out dir as the kubelet mounts a ConfigMap volume: each
@@ -67,11 +68,11 @@ func (c *configMapDir) swap(files map[string]string) {
 func TestWatchConfigMapSymlinkSwap(t *testing.T) {
 	cm := newConfigMapDir(t, map[string]string{"rules.yaml": limitFile(3, "")})
 	path := filepath.Join(cm.dir, "rules.yaml")
-	set, err := Load(path)
+	set, err := rules.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewEngine(set, memstore.New(memstore.Options{}))
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
 	logs, stop := startWatch(t, path, e)
 	defer stop()
 
@@ -96,14 +97,14 @@ func TestWatchConfigMapSymlinkSwap(t *testing.T) {
 // rule files.
 func TestWatchConfigMapDirectory(t *testing.T) {
 	cm := newConfigMapDir(t, map[string]string{"a.yaml": limitFile(3, ""), "b.yaml": "domain: other\nrules:\n  - name: r\n    count_by: global\n    limit: 1\n    window: 1s\n"})
-	set, err := Load(cm.dir)
+	set, err := rules.Load(cm.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := set.Domains(); len(got) != 2 {
 		t.Fatalf("domains %v, want d and other", got)
 	}
-	e := NewEngine(set, memstore.New(memstore.Options{}))
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
 	_, stop := startWatch(t, cm.dir, e)
 	defer stop()
 	cm.swap(map[string]string{"a.yaml": limitFile(9, ""), "b.yaml": "domain: other\nrules:\n  - name: r\n    count_by: global\n    limit: 2\n    window: 1s\n"})

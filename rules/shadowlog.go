@@ -1,11 +1,9 @@
-package httplimit
+package rules
 
 import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/floodgate-dev/floodgate/rules"
 )
 
 // ShadowLog logs what shadow rules would have rejected without flooding the
@@ -38,7 +36,7 @@ func NewShadowLog(log *slog.Logger, every time.Duration) *ShadowLog {
 
 // Record logs the shadow rejections in res; attrs are added to each record
 // (the path, the domain).
-func (s *ShadowLog) Record(res rules.Result, attrs ...any) {
+func (s *ShadowLog) Record(res Result, attrs ...any) {
 	for i := range res.Statuses {
 		st := &res.Statuses[i]
 		if !st.Shadow || st.Decision.Allowed {
