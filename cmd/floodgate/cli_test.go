@@ -249,3 +249,33 @@ func TestServeFlagsOverrideConfig(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 }
+
+// FuzzServeOverrides feeds arbitrary flag values: nothing panics, a value
+// is either applied or refused with an error naming its flag, and a
+// refused --store value never shows a password.
+func FuzzServeOverrides(f *testing.F) {
+	for _, s := range []string{"memory", "127.0.0.1:6379", "a:1,b:2", "redis://u:pw@h:1/0", "rediss://h", "x://u:pw@h", ":", "[::1]:0", "off", "h:99999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		cfg := server.DefaultConfig()
+		err := serveOverrides{http: v, grpc: v, gateway: v}.apply(&cfg)
+		if err != nil && !strings.HasPrefix(err.Error(), "--") {
+			t.Fatalf("error does not name its flag: %v", err)
+		}
+		cfg = server.DefaultConfig()
+		err = serveOverrides{store: v}.apply(&cfg)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--store: ") {
+				t.Fatalf("error does not name --store: %v", err)
+			}
+			if _, rest, ok := strings.Cut(v, "://"); ok {
+				if userinfo, _, ok := strings.Cut(rest, "@"); ok {
+					if _, pw, ok := strings.Cut(userinfo, ":"); ok && len(pw) > 5 && strings.Contains(err.Error(), pw) && !strings.Contains(v[:strings.Index(v, "://")], pw) {
+						t.Fatalf("error shows the password %q: %v", pw, err)
+					}
+				}
+			}
+		}
+	})
+}
