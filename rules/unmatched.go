@@ -2,9 +2,9 @@ package rules
 
 import (
 	"log/slog"
-	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,11 +64,9 @@ type UnmatchedLog struct {
 	every time.Duration
 	now   func() time.Time
 
-	mu         sync.Mutex
-	counts     map[string]uint64
-	last       time.Time
-	logged     bool
-	suppressed uint64
+	counts     sync.Map     // label -> *atomic.Uint64
+	last       atomic.Int64 // unix ns of the last record; 0 before the first
+	suppressed atomic.Uint64
 }
 
 // NewUnmatchedLog returns an UnmatchedLog writing to log (nil means
@@ -78,7 +76,7 @@ func NewUnmatchedLog(log *slog.Logger, every time.Duration) *UnmatchedLog {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &UnmatchedLog{log: log, every: every, now: time.Now, counts: map[string]uint64{}}
+	return &UnmatchedLog{log: log, every: every, now: time.Now}
 }
 
 // Record counts req if no rule applied to it (res.Unmatched is set) and
@@ -103,25 +101,35 @@ func (u *UnmatchedLog) Record(req Request, res Result, attrs ...any) bool {
 	return true
 }
 
+// count counts one request under label and reports whether a record is
+// due, with the number of requests it stands for. It takes no lock: many
+// front-end goroutines may call it at once.
 func (u *UnmatchedLog) count(label string) (uint64, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.counts[label]++
-	u.suppressed++
-	now := u.now()
-	if u.logged && now.Sub(u.last) < u.every {
+	c, ok := u.counts.Load(label)
+	if !ok {
+		c, _ = u.counts.LoadOrStore(label, new(atomic.Uint64))
+	}
+	c.(*atomic.Uint64).Add(1)
+	u.suppressed.Add(1)
+	now := u.now().UnixNano()
+	last := u.last.Load()
+	if last != 0 && now-last < int64(u.every) {
 		return 0, false
 	}
-	n := u.suppressed
-	u.suppressed, u.last, u.logged = 0, now, true
-	return n, true
+	if !u.last.CompareAndSwap(last, max(now, 1)) {
+		return 0, false // another goroutine writes this record
+	}
+	return u.suppressed.Swap(0), true
 }
 
 // Counts returns the number of unmatched requests recorded, by label.
 func (u *UnmatchedLog) Counts() map[string]uint64 {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return maps.Clone(u.counts)
+	out := map[string]uint64{}
+	u.counts.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	return out
 }
 
 // FormatDescriptors writes descriptors as "k=v,k=v; k=v" for logs, each

@@ -5,8 +5,11 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/internal/syncbuf"
 )
 
 const unmatchedRules = `
@@ -100,5 +103,28 @@ func TestFormatDescriptorsCutsValues(t *testing.T) {
 	got := FormatDescriptors([]Descriptor{desc("a=1", "key="+strings.Repeat("s", 100)), desc("b=2")}, 8)
 	if want := "a=1,key=ssssssss...; b=2"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// Many goroutines at once: every request is counted, one record is written.
+func TestUnmatchedLogConcurrent(t *testing.T) {
+	var buf syncbuf.Buffer
+	u := NewUnmatchedLog(slog.New(slog.NewTextHandler(&buf, nil)), time.Minute)
+	res := Result{Allowed: true, Unmatched: UnmatchedRules, Domain: "d"}
+	req := Request{Descriptors: []Descriptor{desc("a=b")}}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				u.Record(req, res)
+			}
+		})
+	}
+	wg.Wait()
+	if got := u.Counts()["d"]; got != 8000 {
+		t.Fatalf("counted %d of 8000", got)
+	}
+	if n := strings.Count(buf.String(), "matched no rule"); n != 1 {
+		t.Fatalf("%d records, want 1", n)
 	}
 }
