@@ -87,8 +87,8 @@ func TestServeErrorsNameFlagOrFile(t *testing.T) {
 		{[]string{"--http", "8080"}, `--http: "8080": want host:port`},
 		{[]string{"--grpc", "127.0.0.1:99999"}, `--grpc: "127.0.0.1:99999": the port must be`},
 		{[]string{"--gateway", "off"}, `--gateway: "off"`},
-		{[]string{"--store", "mysql://u:secret@h:1"}, `--store: "mysql://u:xxxxx@h:1": want memory, host:port, redis://`},
-		{[]string{"--store", "localhost"}, `--store: "localhost": want memory, host:port`},
+		{[]string{"--store", "mysql://u:secret@h:1"}, `--store: Redis address "mysql://REDACTED@h:1": unknown scheme`},
+		{[]string{"--store", "localhost"}, `--store: Redis address "localhost"`},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 	} {
 		var out, errb strings.Builder
@@ -104,23 +104,12 @@ func TestServeErrorsNameFlagOrFile(t *testing.T) {
 
 func TestServeOverridesApply(t *testing.T) {
 	cfg := server.DefaultConfig()
-	ov := serveOverrides{http: "0.0.0.0:9080", grpc: "off", gateway: "[::1]:9082", store: "10.0.0.1:6379,10.0.0.2:6379"}
+	ov := serveOverrides{http: "0.0.0.0:9080", grpc: "off", gateway: "[::1]:9082"}
 	if err := ov.apply(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTP.Addr != "0.0.0.0:9080" || cfg.GRPC.Addr != "off" || cfg.Gateway.Addr != "[::1]:9082" ||
-		cfg.Store.Type != server.StoreRedisCluster || len(cfg.Store.Addrs) != 2 {
+	if cfg.HTTP.Addr != "0.0.0.0:9080" || cfg.GRPC.Addr != "off" || cfg.Gateway.Addr != "[::1]:9082" {
 		t.Fatalf("config after overrides: %+v", cfg)
-	}
-	for _, c := range [][3]string{
-		{"memory", server.StoreMemory, ""},
-		{"127.0.0.1:6379", server.StoreRedis, "127.0.0.1:6379"},
-		{"rediss://u:p@redis.example:6380/2", server.StoreRedis, "rediss://u:p@redis.example:6380/2"},
-	} {
-		st := server.Store{Type: server.StoreMemory}
-		if err := applyStore(&st, c[0]); err != nil || st.Type != c[1] || strings.Join(st.Addrs, ",") != c[2] {
-			t.Errorf("--store %s: %+v %v", c[0], st, err)
-		}
 	}
 }
 
@@ -250,11 +239,10 @@ func TestServeFlagsOverrideConfig(t *testing.T) {
 	cmd.Wait()
 }
 
-// FuzzServeOverrides feeds arbitrary flag values: nothing panics, a value
-// is either applied or refused with an error naming its flag, and a
-// refused --store value never shows a password.
+// FuzzServeOverrides feeds arbitrary listener flag values: nothing panics,
+// and a value is either applied or refused with an error naming its flag.
 func FuzzServeOverrides(f *testing.F) {
-	for _, s := range []string{"memory", "127.0.0.1:6379", "a:1,b:2", "redis://u:pw@h:1/0", "rediss://h", "x://u:pw@h", ":", "[::1]:0", "off", "h:99999"} {
+	for _, s := range []string{"127.0.0.1:6379", "a:1,b:2", ":", "[::1]:0", "off", "h:99999", "0.0.0.0:8080"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -263,19 +251,8 @@ func FuzzServeOverrides(f *testing.F) {
 		if err != nil && !strings.HasPrefix(err.Error(), "--") {
 			t.Fatalf("error does not name its flag: %v", err)
 		}
-		cfg = server.DefaultConfig()
-		err = serveOverrides{store: v}.apply(&cfg)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "--store: ") {
-				t.Fatalf("error does not name --store: %v", err)
-			}
-			if _, rest, ok := strings.Cut(v, "://"); ok {
-				if userinfo, _, ok := strings.Cut(rest, "@"); ok {
-					if _, pw, ok := strings.Cut(userinfo, ":"); ok && len(pw) > 5 && strings.Contains(err.Error(), pw) && !strings.Contains(v[:strings.Index(v, "://")], pw) {
-						t.Fatalf("error shows the password %q: %v", pw, err)
-					}
-				}
-			}
+		if err == nil && (cfg.HTTP.Addr != v || cfg.Gateway.Addr != v) {
+			t.Fatalf("%q accepted but not applied: %+v", v, cfg)
 		}
 	})
 }

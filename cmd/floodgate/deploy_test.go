@@ -86,7 +86,7 @@ func TestKubernetesManifests(t *testing.T) {
 	pod := dig(dep, "spec", "template", "spec")
 	c := dig(pod, "containers", 0)
 	var ov serveOverrides
-	rulesPath := ""
+	rulesPath, store := "", ""
 	for i, a := range dig(c, "args").([]any) {
 		s := a.(string)
 		if i == 0 {
@@ -102,7 +102,7 @@ func TestKubernetesManifests(t *testing.T) {
 		case "--grpc":
 			ov.grpc = v
 		case "--store":
-			ov.store = v
+			store = v
 		case "--rules":
 			rulesPath = v
 		default:
@@ -112,6 +112,9 @@ func TestKubernetesManifests(t *testing.T) {
 	cfg := server.DefaultConfig()
 	if err := ov.apply(&cfg); err != nil {
 		t.Fatal(err)
+	}
+	if err := cfg.Store.SetURL(store); err != nil {
+		t.Fatalf("--store=%s: %v", store, err)
 	}
 	if cfg.HTTP.Addr != "0.0.0.0:8080" || cfg.GRPC.Addr != "0.0.0.0:8081" {
 		t.Errorf("listeners %s %s, want every interface", cfg.HTTP.Addr, cfg.GRPC.Addr)
@@ -151,6 +154,11 @@ func TestKubernetesManifests(t *testing.T) {
 	patch := dig(redis, "patches", 0, "patch").(string)
 	if !strings.Contains(patch, "/args/4") || !strings.HasPrefix(dig(c, "args", 4).(string), "--store=") {
 		t.Errorf("the redis patch replaces args[4], which is %v", dig(c, "args", 4))
+	}
+	_, redisStore, _ := strings.Cut(patch, "value: --store=")
+	redisStore, _, _ = strings.Cut(redisStore, "\n")
+	if err := cfg.Store.SetURL(redisStore); err != nil || cfg.Store.Type != server.StoreRedis {
+		t.Errorf("the redis variant's --store=%s: %v (type %s)", redisStore, err, cfg.Store.Type)
 	}
 }
 

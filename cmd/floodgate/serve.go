@@ -21,13 +21,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configFile := fs.String("config", "", "configuration `file` (YAML); without it, the defaults printed by --print-config")
 	rulesFile := fs.String("rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
+	storeURL := fs.String("store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
 	logLevel := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
 	printConfig := fs.Bool("print-config", false, "print the documented default configuration and exit")
 	var ov serveOverrides
 	fs.StringVar(&ov.http, "http", "", "HTTP listener `address` host:port (JSON API, /json, metrics, health, status page), overriding the config; \"off\" disables it")
 	fs.StringVar(&ov.grpc, "grpc", "", "gRPC listener `address` host:port (Envoy Rate Limit Service), overriding the config; \"off\" disables it")
 	fs.StringVar(&ov.gateway, "gateway", "", "gateway listener `address` host:port, overriding the config (the gateway runs only with routes in the config)")
-	fs.StringVar(&ov.store, "store", "", "counter store, overriding the config: \"memory\", or a Redis `URL` host:port, redis://[user:pass@]host:port[/db] or rediss://... (TLS); several host:port separated by commas for a Redis Cluster")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--http ADDR] [--grpc ADDR] [--gateway ADDR]\n"+
 			"                      [--store URL] [--log-level LEVEL] [--print-config]\n\n"+
@@ -72,6 +72,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := ov.apply(&cfg); err != nil {
 		return err
+	}
+	if *storeURL != "" {
+		if err := cfg.Store.SetURL(*storeURL); err != nil {
+			return fmt.Errorf("--store: %v", err)
+		}
 	}
 	if cfg.Rules != "" {
 		if _, err := os.Stat(cfg.Rules); err != nil {

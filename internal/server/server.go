@@ -187,13 +187,9 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		s.mem = memstore.New(memstore.Options{})
 		return s.mem, nil
 	}
-	// ConnectLater: a node that starts during a Redis outage serves (each
-	// rule failing open or closed by its policy, /readyz saying 503) and
-	// connects when Redis comes back.
-	rs, err := redisstore.New(ctx, redisstore.Options{Addrs: c.Addrs, Cluster: c.Type == StoreRedisCluster, Prefix: c.Prefix,
-		ConnectLater: true})
+	rs, err := s.connectRedis(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store %s %v: %w", c.Type, c.Addrs, err)
+		return nil, err
 	}
 	s.redis = rs
 	a := s.cfg.Arrangement
@@ -206,7 +202,7 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		BreakerFailures: a.BreakerFailures,
 		BreakerCooldown: a.BreakerCooldown,
 		Shared:          rs,
-		StoreName:       c.Type + "://" + strings.Join(c.Addrs, ","),
+		StoreName:       rs.Address(),
 		Logger:          s.log,
 	})
 	if err != nil {
@@ -350,8 +346,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.reportHealth(wctx)
 	}()
 
-	s.log.Info("floodgate serving", "store", s.cfg.Store.Type, "rules", s.rulesName(), "domain", s.engine.Set().Domain(),
-		"shadow", s.cfg.Shadow)
+	s.log.Info("floodgate serving", "store", s.cfg.Store.Type, "store_addr", s.cfg.Store.Address(), "arrangement", s.arrangement(),
+		"rules", s.rulesName(), "domain", s.engine.Set().Domain(), "shadow", s.cfg.Shadow)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -498,7 +494,14 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		Errors:      nh.StoreErrors,
 		SyncLag:     nh.SyncLag,
 		Pending:     nh.PendingEvents,
-		Detail:      nh.LastError,
+		Keys:        int64(s.node.LocalKeys()),
+		KeysScope:   metrics.KeysLocalView,
+		Detail:      currentError(nh, time.Now()),
+	}
+	if s.redis != nil && !nh.BreakerOpen {
+		if err := s.redis.ConnectError(); err != nil {
+			h.Up, h.Detail = false, err.Error()
+		}
 	}
 	if nh.BreakerOpen {
 		h.Breaker = metrics.BreakerOpen
