@@ -1,6 +1,8 @@
 // Package httpapi is Floodgate's JSON API over HTTP:
 //
-//	POST /v1/check   decide a request: {"domain", "descriptors", "hits"}
+//	POST /v1/check   decide a request: {"domain", "descriptors", "hits", "peek"}
+//	POST /v1/charge  count a cost known after the response (charge.go)
+//	POST /v1/release give back what a request held under concurrency rules
 //	GET  /v1/rules   the rules in force
 //
 // A check is
@@ -59,6 +61,8 @@ type CheckRequest struct {
 	Domain      string       `json:"domain"`
 	Descriptors []Descriptor `json:"descriptors"`
 	Hits        int64        `json:"hits"`
+	// Peek checks without counting: see rules.Request.Peek.
+	Peek bool `json:"peek,omitempty"`
 }
 
 // Descriptor is one descriptor of a CheckRequest.
@@ -177,8 +181,9 @@ func New(o Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/check", a.check)
 	mux.HandleFunc("/v1/rules", a.rules)
+	a.handleSettle(mux) // charge.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the API has POST /v1/check and GET /v1/rules", r.URL.Path))
+		Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the API has POST /v1/check, /v1/charge, /v1/release and GET /v1/rules", r.URL.Path))
 	})
 	return mux, nil
 }
@@ -254,7 +259,7 @@ func (in *CheckRequest) toRequest() (rules.Request, error) {
 	if in.Hits < 0 || in.Hits > rules.MaxLimit {
 		return rules.Request{}, fmt.Errorf("hits: %d is out of range 0..%d (0 means 1)", in.Hits, int64(rules.MaxLimit))
 	}
-	req := rules.Request{Domain: in.Domain, Hits: in.Hits, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
+	req := rules.Request{Domain: in.Domain, Hits: in.Hits, Peek: in.Peek, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
 	for i, d := range in.Descriptors {
 		if len(d.Entries) == 0 {
 			return rules.Request{}, fmt.Errorf("descriptors[%d]: no entries", i)

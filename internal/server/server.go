@@ -82,7 +82,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.engine = rules.NewEngine(set, st, rules.WithGlobalShadow(cfg.Shadow))
+	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
+	if s.redis != nil { // late charges and peeks go to Redis itself
+		engOpts = append(engOpts, rules.WithCharger(s.redis))
+	}
+	s.engine = rules.NewEngine(set, st, engOpts...)
 	// Requests no rule applies to pass unlimited; they are counted by
 	// domain in metrics and logged at most once a minute with an example.
 	unmatched := rules.NewUnmatchedLog(log, time.Minute)
