@@ -220,3 +220,26 @@ func TestSentinelFailover(t *testing.T) {
 		t.Errorf("DBSIZE on the promoted replica = %q, %v; want the counters there", keys, err)
 	}
 }
+
+// TestSentinelPasswords connects through a sentinel that requires its own
+// password to a primary that requires another, given as the URL's password
+// and Options.SentinelPassword.
+func TestSentinelPasswords(t *testing.T) {
+	set := redistest.StartSentinelAuth(t, "fgauth", time.Second, "data-pw-1", "sentinel-pw-2")
+	o, err := ParseURL("redis-sentinel://:data-pw-1@" + set.Sentinel.Addr() + "/1?master=fgauth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SentinelPassword = "sentinel-pw-2"
+	if err := decideN(t, newStore(t, o), 40); err != nil {
+		t.Fatal(err)
+	}
+	if ks, err := set.Primary.Do("INFO", "keyspace"); err != nil || !strings.Contains(ks, "db1:keys=40") {
+		t.Fatalf("INFO keyspace on the primary = %q, %v; want the 40 keys in db1", ks, err)
+	}
+	o.SentinelPassword = "wrong"
+	o.Timeout = 500 * time.Millisecond
+	if _, err := New(context.Background(), o); err == nil || strings.Contains(err.Error(), "data-pw-1") {
+		t.Fatalf("New with a wrong sentinel password: %v", err)
+	}
+}

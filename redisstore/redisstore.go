@@ -297,13 +297,25 @@ func (s *Store) ConnectError() error {
 	return s.dialErr
 }
 
-// Ping checks that every Redis node answers.
+// Ping checks that every Redis node answers and holds the script. A node
+// that lost it (restarted, flushed, or a replica just promoted) gets it
+// loaded again, and the connections opened again, before Ping returns, so
+// that a server probing readiness repairs the store before traffic meets
+// the loss.
 func (s *Store) Ping(ctx context.Context) error {
 	c, err := s.connect()
 	if err != nil {
 		return err
 	}
-	return ping(ctx, c, s.timeout)
+	gen := s.loads.generation()
+	if err := ping(ctx, c, s.timeout); err != nil {
+		return err
+	}
+	missing, err := scriptMissing(ctx, c, s.timeout)
+	if err != nil || !missing {
+		return err
+	}
+	return s.loads.wait(ctx, gen, func(lctx context.Context) error { return s.prepare(lctx, c) })
 }
 
 func ping(ctx context.Context, c rueidis.Client, timeout time.Duration) error {

@@ -29,6 +29,22 @@ func loadScript(ctx context.Context, c rueidis.Client, timeout time.Duration) er
 	return nil
 }
 
+// scriptMissing reports whether some node c knows lacks the script.
+func scriptMissing(ctx context.Context, c rueidis.Client, timeout time.Duration) (bool, error) {
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	for addr, n := range c.Nodes() {
+		v, err := n.Do(ctx, n.B().ScriptExists().Sha1(scriptSHA).Build()).AsIntSlice()
+		if err != nil {
+			return false, fmt.Errorf("redisstore: SCRIPT EXISTS on %s: %w", addr, err)
+		}
+		if len(v) != 1 || v[0] != 1 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // scriptLoads runs at most one SCRIPT LOAD round at a time for the callers
 // that met NOSCRIPT, however many they are.
 type scriptLoads struct {
@@ -131,6 +147,19 @@ func (s *Store) ScriptLoads() int {
 func warmConnections(ctx context.Context, c rueidis.Client, prefix string, timeout time.Duration) error {
 	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
+	// After a restart of Redis each old connection fails once and is then
+	// dialed afresh on its next use: a second pass opens those.
+	var err error
+	for pass := 0; pass < 3; pass++ {
+		if err = warmOnce(ctx, c, prefix); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// warmOnce sends 32 concurrent EXISTS calls and returns the first error.
+func warmOnce(ctx context.Context, c rueidis.Client, prefix string) error {
 	const calls = 32
 	errs := make(chan error, calls)
 	for i := 0; i < calls; i++ {

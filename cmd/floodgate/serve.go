@@ -35,7 +35,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
 			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n"+
 			"Flags override the configuration file. In a container, listen on every interface:\n"+
-			"--http 0.0.0.0:8080 --grpc 0.0.0.0:8081.\n\n")
+			"--http 0.0.0.0:8080 --grpc 0.0.0.0:8081.\n"+
+			"Exit status: 0 after a clean shutdown, %d when shutdown cut off requests or could not\n"+
+			"push unsynced counts, 2 for other errors.\n\n", exitUncleanShutdown)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -94,7 +96,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if err := srv.Run(ctx); err != nil {
+		if errors.Is(err, server.ErrUncleanShutdown) {
+			// The log has the details; the status tells orchestrators.
+			fmt.Fprintln(stderr, "floodgate serve:", err)
+			return exitError{code: exitUncleanShutdown}
+		}
 		return err
 	}
 	return nil
 }
+
+// exitUncleanShutdown is serve's exit status when shutdown cut off requests
+// still running at shutdown_timeout or could not push unsynced counts.
+const exitUncleanShutdown = 3

@@ -14,12 +14,15 @@
 // answer is 200 with the decision and the status of every rule that
 // applied (see CheckResponse), whether or not the request is over the
 // limit. Errors are JSON objects {"error": "..."}: 400 for a malformed or
-// out-of-bounds request, 405 for a wrong method, 413 for a body larger than
-// the limit, 503 when the limiter could not decide. Values longer than
+// out-of-bounds request (a body that is not valid UTF-8 included: JSON
+// would merge different bytes into U+FFFD), 405 for a wrong method, 413 for
+// a body larger than the limit, 415 for a body not sent as
+// Content-Type: application/json, 503 when the limiter could not decide. Values longer than
 // rules.MaxValueLen are accepted (the engine counts them by digest).
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,25 +209,32 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusMethodNotAllowed, "use POST for /v1/check")
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, a.o.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	var in CheckRequest
-	if err := dec.Decode(&in); err != nil {
+	if !jsonContentType(r) {
+		Error(w, http.StatusUnsupportedMediaType, errUnsupportedType)
+		return
+	}
+	data, err := readBody(w, r, a.o.MaxBodyBytes)
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
 			return
 		}
+		Error(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return
+	}
+	if err := checkText(data); err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var in CheckRequest
+	if err := dec.Decode(&in); err != nil {
 		Error(w, http.StatusBadRequest, "malformed check request: "+err.Error())
 		return
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
-			return
-		}
 		Error(w, http.StatusBadRequest, "malformed check request: data after the JSON object")
 		return
 	}

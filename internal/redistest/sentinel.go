@@ -32,9 +32,23 @@ type SentinelSet struct {
 // happen. The processes are killed when tb's test ends.
 func StartSentinel(tb testing.TB, master string, downAfter time.Duration) *SentinelSet {
 	tb.Helper()
+	return StartSentinelAuth(tb, master, downAfter, "", "")
+}
+
+// StartSentinelAuth is StartSentinel with passwords: the primary and the
+// replica require dataPassword (the replica and the sentinel use it to
+// reach the primary), and the sentinel requires sentinelPassword. Empty
+// means none.
+func StartSentinelAuth(tb testing.TB, master string, downAfter time.Duration, dataPassword, sentinelPassword string) *SentinelSet {
+	tb.Helper()
 	set := &SentinelSet{tb: tb, Master: master, DownAfter: downAfter}
-	set.Primary = start(tb, nil)
-	set.Replica = start(tb, []string{"--replicaof", "127.0.0.1", strconv.Itoa(set.Primary.Port())})
+	var auth []string
+	if dataPassword != "" {
+		auth = []string{"--requirepass", dataPassword, "--masterauth", dataPassword}
+	}
+	set.Primary = startServer(tb, &Server{tb: tb, dir: tb.TempDir(), password: dataPassword, args: auth})
+	set.Replica = startServer(tb, &Server{tb: tb, dir: tb.TempDir(), password: dataPassword,
+		args: append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(set.Primary.Port())}, auth...)})
 	waitFor(tb, 15*time.Second, "the replica to synchronize", func() bool {
 		info, err := set.Replica.Do("INFO", "replication")
 		return err == nil && strings.Contains(info, "master_link_status:up")
@@ -46,10 +60,16 @@ func StartSentinel(tb testing.TB, master string, downAfter time.Duration) *Senti
 		"sentinel down-after-milliseconds %[1]s %[3]s\n"+
 		"sentinel failover-timeout %[1]s 10000\n"+
 		"sentinel parallel-syncs %[1]s 1\n", master, set.Primary.Port(), ms)
+	if dataPassword != "" {
+		text += fmt.Sprintf("sentinel auth-pass %s %s\n", master, dataPassword)
+	}
+	if sentinelPassword != "" {
+		text += fmt.Sprintf("requirepass %s\n", sentinelPassword)
+	}
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		tb.Fatalf("redistest: writing %s: %v", conf, err)
 	}
-	set.Sentinel = startServer(tb, &Server{tb: tb, dir: dir, conf: conf, args: []string{"--sentinel"}})
+	set.Sentinel = startServer(tb, &Server{tb: tb, dir: dir, conf: conf, password: sentinelPassword, args: []string{"--sentinel"}})
 	waitFor(tb, 20*time.Second, "the sentinel to discover the replica", func() bool {
 		r, err := set.Sentinel.Do("SENTINEL", "REPLICAS", master)
 		return err == nil && strings.Contains(r, strconv.Itoa(set.Replica.Port()))

@@ -38,6 +38,8 @@ type Config struct {
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
+	Connections     Connections   `yaml:"connections"`
+	Admin           Admin         `yaml:"admin"`
 }
 
 // Listener is a network address to serve on, optionally with TLS.
@@ -178,7 +180,8 @@ func parseConfig(name string, data []byte, c Config, dir string) (Config, error)
 	}
 	if dir != "" {
 		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key,
-			&c.Store.PasswordFile, &c.Store.TLS.CAFile, &c.Store.TLS.Cert, &c.Store.TLS.Key, &c.Store.Sentinel.PasswordFile} {
+			&c.Store.PasswordFile, &c.Store.TLS.CAFile, &c.Store.TLS.Cert, &c.Store.TLS.Key, &c.Store.Sentinel.PasswordFile,
+			&c.Admin.TLS.Cert, &c.Admin.TLS.Key, &c.Admin.TokenFile} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(dir, *p)
 			}
@@ -324,6 +327,12 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("%s: shutdown_timeout must not be negative", at("shutdown_timeout"))
+	}
+	if err := c.Connections.validate(at); err != nil {
+		return err
+	}
+	if err := c.Admin.validate(at); err != nil {
+		return err
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return fmt.Errorf("%s: log.level: %v", at("log.level"), err)
