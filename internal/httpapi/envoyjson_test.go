@@ -89,7 +89,8 @@ func TestEnvoyJSONDropIn(t *testing.T) {
 	}
 	// The proto's own field names are read too.
 	code, _, got := postRaw(t, srv.URL+"/json", `{"domain":"edge","descriptors":[{"entries":[{"key":"client","value":"b"}]}],"hits_addend":3}`)
-	if code != 429 || !strings.Contains(got, `"overallCode":"OVER_LIMIT"`) {
+	var over struct{ OverallCode string }
+	if err := json.Unmarshal([]byte(got), &over); err != nil || code != 429 || over.OverallCode != "OVER_LIMIT" {
 		t.Errorf("hits_addend 3 over a limit of 2: %d %s", code, got)
 	}
 }
