@@ -39,7 +39,7 @@ func newSlidingWindow(c Config) *slidingWindow {
 		perLog = 2
 	}
 	per := int64(1) << perLog
-	return &slidingWindow{
+	a := &slidingWindow{
 		base:      base{cfg: c, words: 1 + int((int64(c.Slices)+per-1)/per), idle: c.Window},
 		limit:     c.Limit,
 		slice:     int64(c.Window) / int64(c.Slices),
@@ -49,6 +49,8 @@ func newSlidingWindow(c Config) *slidingWindow {
 		perLog:    perLog,
 		field:     1<<bits - 1,
 	}
+	a.withParams(Params{Slices: c.Slices})
+	return a
 }
 
 // count returns the count of slice number z.

@@ -89,6 +89,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--log-level: %v", err)
 	}
+	// GOGC=400 lets the heap grow to five times what is live; the memory
+	// limit, from the store's bound in bytes, makes the collector run
+	// sooner when that would pass it (docs/operations.md).
+	if lim := cfg.Store.MemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(lim)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, cfg, log)

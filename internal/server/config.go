@@ -71,8 +71,23 @@ type Store struct {
 	// redis-sentinel://).
 	Addrs  []string `yaml:"addrs"`
 	Prefix string   `yaml:"prefix"`
+	// MaxKeys and MaxBytes bound the memory store (see memstore.Options);
+	// 0 means the store's own default for MaxKeys and no bound in bytes.
+	MaxKeys  int   `yaml:"max_keys"`
+	MaxBytes int64 `yaml:"max_bytes"`
 	// RedisConn holds authentication, database, TLS and Sentinel.
 	RedisConn `yaml:",inline"`
+}
+
+// MemoryLimit returns the Go runtime memory limit (GOMEMLIMIT) that suits
+// the memory store's bound in bytes: the bound, half as much again for
+// garbage and allocator slack, and 256 MiB for the rest of the server; 0
+// when the store has no bound in bytes.
+func (s Store) MemoryLimit() int64 {
+	if s.Type != StoreMemory || s.MaxBytes <= 0 {
+		return 0
+	}
+	return s.MaxBytes + s.MaxBytes/2 + 256<<20
 }
 
 // Store types.
@@ -263,6 +278,9 @@ func (c *Config) validate(at func(string) string) error {
 		if err := checkTLS(l.l.TLS); err != nil {
 			return fmt.Errorf("%s: %s.tls: %v", at(l.name+".tls"), l.name, err)
 		}
+	}
+	if c.Store.MaxKeys < 0 || c.Store.MaxBytes < 0 {
+		return fmt.Errorf("%s: store.max_keys and store.max_bytes must not be negative", at("store"))
 	}
 	switch c.Store.Type {
 	case StoreMemory:

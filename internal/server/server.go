@@ -187,7 +187,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 	c := s.cfg.Store
 	if c.Type == StoreMemory {
-		s.mem = memstore.New(memstore.Options{})
+		s.mem = memstore.New(memstore.Options{MaxKeys: c.MaxKeys, MaxBytes: c.MaxBytes})
+		registerMemStore(s.rec.Registry(), s.mem)
 		return s.mem, nil
 	}
 	rs, err := s.connectRedis(ctx)
