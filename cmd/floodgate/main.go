@@ -31,11 +31,11 @@ var commands = map[string]command{
 }
 
 var simCommands = map[string]command{
-	"window":      {"seed 000's three patterns through every algorithm", runSimWindow},
+	"window":      {"three traffic patterns (uniform 2x, piled at boundary, spaced at the limit) through every algorithm", runSimWindow},
 	"worst":       {"search for traffic that breaks an algorithm's promises", runSimWorst},
-	"keys":        {"seed 003's key-selection table through the rule engine", runSimKeys},
-	"distributed": {"seed 000's distributed arrangements with real limiter nodes", runSimDistributed},
-	"coverage":    {"seed 003's coverage table with the real gateway and middleware", runSimCoverage},
+	"keys":        {"which entry to count by: a published key-selection table through the rule engine", runSimKeys},
+	"distributed": {"centralized, split and delayed arrangements with real limiter nodes", runSimDistributed},
+	"coverage":    {"which requests a gateway and a middleware limit see, with the real ones", runSimCoverage},
 	"tokens":      {"a token budget charged after the response: forgiven, settled, reserved", runSimTokens},
 }
 
