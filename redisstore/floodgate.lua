@@ -8,7 +8,7 @@
 -- ARGV[1]: op. 'd' decides every request on a copy of its state and writes
 --          the copies back only if every non-shadow request is allowed;
 --          'p' is 'd' without writing; 'r' releases; 's' records events and
---          returns the states.
+--          returns the states; 'S' is 's' at most once (see once).
 -- ARGV[2]: now in microseconds, or '' to read the Redis server's TIME.
 -- Then per key: code, ttl_ms (0: no expiry), words, nparams, params...,
 -- followed for 'd'/'p'/'r' by cost and shadow (0/1), and for 's' by the
@@ -850,6 +850,26 @@ local function save(key, s, ttl, code)
   return packed
 end
 
+-- once is op 'S', a sync call that carries an identity: the node
+-- instance's record (a hash: 's' the highest batch-list number seen, 'c<n>'
+-- for each call of that list applied), the list's number and the call's
+-- place in it. It reports whether the call is new; a call sent again is
+-- not applied but still returns the states. Lists of one instance are sent
+-- in increasing order, each after the one before was applied, so a lower
+-- number than the record's is always a copy.
+local function once(rec, seq, chunk, remember)
+  local cur = tonumber(redis.call('HGET', rec, 's'))
+  if cur and seq < cur then return false end
+  if cur == seq then
+    if redis.call('HSETNX', rec, 'c' .. chunk, 1) == 0 then return false end
+  else
+    redis.call('DEL', rec)
+    redis.call('HSET', rec, 's', seq, 'c' .. chunk, 1)
+  end
+  redis.call('PEXPIRE', rec, remember)
+  return true
+end
+
 local op = ARGV[1]
 local now = 0
 if op ~= 's' then -- merging uses the events' own times
@@ -866,6 +886,15 @@ local function nextarg()
   local v = tonumber(ARGV[pos])
   pos = pos + 1
   return v
+end
+
+local replay = false
+if op == 'S' then
+  local rec = table.remove(KEYS)
+  local seq = nextarg()
+  local chunk = nextarg()
+  replay = not once(rec, seq, chunk, nextarg())
+  op = 's'
 end
 
 local out = {}
@@ -895,12 +924,12 @@ for i = 1, #KEYS do
     local ne = nextarg()
     for _ = 1, ne do
       local t, c = nextarg(), nextarg()
-      alg.record(P, s, t, c)
+      if not replay then alg.record(P, s, t, c) end
     end
     -- The state goes back packed as it is stored (doubles, trailing zero
     -- words left out): one string per key instead of one reply integer per
     -- word, which for a log of a hundred words was most of a sync's cost.
-    if ne > 0 then
+    if ne > 0 and not replay then
       raw[key] = save(key, s, ttl, code)
     end
     out[#out + 1] = raw[key]

@@ -182,6 +182,26 @@ func (s *sharedStore) Sync(ctx context.Context, now int64, batches []store.SyncB
 	return s.syncer.Sync(ctx, now, batches)
 }
 
+// nodeSyncer is what the simulated nodes sync through: s, with SyncOnce
+// when the store has it (Redis), so that a push sent again after a timeout
+// is applied once there too.
+func (s *sharedStore) nodeSyncer() store.Syncer {
+	if _, ok := s.syncer.(store.OnceSyncer); ok {
+		return onceShared{s}
+	}
+	return s
+}
+
+// onceShared is a sharedStore over a store.OnceSyncer.
+type onceShared struct{ *sharedStore }
+
+func (o onceShared) SyncOnce(ctx context.Context, now int64, id store.SyncID, batches []store.SyncBatch) error {
+	if o.counting.Load() {
+		o.syncs.Add(1)
+	}
+	return o.syncer.(store.OnceSyncer).SyncOnce(ctx, now, id, batches)
+}
+
 // simDistributed runs every (rate, arrangement) and the interval sweep.
 func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 	doc := distDoc{
@@ -267,7 +287,7 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 			Deadline:     5 * time.Second, // the simulator measures counts, not latency
 			SyncDeadline: 10 * time.Second,
 			Shared:       sh,
-			Syncer:       sh,
+			Syncer:       sh.nodeSyncer(),
 			StoreName:    sh.name,
 			ID:           fmt.Sprintf("%s-node%d", key, i),
 			Clock:        clock,

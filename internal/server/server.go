@@ -205,6 +205,10 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		SyncDeadline:    a.SyncDeadline,
 		BreakerFailures: a.BreakerFailures,
 		BreakerCooldown: a.BreakerCooldown,
+		MaxDeadline:     max(a.MaxDeadline, a.Deadline),
+		MaxKeys:         a.MaxKeys,
+		MaxBytes:        a.MaxBytes,
+		MaxPendingBytes: a.MaxPendingBytes,
 		Shared:          rs,
 		StoreName:       rs.Address(),
 		Logger:          s.log,
@@ -441,11 +445,13 @@ func (s *Server) closeStore(ctx context.Context) error {
 	var err error
 	if s.node != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.ShutdownTimeout, time.Second))
+		start := time.Now()
 		if err = s.node.Close(cctx); err != nil {
-			s.log.Error("closing the distributed node: unsynced counts may be lost", "err", err)
+			s.log.Error("closing the distributed node: counts lost", "err", err, "took", time.Since(start))
 			err = fmt.Errorf("unsynced counts could not be pushed: %w", err)
 		} else {
-			s.log.Info("distributed node closed; unsynced counts pushed")
+			s.log.Info("distributed node closed; unsynced counts pushed", "took", time.Since(start),
+				"dropped_while_queue_full", s.node.Health().DroppedEvents)
 		}
 		cancel()
 		s.node = nil
@@ -525,6 +531,14 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		Keys:        int64(s.node.LocalKeys()),
 		KeysScope:   metrics.KeysLocalView,
 		Detail:      currentError(nh, time.Now()),
+
+		SyncResends:    nh.SyncResends,
+		SyncMerged:     nh.MergedEvents,
+		SyncDropped:    nh.DroppedEvents,
+		PendingBytes:   nh.PendingBytes,
+		Evictions:      nh.Evictions,
+		DeadlineMisses: nh.DeadlineMisses,
+		Deadline:       nh.Deadline,
 	}
 	if s.redis != nil && !nh.BreakerOpen {
 		if err := s.redis.ConnectError(); err != nil {
