@@ -8,7 +8,7 @@
 -- ARGV[1]: op. 'd' decides every request on a copy of its state and writes
 --          the copies back only if every non-shadow request is allowed;
 --          'p' is 'd' without writing; 'r' releases; 's' records events and
---          returns the states.
+--          returns the states; 'S' is 's' at most once (see once).
 -- ARGV[2]: now in microseconds, or '' to read the Redis server's TIME.
 -- Then per key: code, ttl_ms (0: no expiry), words, nparams, params...,
 -- followed for 'd'/'p'/'r' by cost and shadow (0/1), and for 's' by the
@@ -762,10 +762,34 @@ local CHUNK = 256
 -- records nothing.
 local raw = {}
 
-local function load(key, words, pad)
+-- A bounded-log state of one entry whose units all came at one time (most
+-- keys of a flood: one request each) is stored as a decimal integer, the
+-- entry's count then the time in 16 digits, which Redis keeps as an integer:
+-- 88 bytes of MEMORY USAGE with a 34-byte key name, where the 24 bytes of
+-- three doubles take 120. It is never a multiple of 8 bytes long, so it
+-- cannot be mistaken for packed doubles. short8 returns it, or nil.
+local BL_MARK, BL_MERGED, BL_CUNIT = 4503599627370496, 131072, 262144
+local function short8(s, used)
+  if used ~= 3 or s[2] ~= s[3] then return nil end
+  local h = s[1] - BL_MARK
+  if h < 0 or h % BL_MERGED ~= 1 or floor(h / BL_MERGED) % 2 == 1 then return nil end
+  local c = floor(h / BL_CUNIT)
+  if c > 999 or s[2] > 9999999999999999 then return nil end
+  return string.format('%d%016d', c, s[2])
+end
+
+-- unshort8 returns the doubles of a state short8 wrote, or nil.
+local function unshort8(v)
+  if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
+  local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
+  return struct.pack('<ddd', BL_MARK + c * BL_CUNIT + 1, t, t)
+end
+
+local function load(key, words, code)
   local v = redis.call('GET', key)
   local s = {}
   if not v then v = '' end
+  if code == 8 and #v % 8 ~= 0 then v = unshort8(v) or v end
   raw[key] = v
   if #v % 8 ~= 0 or #v > 8 * words then
     return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want a multiple of 8 up to ' ..
@@ -787,7 +811,7 @@ local function load(key, words, pad)
     pos = vals[n + 1]
     i = i + n
   end
-  if pad then
+  if code ~= 8 then -- bounded-log pads what it reads (see its fix)
     for j = stored + 1, words do s[j] = 0 end
   end
   return s
@@ -816,12 +840,34 @@ local function save(key, s, ttl, code)
     end
     packed = table.concat(parts)
   end
+  local stored = packed
+  if code == 8 then stored = short8(s, used) or packed end
   if ttl > 0 then
-    redis.call('SET', key, packed, 'PX', ttl)
+    redis.call('SET', key, stored, 'PX', ttl)
   else
-    redis.call('SET', key, packed)
+    redis.call('SET', key, stored)
   end
   return packed
+end
+
+-- once is op 'S', a sync call that carries an identity: the node
+-- instance's record (a hash: 's' the highest batch-list number seen, 'c<n>'
+-- for each call of that list applied), the list's number and the call's
+-- place in it. It reports whether the call is new; a call sent again is
+-- not applied but still returns the states. Lists of one instance are sent
+-- in increasing order, each after the one before was applied, so a lower
+-- number than the record's is always a copy.
+local function once(rec, seq, chunk, remember)
+  local cur = tonumber(redis.call('HGET', rec, 's'))
+  if cur and seq < cur then return false end
+  if cur == seq then
+    if redis.call('HSETNX', rec, 'c' .. chunk, 1) == 0 then return false end
+  else
+    redis.call('DEL', rec)
+    redis.call('HSET', rec, 's', seq, 'c' .. chunk, 1)
+  end
+  redis.call('PEXPIRE', rec, remember)
+  return true
 end
 
 local op = ARGV[1]
@@ -842,6 +888,15 @@ local function nextarg()
   return v
 end
 
+local replay = false
+if op == 'S' then
+  local rec = table.remove(KEYS)
+  local seq = nextarg()
+  local chunk = nextarg()
+  replay = not once(rec, seq, chunk, nextarg())
+  op = 's'
+end
+
 local out = {}
 local states, meta, dirty, built = {}, {}, {}, {}
 local commit = true
@@ -859,7 +914,7 @@ for i = 1, #KEYS do
   local s = states[key]
   if not s then
     local err
-    s, err = load(key, words, not alg.fix)
+    s, err = load(key, words, code)
     if not s then return redis.error_reply(err) end
     if alg.fix and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code) end
     states[key] = s
@@ -869,12 +924,12 @@ for i = 1, #KEYS do
     local ne = nextarg()
     for _ = 1, ne do
       local t, c = nextarg(), nextarg()
-      alg.record(P, s, t, c)
+      if not replay then alg.record(P, s, t, c) end
     end
     -- The state goes back packed as it is stored (doubles, trailing zero
     -- words left out): one string per key instead of one reply integer per
     -- word, which for a log of a hundred words was most of a sync's cost.
-    if ne > 0 then
+    if ne > 0 and not replay then
       raw[key] = save(key, s, ttl, code)
     end
     out[#out + 1] = raw[key]

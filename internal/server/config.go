@@ -110,6 +110,14 @@ type Arrangement struct {
 	// BreakerCooldown.
 	BreakerFailures int           `yaml:"breaker_failures"`
 	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+	// MaxDeadline is the ceiling of the centralized adaptive deadline
+	// (Deadline is its floor; a ceiling below it is raised to it).
+	MaxDeadline time.Duration `yaml:"max_deadline"`
+	// MaxKeys and MaxBytes bound the node's table of keys; MaxPendingBytes
+	// bounds its queue of counts not yet pushed. Zero means the default.
+	MaxKeys         int   `yaml:"max_keys"`
+	MaxBytes        int64 `yaml:"max_bytes"`
+	MaxPendingBytes int64 `yaml:"max_pending_bytes"`
 }
 
 // Gateway configures the rate-limiting reverse proxy.
@@ -307,6 +315,9 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.Arrangement.Deadline <= 0 {
 		return fmt.Errorf("%s: arrangement.deadline must be positive, got %v", at("arrangement.deadline"), c.Arrangement.Deadline)
+	}
+	if c.Arrangement.MaxDeadline < 0 || c.Arrangement.MaxKeys < 0 || c.Arrangement.MaxBytes < 0 || c.Arrangement.MaxPendingBytes < 0 {
+		return fmt.Errorf("%s: arrangement.max_deadline, max_keys, max_bytes and max_pending_bytes must not be negative", at("arrangement"))
 	}
 	if c.Arrangement.SyncDeadline <= 0 {
 		return fmt.Errorf("%s: arrangement.sync_deadline must be positive, got %v", at("arrangement.sync_deadline"), c.Arrangement.SyncDeadline)
