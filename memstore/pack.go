@@ -14,7 +14,9 @@ package memstore
 // have been fewer than 2^32 windows since 1970: with windows of a second or
 // longer, until 2106. The buckets' states are times in nanoseconds and
 // sliding-window's counts fill whole words, so their tables convert on
-// their first key.
+// their first key. A packed table is accounted against Options.MaxBytes at
+// its plain size (Stats.Bytes too), so a conversion, which may come late
+// in a table's life, never takes the store past its bound.
 
 const half = 1 << 32
 
@@ -58,7 +60,6 @@ func (t *table) unpackAll() {
 		return
 	}
 	t.slots = make([]int64, t.cap*t.stride)
-	t.sh.bytes += int64(t.cap) * int64(t.stride-oldStride) * 8
 	for i := range t.cap {
 		t.slots[i*t.stride] = old[i*oldStride]
 		unpackState(t.slots[i*t.stride+1:(i+1)*t.stride], old[i*oldStride+1:(i+1)*oldStride])

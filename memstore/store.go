@@ -185,7 +185,8 @@ type Stats struct {
 	// included.
 	Keys int64
 	// Bytes is the memory of the tables, out-of-line states and eviction
-	// summary, as the store accounts it against MaxBytes.
+	// summary, as the store accounts it against MaxBytes (a packed table
+	// at its plain size; see pack.go).
 	Bytes int64
 	// Evicted counts keys dropped to keep within MaxKeys or MaxBytes while
 	// not idle; their use went into the eviction summary.

@@ -43,13 +43,17 @@ const (
 
 // table holds one limit's keys within one shard.
 type table struct {
-	sh        *shard
-	l         *limit
-	inline    int  // state words kept in the slot
-	packed    bool // state words packed two to a slot word (pack.go)
-	stride    int  // 1 + inline
-	cap       int  // slots
-	n         int  // keys
+	sh     *shard
+	l      *limit
+	inline int  // state words kept in the slot
+	packed bool // state words packed two to a slot word (pack.go)
+	// slotBytes is what a slot is accounted against the shard's bytes:
+	// a packed table's is its plain size, so that converting it never
+	// takes the shard past its bound.
+	slotBytes int64
+	stride    int // 1 + inline
+	cap       int // slots
+	n         int // keys
 	slots     []int64
 	unitShift uint
 	idleUnits int64     // ticks after which a key is idle; 0 = never
@@ -72,6 +76,10 @@ func newTable(sh *shard, l *limit) *table {
 		t.packed, t.inline = true, (l.words+1)/2
 	}
 	t.stride = 1 + t.inline
+	t.slotBytes = int64(t.stride) * 8
+	if t.packed {
+		t.slotBytes = int64(1+l.words) * 8
+	}
 	if l.idle > 0 {
 		// The smallest power-of-two unit that puts idle within idleSpan
 		// units; idleUnits rounds up so no key is dropped early.
@@ -167,7 +175,7 @@ func (t *table) insert(h uint64) int {
 	swept := false
 	for (t.n+1)*loadDen > t.cap*loadNum {
 		newCap := max(minCap, t.cap+t.cap/growDiv)
-		grow := int64(newCap-t.cap) * int64(t.stride) * 8
+		grow := int64(newCap-t.cap) * t.slotBytes
 		if t.n > 0 && !sh.fits(grow) {
 			sh.evictOne(t) // no room to grow: make room in this table
 			continue
@@ -195,7 +203,7 @@ func (t *table) insert(h uint64) int {
 // rebuild moves the slots into a new array of size slots.
 func (t *table) rebuild(size int) {
 	old, oldCap := t.slots, t.cap
-	t.sh.bytes += int64(size-oldCap) * int64(t.stride) * 8
+	t.sh.bytes += int64(size-oldCap) * t.slotBytes
 	t.slots, t.cap, t.cursor = make([]int64, size*t.stride), size, 0
 	if size == 0 {
 		t.slots = nil
