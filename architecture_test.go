@@ -2,6 +2,7 @@ package floodgate_test
 
 import (
 	"bufio"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -160,5 +161,57 @@ func TestArchitecture(t *testing.T) {
 	if t.Failed() {
 		names := slices.Sorted(maps.Keys(code))
 		t.Logf("packages found: %s", strings.Join(names, " "))
+	}
+}
+
+// maxFunctionLines is the length, in lines from "func" to the closing brace,
+// above which a function must say in its doc comment why it is long.
+const maxFunctionLines = 80
+
+// longMarker is what the doc comment of a longer function must contain,
+// followed by the reason.
+const longMarker = "Long because"
+
+// TestFunctionLength keeps functions short: every non-test function of the
+// main module longer than maxFunctionLines lines is cut into named steps, or
+// its doc comment says "Long because ..." and why.
+func TestFunctionLength(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != "." {
+				return filepath.SkipDir // another module
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			lines := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
+			if lines <= maxFunctionLines || strings.Contains(fn.Doc.Text(), longMarker) {
+				continue
+			}
+			t.Errorf("%s: %s is %d lines (over %d): cut it into named steps, or say %q and why in its doc comment",
+				fset.Position(fn.Pos()), fn.Name.Name, lines, maxFunctionLines, longMarker+" ...")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
