@@ -25,6 +25,9 @@ import (
 type Route struct {
 	Prefix   string
 	Upstream *url.URL
+	// Transport tunes the route's own pool of upstream connections; the
+	// zero value takes the defaults. Ignored when Options.Transport is set.
+	Transport Transport
 }
 
 // Options configures a Gateway.
@@ -34,7 +37,8 @@ type Options struct {
 	// Limit wraps the proxy: every request goes through it before it is
 	// routed (typically httplimit.Middleware). Nil forwards everything.
 	Limit func(http.Handler) http.Handler
-	// Transport sends requests upstream; nil means http.DefaultTransport.
+	// Transport, when set, sends every route's requests upstream instead of
+	// the route's own pooled transport (its connections are not counted).
 	Transport http.RoundTripper
 	// Logger receives upstream errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -50,11 +54,15 @@ type Gateway struct {
 	routes  []route
 	handler http.Handler
 	log     *slog.Logger
+	buffers *bufferPool
 }
 
 type route struct {
-	prefix string
-	proxy  *httputil.ReverseProxy
+	prefix   string
+	upstream string
+	proxy    *httputil.ReverseProxy
+	conns    *connCounter
+	tr       *http.Transport // nil when Options.Transport is used
 }
 
 // New returns a gateway for o, or an error if a route is malformed.
@@ -62,7 +70,7 @@ func New(o Options) (*Gateway, error) {
 	if len(o.Routes) == 0 {
 		return nil, errors.New("gateway: no routes")
 	}
-	g := &Gateway{log: o.Logger}
+	g := &Gateway{log: o.Logger, buffers: &bufferPool{}}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -78,24 +86,7 @@ func New(o Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: route prefix %q appears twice", r.Prefix)
 		}
 		seen[r.Prefix] = true
-		up := r.Upstream
-		prefix := r.Prefix
-		p := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(up)
-				if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 && o.Proxies.Trusted(peer(pr.In)) {
-					pr.Out.Header["X-Forwarded-For"] = xff
-				}
-				pr.SetXForwarded()
-				pr.Out.Host = up.Host
-			},
-			Transport: o.Transport,
-			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-				g.log.Warn("gateway: upstream failed", "route", prefix, "upstream", up.String(), "err", err)
-				writeError(w, http.StatusBadGateway, "upstream for "+prefix+" failed")
-			},
-		}
-		g.routes = append(g.routes, route{prefix: r.Prefix, proxy: p})
+		g.routes = append(g.routes, g.newRoute(r, o))
 	}
 	sort.Slice(g.routes, func(i, j int) bool { return len(g.routes[i].prefix) > len(g.routes[j].prefix) })
 	var h http.Handler = http.HandlerFunc(g.forward)
@@ -104,6 +95,71 @@ func New(o Options) (*Gateway, error) {
 	}
 	g.handler = h
 	return g, nil
+}
+
+// newRoute builds the reverse proxy of r.
+func (g *Gateway) newRoute(r Route, o Options) route {
+	up, prefix := r.Upstream, r.Prefix
+	rt := route{prefix: prefix, upstream: up.String(), conns: &connCounter{}}
+	transport := o.Transport
+	if transport == nil {
+		rt.tr = newTransport(r.Transport, rt.conns)
+		transport = rt.tr
+	}
+	rt.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 && o.Proxies.Trusted(peer(pr.In)) {
+				pr.Out.Header["X-Forwarded-For"] = xff
+			}
+			pr.SetXForwarded()
+			pr.Out.Host = up.Host
+			addVia(pr.Out.Header, pr.In)
+		},
+		Transport:  transport,
+		BufferPool: g.buffers,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.log.Warn("gateway: upstream failed", "route", prefix, "upstream", rt.upstream, "err", err)
+			writeError(w, http.StatusBadGateway, "upstream for "+prefix+" failed")
+		},
+	}
+	return rt
+}
+
+// addVia appends the gateway to the request's Via header, as RFC 9110
+// section 7.6.3 asks of a gateway forwarding a request.
+func addVia(h http.Header, in *http.Request) {
+	via := "1.1 floodgate"
+	switch {
+	case in.ProtoMajor == 2:
+		via = "2 floodgate"
+	case in.ProtoMajor == 1 && in.ProtoMinor == 0:
+		via = "1.0 floodgate"
+	}
+	if prior := h["Via"]; len(prior) > 0 {
+		h["Via"] = append(prior[:len(prior):len(prior)], via)
+		return
+	}
+	h["Via"] = []string{via}
+}
+
+// Upstreams returns each route's upstream connection counts, in route
+// order (longest prefix first).
+func (g *Gateway) Upstreams() []UpstreamStats {
+	out := make([]UpstreamStats, len(g.routes))
+	for i, rt := range g.routes {
+		out[i] = UpstreamStats{Prefix: rt.prefix, Upstream: rt.upstream, Opened: rt.conns.opened.Load(), Open: rt.conns.open.Load()}
+	}
+	return out
+}
+
+// CloseIdleConnections closes the idle upstream connections of every route.
+func (g *Gateway) CloseIdleConnections() {
+	for _, rt := range g.routes {
+		if rt.tr != nil {
+			rt.tr.CloseIdleConnections()
+		}
+	}
 }
 
 // ServeHTTP limits r and forwards it to its route's upstream.

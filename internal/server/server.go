@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 				s.closeStore(ctx)
 				return nil, fmt.Errorf("gateway route %s: %v", r.Prefix, err)
 			}
-			routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u})
+			routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u, Transport: gateway.Transport(r.Transport)})
 		}
 		gw, err := gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
 		if err != nil {
@@ -142,6 +142,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 		s.gatewayH = gw
+		s.rec.Registry().MustRegister(gatewayCollector{gw})
 	}
 
 	var gopts []grpc.ServerOption
