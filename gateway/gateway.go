@@ -10,12 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/floodgate-dev/floodgate/httplimit"
 )
@@ -40,6 +42,11 @@ type Options struct {
 	// Transport, when set, sends every route's requests upstream instead of
 	// the route's own pooled transport (its connections are not counted).
 	Transport http.RoundTripper
+	// NoDirect sends every request through httputil.ReverseProxy and the
+	// route's http.Transport, instead of sending bodiless requests to a
+	// plain-HTTP upstream on the gateway's own pooled HTTP/1.1 connections
+	// (for comparison; see direct.go).
+	NoDirect bool
 	// Logger receives upstream errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Proxies are the trusted proxies in front of the gateway. When a
@@ -51,18 +58,33 @@ type Options struct {
 
 // Gateway is an http.Handler that limits and forwards requests.
 type Gateway struct {
-	routes  []route
+	routes  []*route
 	handler http.Handler
 	log     *slog.Logger
 	buffers *bufferPool
 }
 
+// hostPort is u's host with the scheme's default port when it has none.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
 type route struct {
 	prefix   string
 	upstream string
+	up       *url.URL
 	proxy    *httputil.ReverseProxy
 	conns    *connCounter
 	tr       *http.Transport // nil when Options.Transport is used
+	// pool, for a plain-HTTP upstream with the route's own transport,
+	// serves the direct forwarder (direct.go).
+	pool          *pool
+	headerTimeout time.Duration
+	proxies       *httplimit.Proxies
+	buffers       *bufferPool
 }
 
 // New returns a gateway for o, or an error if a route is malformed.
@@ -98,13 +120,17 @@ func New(o Options) (*Gateway, error) {
 }
 
 // newRoute builds the reverse proxy of r.
-func (g *Gateway) newRoute(r Route, o Options) route {
+func (g *Gateway) newRoute(r Route, o Options) *route {
 	up, prefix := r.Upstream, r.Prefix
-	rt := route{prefix: prefix, upstream: up.String(), conns: &connCounter{}}
+	rt := &route{prefix: prefix, upstream: up.String(), up: up, conns: &connCounter{}, proxies: o.Proxies, buffers: g.buffers,
+		headerTimeout: orDefault(r.Transport.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)}
 	transport := o.Transport
 	if transport == nil {
 		rt.tr = newTransport(r.Transport, rt.conns)
 		transport = rt.tr
+		if up.Scheme == "http" && !o.NoDirect {
+			rt.pool = newPool(hostPort(up), r.Transport, rt.conns)
+		}
 	}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -159,6 +185,9 @@ func (g *Gateway) CloseIdleConnections() {
 		if rt.tr != nil {
 			rt.tr.CloseIdleConnections()
 		}
+		if rt.pool != nil {
+			rt.pool.closeIdle()
+		}
 	}
 }
 
@@ -180,7 +209,11 @@ func (g *Gateway) Route(path string) (string, bool) {
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range g.routes {
 		if strings.HasPrefix(r.URL.Path, rt.prefix) {
-			rt.proxy.ServeHTTP(w, r)
+			if rt.pool != nil && canDirect(r) {
+				rt.forwardDirect(w, r)
+			} else {
+				rt.proxy.ServeHTTP(w, r)
+			}
 			return
 		}
 	}
