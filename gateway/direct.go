@@ -113,7 +113,7 @@ func (rt *route) exchange(w http.ResponseWriter, r *http.Request, c *upConn) (er
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		return rt.retryable(c, err)
+		return err
 	}
 	h := w.Header()
 	conn := resp.Header["Connection"]
@@ -146,6 +146,13 @@ func (rt *route) exchange(w http.ResponseWriter, r *http.Request, c *upConn) (er
 func (rt *route) readResponse(c *upConn, r *http.Request) (*http.Response, error) {
 	if rt.headerTimeout > 0 {
 		c.SetReadDeadline(time.Now().Add(rt.headerTimeout))
+	}
+	c.headerBudget = maxResponseHeaderBytes
+	defer func() { c.headerBudget = -1 }()
+	// Nothing of the response has arrived when this fails: a reused
+	// connection closed by the upstream may be retried.
+	if _, err := c.br.Peek(1); err != nil {
+		return nil, rt.retryable(c, err)
 	}
 	for {
 		resp, err := http.ReadResponse(c.br, r)

@@ -28,7 +28,10 @@ type pool struct {
 // upConn is one upstream connection with its buffers.
 type upConn struct {
 	net.Conn
-	br        *bufio.Reader
+	// headerBudget, when not negative, is how many more bytes br may read
+	// from the connection: it bounds the response headers.
+	headerBudget int64
+	br           *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Time
 	reused    bool
@@ -98,7 +101,34 @@ func (p *pool) dial(ctx context.Context) (*upConn, error) {
 	}
 	p.conns.opened.Add(1)
 	p.conns.open.Add(1)
-	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
+	c := &upConn{Conn: conn, headerBudget: -1, bw: bufio.NewWriterSize(conn, 4<<10)}
+	c.br = bufio.NewReaderSize(budgetReader{c}, 4<<10)
+	return c, nil
+}
+
+// maxResponseHeaderBytes bounds an upstream's response headers, as
+// http.Transport's MaxResponseHeaderBytes default does.
+const maxResponseHeaderBytes = 1 << 20
+
+var errHeadersTooLarge = errors.New("gateway: upstream response headers exceed 1 MiB")
+
+// budgetReader reads from the connection within its header budget.
+type budgetReader struct{ c *upConn }
+
+func (b budgetReader) Read(p []byte) (int, error) {
+	c := b.c
+	if c.headerBudget < 0 {
+		return c.Conn.Read(p)
+	}
+	if c.headerBudget == 0 {
+		return 0, errHeadersTooLarge
+	}
+	if int64(len(p)) > c.headerBudget {
+		p = p[:c.headerBudget]
+	}
+	n, err := c.Conn.Read(p)
+	c.headerBudget -= int64(n)
+	return n, err
 }
 
 // put returns a healthy connection for reuse, or closes it when enough
