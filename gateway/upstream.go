@@ -32,9 +32,9 @@ type upConn struct {
 	// from the connection: it bounds the response headers.
 	headerBudget int64
 	br           *bufio.Reader
-	bw        *bufio.Writer
-	idleSince time.Time
-	reused    bool
+	bw           *bufio.Writer
+	idleSince    time.Time
+	reused       bool
 }
 
 func newPool(addr string, t Transport, c *connCounter) *pool {
