@@ -134,7 +134,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	h.o.ShadowLog.Record(res, "path", r.URL.Path)
+	if shadowRejected(res) {
+		h.o.ShadowLog.Record(res, "path", r.URL.Path)
+	}
 	SetHeaders(w.Header(), res)
 	if !res.Allowed {
 		w.Header().Set("Content-Type", "application/problem+json")

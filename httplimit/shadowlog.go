@@ -54,6 +54,18 @@ func (s *ShadowLog) Record(res rules.Result, attrs ...any) {
 	}
 }
 
+// shadowRejected reports whether a shadow rule in res would have rejected:
+// whether Record has anything to log (checked first, so the common request
+// does not box Record's arguments).
+func shadowRejected(res rules.Result) bool {
+	for i := range res.Statuses {
+		if st := &res.Statuses[i]; st.Shadow && !st.Decision.Allowed {
+			return true
+		}
+	}
+	return false
+}
+
 // due counts one rejection for rule and reports whether to log it now, with
 // the number of rejections the record stands for.
 func (s *ShadowLog) due(rule string) (int64, bool) {
