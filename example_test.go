@@ -23,7 +23,7 @@ func Example() {
 			panic(err) // the in-memory store never fails; a Redis store can
 		}
 		if !d.Allowed {
-			fmt.Printf("%s: rejected (%s), %d remaining\n", client, d.Reason, d.Remaining)
+			fmt.Printf("%s: rejected (%s), %d remaining\n", client, d.Reason.Message(), d.Remaining)
 			continue
 		}
 		fmt.Printf("%s: allowed, %d remaining\n", client, d.Remaining)
@@ -50,7 +50,7 @@ func ExampleLimiter_AllowN() {
 		if d.Allowed {
 			fmt.Printf("%d bytes: allowed, %d remaining\n", size, d.Remaining)
 		} else {
-			fmt.Printf("%d bytes: rejected, %d remaining: %s\n", size, d.Remaining, d.Reason)
+			fmt.Printf("%d bytes: rejected, %d remaining: %s\n", size, d.Remaining, d.Reason.Message())
 		}
 	}
 	// Output:
@@ -81,7 +81,7 @@ func ExampleLimiter_Wait() {
 		if d.Allowed {
 			fmt.Println("went after", d.Delay)
 		} else {
-			fmt.Println("rejected:", d.Reason)
+			fmt.Println("rejected:", d.Reason.Message())
 		}
 	}
 	// Output:

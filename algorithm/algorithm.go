@@ -23,13 +23,54 @@ const (
 var Names = []string{FixedWindow, SlidingWindow, WeightedWindow, SlidingLog,
 	TokenBucket, GCRA, LeakyBucket, Concurrency, BoundedLog}
 
-// Reasons a decision gives for a rejection.
+// Reason says why a decision rejected a request. It is one of the Reason
+// constants, so a program can tell "over the limit" from "can never pass"
+// from "the store is down" without reading text; its string form is a
+// stable identifier for answer formats (over_limit), and Message is the
+// sentence for people.
+type Reason string
+
+// The reasons a decision gives for a rejection. The zero Reason ("") means
+// the request was allowed.
 const (
-	ReasonOverLimit     = "over limit"
-	ReasonCostOverLimit = "cost exceeds limit: this request can never be accepted"
-	ReasonQueueFull     = "queue full"
-	ReasonBadCost       = "cost must be at least 1"
+	// ReasonOverLimit: the request would take the key over its limit; it
+	// passes after RetryAfter.
+	ReasonOverLimit Reason = "over_limit"
+	// ReasonCostOverLimit: the request's cost is above the limit (or the
+	// bucket's capacity), so it can never be accepted.
+	ReasonCostOverLimit Reason = "cost_over_limit"
+	// ReasonQueueFull: the leaky bucket's queue has no room for the request.
+	ReasonQueueFull Reason = "queue_full"
+	// ReasonBadCost: the cost is below 1 or could not be read.
+	ReasonBadCost Reason = "bad_cost"
+	// ReasonBlocked: the rule's limit is 0; it rejects every request.
+	ReasonBlocked Reason = "blocked"
+	// ReasonStoreUnavailable: the shared counter store could not be asked
+	// in time and the rule fails closed.
+	ReasonStoreUnavailable Reason = "store_unavailable"
 )
+
+// Message returns a sentence saying what r means, for logs and answer
+// bodies read by people.
+func (r Reason) Message() string {
+	switch r {
+	case "":
+		return ""
+	case ReasonOverLimit:
+		return "over limit"
+	case ReasonCostOverLimit:
+		return "cost exceeds limit: this request can never be accepted"
+	case ReasonQueueFull:
+		return "queue full"
+	case ReasonBadCost:
+		return "cost must be a whole number of at least 1"
+	case ReasonBlocked:
+		return "blocked: the rule's limit is 0"
+	case ReasonStoreUnavailable:
+		return "shared counter store unavailable"
+	}
+	return string(r)
+}
 
 // Decision is the outcome of one request against one limit.
 type Decision struct {
@@ -53,7 +94,7 @@ type Decision struct {
 	// the leaky bucket sets it; it is zero otherwise.
 	Delay time.Duration
 	// Reason says why the request was rejected; it is empty when Allowed.
-	Reason string
+	Reason Reason
 }
 
 // Algorithm is a rate-limiting rule with its parameters bound.

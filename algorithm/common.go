@@ -47,7 +47,7 @@ func clampTime(now int64) int64 {
 }
 
 // badCost returns the rejection reason for a cost outside [1, max], or "".
-func badCost(cost, max int64) string {
+func badCost(cost, max int64) Reason {
 	if cost < 1 {
 		return ReasonBadCost
 	}

@@ -7,6 +7,8 @@ replace github.com/floodgate-dev/floodgate => ../
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
@@ -15,13 +17,14 @@ require (
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

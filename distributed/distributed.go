@@ -46,10 +46,6 @@ const (
 // Arrangements lists the arrangement names in a stable order.
 var Arrangements = []string{Centralized, Split, Delayed}
 
-// ReasonStoreUnavailable is the Reason of a rejection made because the
-// shared store could not be reached and the rule fails closed.
-const ReasonStoreUnavailable = "store unavailable"
-
 // Defaults for Options fields left zero.
 const (
 	DefaultInterval        = 200 * time.Millisecond
@@ -821,5 +817,5 @@ func (n *Node) commitEvent(s *shard, e *entry, h how, now, cost int64) {
 // cooldown has passed, when the node tries the store again.
 func (n *Node) closedDecision(r *store.Request) algorithm.Decision {
 	cfg := r.Algorithm.Config()
-	return algorithm.Decision{Allowed: false, Limit: cfg.Limit, Reason: ReasonStoreUnavailable, RetryAfter: n.br.cooldown}
+	return algorithm.Decision{Allowed: false, Limit: cfg.Limit, Reason: algorithm.ReasonStoreUnavailable, RetryAfter: n.br.cooldown}
 }

@@ -205,7 +205,7 @@ func TestDelayedOutageFailOpen(t *testing.T) {
 				t.Fatalf("Decide during the test: %v", err)
 			}
 			for _, d := range out {
-				if d.Reason == ReasonStoreUnavailable {
+				if d.Reason == algorithm.ReasonStoreUnavailable {
 					t.Fatalf("a fail-open rule was rejected because of the store")
 				}
 			}
@@ -258,8 +258,8 @@ func TestDelayedFailClosedRejectsWhileBreakerOpen(t *testing.T) {
 		t.Fatalf("after %d failed syncs health = %+v, want breaker open", DefaultBreakerFailures, h)
 	}
 	d, err := n.DecideOne(ctx, clk.NS(), req)
-	if err != nil || d.Allowed || d.Reason != ReasonStoreUnavailable {
-		t.Fatalf("fail-closed during the outage = %+v, %v; want rejected with %q", d, err, ReasonStoreUnavailable)
+	if err != nil || d.Allowed || d.Reason != algorithm.ReasonStoreUnavailable {
+		t.Fatalf("fail-closed during the outage = %+v, %v; want rejected with %q", d, err, algorithm.ReasonStoreUnavailable)
 	}
 	if d, err := n.DecideOne(ctx, clk.NS(), open); err != nil || !d.Allowed {
 		t.Fatalf("fail-open during the outage = %+v, %v; want allowed", d, err)
@@ -343,7 +343,7 @@ func TestCentralizedFailOpenDecidesFromLastViewAndPushesLater(t *testing.T) {
 		}
 		if d.Allowed {
 			accepted++
-		} else if d.Reason == ReasonStoreUnavailable {
+		} else if d.Reason == algorithm.ReasonStoreUnavailable {
 			t.Fatalf("fail-open rule rejected because of the store")
 		}
 	}
@@ -379,8 +379,8 @@ func TestCentralizedFailClosedAndFailLocal(t *testing.T) {
 	}
 	shared.setDown(true)
 	d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailClosed})
-	if err != nil || d.Allowed || d.Reason != ReasonStoreUnavailable || d.Limit != 100 || d.RetryAfter != DefaultBreakerCooldown {
-		t.Fatalf("fail-closed = %+v, %v; want rejected, %q, limit 100, retry after the breaker's cooldown", d, err, ReasonStoreUnavailable)
+	if err != nil || d.Allowed || d.Reason != algorithm.ReasonStoreUnavailable || d.Limit != 100 || d.RetryAfter != DefaultBreakerCooldown {
+		t.Fatalf("fail-closed = %+v, %v; want rejected, %q, limit 100, retry after the breaker's cooldown", d, err, algorithm.ReasonStoreUnavailable)
 	}
 	accepted := 0
 	for i := 0; i < 40; i++ {

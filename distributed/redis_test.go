@@ -89,7 +89,7 @@ func TestRedisDelayedKillFailOpen(t *testing.T) {
 			if err := n.Decide(ctx, now, reqs, out); err != nil {
 				t.Fatalf("a caller saw an error (Redis down: %v): %v", down, err)
 			}
-			if out[0].Reason == ReasonStoreUnavailable || out[1].Reason == ReasonStoreUnavailable {
+			if out[0].Reason == algorithm.ReasonStoreUnavailable || out[1].Reason == algorithm.ReasonStoreUnavailable {
 				t.Fatal("a fail-open rule was rejected because of the store")
 			}
 			return out[0].Allowed
@@ -156,8 +156,8 @@ func TestRedisCentralizedKill(t *testing.T) {
 		if d := decide(open); !d.Allowed {
 			t.Fatalf("fail-open request %d rejected during the outage: %+v", i, d)
 		}
-		if d := decide(closed); d.Allowed || d.Reason != ReasonStoreUnavailable {
-			t.Fatalf("fail-closed request %d during the outage: %+v, want rejected with %q", i, d, ReasonStoreUnavailable)
+		if d := decide(closed); d.Allowed || d.Reason != algorithm.ReasonStoreUnavailable {
+			t.Fatalf("fail-closed request %d during the outage: %+v, want rejected with %q", i, d, algorithm.ReasonStoreUnavailable)
 		}
 	}
 	if h := n.Health(); h.Up || h.PendingEvents != 20 {

@@ -112,7 +112,7 @@ func appendFields(buf []byte, ends *[len(fieldNames)]int, res rules.Result) ([]b
 	}
 	ends[n], n = len(buf), n+1
 	if !res.Allowed {
-		buf = strconv.AppendInt(buf, RetryAfter(res), 10)
+		buf = strconv.AppendInt(buf, retryAfterSeconds(res), 10)
 		ends[n], n = len(buf), n+1
 	}
 	return buf, n
@@ -150,20 +150,14 @@ func SetHeaders(h http.Header, res rules.Result) {
 	}
 }
 
-// RetryAfter returns how many whole seconds (rounded up, at least 1) a
-// rejected request should wait: the longest RetryAfter of the rules that
-// rejected it. It returns 0 when res allows the request.
-func RetryAfter(res rules.Result) int64 {
+// retryAfterSeconds returns the Retry-After value of a rejected request:
+// res.RetryAfter in whole seconds, rounded up, at least 1. It returns 0 when
+// res allows the request.
+func retryAfterSeconds(res rules.Result) int64 {
 	if res.Allowed {
 		return 0
 	}
-	var d time.Duration
-	for _, s := range res.Statuses {
-		if !s.Shadow && !s.Decision.Allowed && s.Decision.RetryAfter > d {
-			d = s.Decision.RetryAfter
-		}
-	}
-	return max(1, seconds(d))
+	return max(1, seconds(res.RetryAfter()))
 }
 
 // visible appends to dst the statuses the headers describe: limited, not

@@ -46,7 +46,7 @@ type Options struct {
 	Logger *slog.Logger
 	// ShadowLog logs shadow rejections; nil means one record per rule per
 	// second to Logger.
-	ShadowLog *ShadowLog
+	ShadowLog *rules.ShadowLog
 }
 
 // Middleware returns net/http middleware that checks every request against
@@ -72,7 +72,7 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 		o.Sources = []Source{IP(o.Proxies)}
 	}
 	if o.ShadowLog == nil {
-		o.ShadowLog = NewShadowLog(o.Logger, time.Second)
+		o.ShadowLog = rules.NewShadowLog(o.Logger, time.Second)
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{o: o, next: next}
@@ -104,8 +104,11 @@ type Rejection struct {
 	WindowSeconds float64 `json:"window_seconds"`
 	Remaining     int64   `json:"remaining"`
 	// RetryAfter is the number of seconds to wait, as in Retry-After.
-	RetryAfter int64  `json:"retry_after"`
-	Reason     string `json:"reason,omitempty"`
+	RetryAfter int64 `json:"retry_after"`
+	// Reason is the rejecting rule's reason, one of algorithm's Reason
+	// constants (over_limit, ...); Message says the same for people.
+	Reason  algorithm.Reason `json:"reason,omitempty"`
+	Message string           `json:"message,omitempty"`
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -143,14 +146,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
 		return
 	}
-	if Holds(res) {
+	if res.Holds() {
 		defer func() {
 			if err := h.o.Checker.Release(context.WithoutCancel(ctx), req); err != nil {
 				h.o.Logger.Warn("rate limit release failed", "err", err)
 			}
 		}()
 	}
-	if d := Delay(res); d > 0 {
+	if d := res.Delay(); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -169,7 +172,7 @@ func NewRejection(res rules.Result) Rejection {
 		Type:       ProblemQuotaExceeded,
 		Title:      "Request cannot be satisfied as assigned quota has been exceeded",
 		Error:      "rate limit exceeded",
-		RetryAfter: RetryAfter(res),
+		RetryAfter: retryAfterSeconds(res),
 	}
 	var worst *rules.Status
 	for i := range res.Statuses {
@@ -186,41 +189,13 @@ func NewRejection(res rules.Result) Rejection {
 	if worst != nil {
 		rej.Rule = worst.Rule
 		rej.Limit = worst.Limit
-		rej.Window = worst.Window.String()
+		rej.Window = rules.FormatWindow(worst.Window)
 		rej.WindowSeconds = worst.Window.Seconds()
 		rej.Remaining = worst.Decision.Remaining
 		rej.Reason = worst.Decision.Reason
+		rej.Message = worst.Message()
 	}
 	return rej
-}
-
-// Holds reports whether an allowed result holds units that must be
-// released when the request ends (a concurrency rule counted it).
-func Holds(res rules.Result) bool {
-	if !res.Allowed {
-		return false
-	}
-	for _, s := range res.Statuses {
-		if s.Algorithm == algorithm.Concurrency && s.Decision.Allowed {
-			return true
-		}
-	}
-	return false
-}
-
-// Delay returns how long an allowed request must wait before it proceeds:
-// the longest Delay a leaky-bucket rule that is not in shadow mode gave it.
-func Delay(res rules.Result) time.Duration {
-	var d time.Duration
-	if !res.Allowed {
-		return 0
-	}
-	for _, s := range res.Statuses {
-		if !s.Shadow && s.Decision.Delay > d {
-			d = s.Decision.Delay
-		}
-	}
-	return d
 }
 
 // ProblemQuotaExceeded is the problem type of a 429 body.
@@ -233,4 +208,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// shadowRejected reports whether a shadow rule in res would have rejected:
+// whether Record has anything to log (checked first, so the common request
+// does not box Record's arguments).
+func shadowRejected(res rules.Result) bool {
+	for i := range res.Statuses {
+		if st := &res.Statuses[i]; st.Shadow && !st.Decision.Allowed {
+			return true
+		}
+	}
+	return false
 }

@@ -113,7 +113,7 @@ func TestMiddlewareRejectsWithHeadersAndBody(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Rule != "per-ip" || body.Limit != 3 || body.Window != "1m0s" || body.WindowSeconds != 60 ||
+	if body.Rule != "per-ip" || body.Limit != 3 || body.Window != "1m" || body.WindowSeconds != 60 ||
 		body.Remaining != 0 || itoa(int(body.RetryAfter)) != ra || len(body.Rules) != 1 ||
 		body.Type != ProblemQuotaExceeded || len(body.ViolatedPolicies) != 1 || body.ViolatedPolicies[0] != "per-ip" {
 		t.Fatalf("429 body %+v (Retry-After %s)", body, ra)
@@ -196,7 +196,7 @@ rules:
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-	srv := newServer(t, Options{Checker: eng, Logger: log, ShadowLog: NewShadowLog(log, 0)}, ok)
+	srv := newServer(t, Options{Checker: eng, Logger: log, ShadowLog: rules.NewShadowLog(log, 0)}, ok)
 	for i := 0; i < 3; i++ {
 		resp := get(t, srv.URL)
 		if resp.StatusCode != 200 {

@@ -108,13 +108,13 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	release := func() {}
-	if Holds(res) {
+	if res.Holds() {
 		var once sync.Once
 		release = func() {
 			once.Do(func() { _ = t.Checker.Release(context.WithoutCancel(r.Context()), req) })
 		}
 	}
-	if d := Delay(res); d > 0 {
+	if d := res.Delay(); d > 0 {
 		if err := sleep(r.Context(), d); err != nil {
 			release()
 			return nil, err
@@ -125,7 +125,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		release()
 		return nil, err
 	}
-	if Holds(res) {
+	if res.Holds() {
 		resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
 	}
 	return resp, nil

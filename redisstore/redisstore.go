@@ -506,7 +506,7 @@ func (s *Store) decideCall(op, now string, reqs []store.Request, rs []request, i
 	return c
 }
 
-var reasons = [...]string{"", algorithm.ReasonOverLimit, algorithm.ReasonCostOverLimit,
+var reasons = [...]algorithm.Reason{"", algorithm.ReasonOverLimit, algorithm.ReasonCostOverLimit,
 	algorithm.ReasonQueueFull, algorithm.ReasonBadCost}
 
 // decisions parses a 'd' or 'p' reply into out[idx...].

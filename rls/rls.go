@@ -57,7 +57,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	checker Checker
 	log     *slog.Logger
-	shadow  *httplimit.ShadowLog
+	shadow  *rules.ShadowLog
 }
 
 // New returns a Service that decides with c and logs to log (nil means
@@ -66,7 +66,7 @@ func New(c Checker, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{checker: c, log: log, shadow: httplimit.NewShadowLog(log, time.Second)}
+	return &Service{checker: c, log: log, shadow: rules.NewShadowLog(log, time.Second)}
 }
 
 // Register registers s on g.

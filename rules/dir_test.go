@@ -90,22 +90,3 @@ func TestLoadDirectoryErrors(t *testing.T) {
 		}
 	}
 }
-
-func TestWatchDirectory(t *testing.T) {
-	dir := t.TempDir()
-	copyFixture(t, "testdata/envoy/edge.yaml", filepath.Join(dir, "edge.yaml"))
-	set, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := NewEngine(set, memstore.New(memstore.Options{}))
-	logs, stop := startWatch(t, dir, e)
-	defer stop()
-	writeFile(t, filepath.Join(dir, "mail.yaml"), limitFile(3, ""))
-	waitFor(t, "reload of the directory", func() bool { return len(e.Set().Domains()) == 2 })
-	writeFile(t, filepath.Join(dir, "mail.yaml"), "domain: edge\nrules: []\n")
-	waitFor(t, "error log", func() bool { return strings.Contains(logs.String(), "is also defined in") })
-	if len(e.Set().Domains()) != 2 {
-		t.Fatal("a bad directory replaced the rules")
-	}
-}

@@ -165,14 +165,15 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 		case a.lim.block:
 			st.Algorithm = a.lim.algName
 			st.Limit = 0
-			st.Decision = algorithm.Decision{Reason: "blocked: the rule's limit is 0",
+			st.Decision = algorithm.Decision{Reason: algorithm.ReasonBlocked,
 				ResetAfter: a.lim.window, RetryAfter: a.lim.window}
 		default:
 			limited++
 			st.Algorithm = a.lim.alg.Name()
 			if a.costErr != "" {
 				st.Decision.Allowed = false
-				st.Decision.Reason = a.costErr
+				st.Decision.Reason = algorithm.ReasonBadCost
+				st.Detail = a.costErr
 			}
 		}
 		if !st.Decision.Allowed {

@@ -267,8 +267,9 @@ rules:
 	}
 	for _, bad := range []string{"abc", "0", "-5", "1.5", "99999999999999999999"} {
 		r = check(t, e, one("tenant=t1", "header:x-tokens="+bad))
-		if r.Allowed || !strings.Contains(r.Statuses[0].Decision.Reason, "not a whole number") {
-			t.Fatalf("cost %q: allowed=%v reason=%q, want rejected with a clear reason", bad, r.Allowed, r.Statuses[0].Decision.Reason)
+		st := r.Statuses[0]
+		if r.Allowed || st.Decision.Reason != algorithm.ReasonBadCost || !strings.Contains(st.Message(), "not a whole number") {
+			t.Fatalf("cost %q: allowed=%v reason=%q message=%q, want rejected as bad_cost with a clear message", bad, r.Allowed, st.Decision.Reason, st.Message())
 		}
 	}
 	// The malformed requests were not counted: 300 still left.

@@ -240,30 +240,7 @@ func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
 		}
 	}
 	if v, ok := f["replaces"]; ok {
-		if v.value.Kind != yaml.SequenceNode {
-			d.errorf(v.value, "replaces must be a list of - name: ...; got %s", kindName(v.value))
-		} else {
-			for _, rn := range v.value.Content {
-				rf := d.fields(rn, "replaces entry", "name")
-				nv, ok := rf["name"]
-				if !ok {
-					if rn.Kind == yaml.MappingNode {
-						d.errorf(rn, "replaces entry has no name; write - name: the-limit-it-replaces")
-					}
-					continue
-				}
-				if name, ok := d.str(nv.value, "replaces name"); ok {
-					switch {
-					case name == "":
-						d.errorf(nv.value, "replaces name is empty; name the rate_limit it replaces")
-					case name == r.limitName:
-						d.errorf(nv.value, "a rate_limit cannot replace itself (%q); name another one", name)
-					default:
-						r.replaces = append(r.replaces, name)
-					}
-				}
-			}
-		}
+		r.replaces = d.envoyReplaces(v.value, r.limitName)
 	}
 	unlimited := false
 	if v, ok := f["unlimited"]; ok {
@@ -307,6 +284,37 @@ func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
 		r.base = l
 	}
 	return r
+}
+
+// envoyReplaces reads a rate_limit's replaces list: the names of the
+// limits it replaces, never its own.
+func (d *decoder) envoyReplaces(n *yaml.Node, self string) []string {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "replaces must be a list of - name: ...; got %s", kindName(n))
+		return nil
+	}
+	var names []string
+	for _, rn := range n.Content {
+		rf := d.fields(rn, "replaces entry", "name")
+		nv, ok := rf["name"]
+		if !ok {
+			if rn.Kind == yaml.MappingNode {
+				d.errorf(rn, "replaces entry has no name; write - name: the-limit-it-replaces")
+			}
+			continue
+		}
+		name, ok := d.str(nv.value, "replaces name")
+		switch {
+		case !ok:
+		case name == "":
+			d.errorf(nv.value, "replaces name is empty; name the rate_limit it replaces")
+		case name == self:
+			d.errorf(nv.value, "a rate_limit cannot replace itself (%q); name another one", name)
+		default:
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // walk finds the rule for one request descriptor, or nil.

@@ -92,19 +92,49 @@ func parseFloodgate(d *decoder, doc *yaml.Node) *Set {
 // rule parses one rule of Floodgate's format.
 func (d *decoder) rule(n *yaml.Node, index int) *rule {
 	before := len(d.errs)
-	what := "rule"
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if k, v := n.Content[i], n.Content[i+1]; k.Value == "name" && v.Kind == yaml.ScalarNode {
-				what = fmt.Sprintf("rule %q", clip(v.Value))
-			}
-		}
-	}
+	what := ruleWhat(n)
 	f := d.fields(n, what, ruleFields...)
 	if n.Kind != yaml.MappingNode {
 		return nil
 	}
 	r := &rule{index: index, line: n.Line}
+	unlimited := d.ruleFields(r, n, f, what)
+	cfg := d.ruleAlgorithm(f, what)
+	d.ruleLimit(r, &cfg, n, f, what, unlimited)
+	d.ruleOverrides(r, cfg, n, f, what, unlimited)
+	if len(d.errs) > before {
+		return nil
+	}
+	if !r.base.unlimited {
+		l, err := newLimit(cfg)
+		if err != nil {
+			d.errorf(n, "%s: %v", what, err)
+			return nil
+		}
+		r.base = l
+	}
+	if r.cost.fixed > 0 && r.cost.fixed > r.base.limit && !r.base.unlimited && !r.base.block && len(r.overrides) == 0 {
+		d.errorf(f["cost"].value, "%s: cost %d is above the limit %d, so every request would be rejected; lower the cost or raise the limit", what, r.cost.fixed, r.base.limit)
+		return nil
+	}
+	return r
+}
+
+// ruleWhat names a rule in error messages: by its name when it has one.
+func ruleWhat(n *yaml.Node) string {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k, v := n.Content[i], n.Content[i+1]; k.Value == "name" && v.Kind == yaml.ScalarNode {
+				return fmt.Sprintf("rule %q", clip(v.Value))
+			}
+		}
+	}
+	return "rule"
+}
+
+// ruleFields reads a rule's name, description, match, count_by, shadow,
+// failure and cost into r, and reports whether the rule is unlimited.
+func (d *decoder) ruleFields(r *rule, n *yaml.Node, f map[string]field, what string) (unlimited bool) {
 	if v, ok := f["name"]; ok {
 		if name, ok := d.str(v.value, "name"); ok {
 			if !validName.MatchString(name) {
@@ -121,7 +151,6 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 	if v, ok := f["match"]; ok {
 		r.match = d.conditions(v.value, what+": match")
 	}
-	unlimited := false
 	if v, ok := f["unlimited"]; ok {
 		unlimited, _ = d.boolean(v.value, what+": unlimited")
 	}
@@ -139,7 +168,12 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 	if v, ok := f["cost"]; ok {
 		r.cost = d.cost(v.value, what)
 	}
+	return unlimited
+}
 
+// ruleAlgorithm reads a rule's algorithm (bounded-log when absent) and the
+// parameters that belong to it.
+func (d *decoder) ruleAlgorithm(f map[string]field, what string) algorithm.Config {
 	cfg := algorithm.Config{Algorithm: algorithm.BoundedLog}
 	if v, ok := f["algorithm"]; ok {
 		if a, ok := d.str(v.value, what+": algorithm"); ok {
@@ -159,25 +193,33 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 			d.errorf(v.key, "%s: %s does not apply to %s (it is for %s); remove it or change algorithm", what, p, cfg.Algorithm, strings.Join(paramAlgorithms[p], " and "))
 			continue
 		}
-		pw := what + ": " + p
-		switch p {
-		case "slices":
-			if x, ok := d.integer(v.value, pw, 1, algorithm.MaxSlices); ok {
-				cfg.Slices = int(x)
-			}
-		case "capacity":
-			cfg.Capacity, _ = d.integer(v.value, pw, 1, MaxLimit)
-		case "rate":
-			cfg.Rate, _ = d.number(v.value, pw+" (units per second)", 0, MaxLimit)
-		case "burst":
-			cfg.Burst, _ = d.integer(v.value, pw, 1, MaxLimit)
-		case "tolerance":
-			cfg.Tolerance, _ = d.number(v.value, pw, 0, 1)
-		case "max_delay":
-			cfg.MaxDelay, _ = d.duration(v.value, pw)
-		}
+		d.ruleParam(&cfg, p, v.value, what+": "+p)
 	}
+	return cfg
+}
 
+// ruleParam reads one algorithm parameter p into cfg.
+func (d *decoder) ruleParam(cfg *algorithm.Config, p string, v *yaml.Node, what string) {
+	switch p {
+	case "slices":
+		if x, ok := d.integer(v, what, 1, algorithm.MaxSlices); ok {
+			cfg.Slices = int(x)
+		}
+	case "capacity":
+		cfg.Capacity, _ = d.integer(v, what, 1, MaxLimit)
+	case "rate":
+		cfg.Rate, _ = d.number(v, what+" (units per second)", 0, MaxLimit)
+	case "burst":
+		cfg.Burst, _ = d.integer(v, what, 1, MaxLimit)
+	case "tolerance":
+		cfg.Tolerance, _ = d.number(v, what, 0, 1)
+	case "max_delay":
+		cfg.MaxDelay, _ = d.duration(v, what)
+	}
+}
+
+// ruleLimit reads a rule's limit and window into cfg, or marks r unlimited.
+func (d *decoder) ruleLimit(r *rule, cfg *algorithm.Config, n *yaml.Node, f map[string]field, what string, unlimited bool) {
 	lv, hasLimit := f["limit"]
 	wv, hasWindow := f["window"]
 	switch {
@@ -197,43 +239,31 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 			d.errorf(n, "%s: window is missing; write any Go duration, such as window: 1m or window: 90s", what)
 		}
 	}
+}
 
+// ruleOverrides reads a rule's overrides; an unlimited rule with limiting
+// overrides must say what it counts by.
+func (d *decoder) ruleOverrides(r *rule, cfg algorithm.Config, n *yaml.Node, f map[string]field, what string, unlimited bool) {
 	if v, ok := f["overrides"]; ok {
 		if v.value.Kind != yaml.SequenceNode {
 			d.errorf(v.value, "%s: overrides must be a list of - match: {...} with limit: or unlimited: true; got %s", what, kindName(v.value))
 		} else {
 			for _, on := range v.value.Content {
-				o, ok := d.override(on, what, cfg, unlimited)
-				if ok {
+				if o, ok := d.override(on, what, cfg, unlimited); ok {
 					r.overrides = append(r.overrides, o)
 				}
 			}
 		}
 	}
-	if _, ok := f["count_by"]; !ok && unlimited {
-		for _, o := range r.overrides {
-			if !o.lim.unlimited {
-				d.errorf(n, "%s: an override limits requests, so the rule needs count_by too: list the entries each counter is kept for, or write count_by: global", what)
-				break
-			}
+	if _, ok := f["count_by"]; ok || !unlimited {
+		return
+	}
+	for _, o := range r.overrides {
+		if !o.lim.unlimited {
+			d.errorf(n, "%s: an override limits requests, so the rule needs count_by too: list the entries each counter is kept for, or write count_by: global", what)
+			return
 		}
 	}
-	if len(d.errs) > before {
-		return nil
-	}
-	if !r.base.unlimited {
-		l, err := newLimit(cfg)
-		if err != nil {
-			d.errorf(n, "%s: %v", what, err)
-			return nil
-		}
-		r.base = l
-	}
-	if r.cost.fixed > 0 && r.cost.fixed > r.base.limit && !r.base.unlimited && !r.base.block && len(r.overrides) == 0 {
-		d.errorf(f["cost"].value, "%s: cost %d is above the limit %d, so every request would be rejected; lower the cost or raise the limit", what, r.cost.fixed, r.base.limit)
-		return nil
-	}
-	return r
 }
 
 // override parses one entry of overrides; base is the rule's algorithm
@@ -339,73 +369,92 @@ func (d *decoder) pattern(n *yaml.Node, what string, list bool) (matcher, bool) 
 		}
 		return matcher{kind: matchExact, s: s}, true
 	case yaml.SequenceNode:
-		if !list {
-			d.errorf(n, "%s: lists of patterns cannot be nested", what)
-			return matcher{}, false
-		}
-		if len(n.Content) == 0 {
-			d.errorf(n, "%s: the list of patterns is empty; give at least one", what)
-			return matcher{}, false
-		}
-		m := matcher{kind: matchOneOf}
-		for _, c := range n.Content {
-			a, ok := d.pattern(c, what, false)
-			if !ok {
-				return matcher{}, false
-			}
-			m.alts = append(m.alts, a)
-		}
-		return m, true
+		return d.patternList(n, what, list)
 	case yaml.MappingNode:
-		f := d.fields(n, what, matchFields...)
-		if len(f) != 1 {
-			if len(n.Content) > 0 && len(f) > 1 {
-				d.errorf(n, "%s: give exactly one of exact, prefix, glob, cidr or any", what)
-			} else if len(n.Content) == 0 {
-				d.errorf(n, "%s: empty pattern; give one of exact, prefix, glob, cidr or any", what)
-			}
-			return matcher{}, false
-		}
-		for k, v := range f {
-			if k == "any" {
-				b, ok := d.boolean(v.value, what+": any")
-				if ok && !b {
-					d.errorf(v.value, "%s: any: false matches nothing; remove the condition or write any: true", what)
-					return matcher{}, false
-				}
-				return matcher{kind: matchAny}, ok
-			}
-			s, ok := d.str(v.value, what+": "+k)
-			if !ok {
-				return matcher{}, false
-			}
-			switch k {
-			case "cidr":
-				p, err := netip.ParsePrefix(s)
-				if err != nil {
-					if a, aerr := netip.ParseAddr(s); aerr == nil {
-						p, err = a.Prefix(a.BitLen())
-					}
-				}
-				if err != nil {
-					d.errorf(v.value, "%s: cidr %q is not an address range; write one such as 10.0.0.0/8 or 2001:db8::/32", what, clip(s))
-					return matcher{}, false
-				}
-				if p.Addr().Is4In6() {
-					p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-				}
-				return matcher{kind: matchCIDR, cidr: p.Masked()}, true
-			case "exact":
-				return matcher{kind: matchExact, s: s}, true
-			case "prefix":
-				return matcher{kind: matchPrefix, s: s}, true
-			default:
-				return newGlob(s), true
-			}
-		}
+		return d.patternMapping(n, what)
 	}
 	d.errorf(n, "%s: a pattern is a value, \"*\", a glob such as /loan/*, {prefix: /loan/}, or a list of these; got %s", what, kindName(n))
 	return matcher{}, false
+}
+
+// patternList reads a list of patterns, any of which may match; lists do
+// not nest.
+func (d *decoder) patternList(n *yaml.Node, what string, list bool) (matcher, bool) {
+	if !list {
+		d.errorf(n, "%s: lists of patterns cannot be nested", what)
+		return matcher{}, false
+	}
+	if len(n.Content) == 0 {
+		d.errorf(n, "%s: the list of patterns is empty; give at least one", what)
+		return matcher{}, false
+	}
+	m := matcher{kind: matchOneOf}
+	for _, c := range n.Content {
+		a, ok := d.pattern(c, what, false)
+		if !ok {
+			return matcher{}, false
+		}
+		m.alts = append(m.alts, a)
+	}
+	return m, true
+}
+
+// patternMapping reads a pattern written as a one-field mapping: exact,
+// prefix, glob, cidr or any.
+func (d *decoder) patternMapping(n *yaml.Node, what string) (matcher, bool) {
+	f := d.fields(n, what, matchFields...)
+	if len(f) != 1 {
+		if len(n.Content) > 0 && len(f) > 1 {
+			d.errorf(n, "%s: give exactly one of exact, prefix, glob, cidr or any", what)
+		} else if len(n.Content) == 0 {
+			d.errorf(n, "%s: empty pattern; give one of exact, prefix, glob, cidr or any", what)
+		}
+		return matcher{}, false
+	}
+	for k, v := range f {
+		if k == "any" {
+			b, ok := d.boolean(v.value, what+": any")
+			if ok && !b {
+				d.errorf(v.value, "%s: any: false matches nothing; remove the condition or write any: true", what)
+				return matcher{}, false
+			}
+			return matcher{kind: matchAny}, ok
+		}
+		s, ok := d.str(v.value, what+": "+k)
+		if !ok {
+			return matcher{}, false
+		}
+		switch k {
+		case "cidr":
+			return d.cidr(v.value, s, what)
+		case "exact":
+			return matcher{kind: matchExact, s: s}, true
+		case "prefix":
+			return matcher{kind: matchPrefix, s: s}, true
+		default:
+			return newGlob(s), true
+		}
+	}
+	return matcher{}, false // not reached: f has one field
+}
+
+// cidr reads an address range, or a single address as a full-length range;
+// IPv4-mapped IPv6 ranges become IPv4 ranges.
+func (d *decoder) cidr(n *yaml.Node, s, what string) (matcher, bool) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		if a, aerr := netip.ParseAddr(s); aerr == nil {
+			p, err = a.Prefix(a.BitLen())
+		}
+	}
+	if err != nil {
+		d.errorf(n, "%s: cidr %q is not an address range; write one such as 10.0.0.0/8 or 2001:db8::/32", what, clip(s))
+		return matcher{}, false
+	}
+	if p.Addr().Is4In6() {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return matcher{kind: matchCIDR, cidr: p.Masked()}, true
 }
 
 func (d *decoder) countBy(n *yaml.Node, what string) []string {

@@ -22,7 +22,9 @@
 package rules
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -152,6 +154,18 @@ type Status struct {
 	Shadow bool
 	// Decision is the rule's decision.
 	Decision algorithm.Decision
+	// Detail says more than Decision.Reason's message when there is more
+	// to say (which cost entry could not be read); usually empty.
+	Detail string
+}
+
+// Message is the sentence that explains a rejection to people: Detail when
+// there is one, else the message of Decision.Reason.
+func (s Status) Message() string {
+	if s.Detail != "" {
+		return s.Detail
+	}
+	return s.Decision.Reason.Message()
 }
 
 // Result is the outcome of Engine.Check.
@@ -176,31 +190,72 @@ type Result struct {
 // RuleInfo describes one rule for listings: GET /v1/rules, the status page,
 // and floodgate check.
 type RuleInfo struct {
-	Name   string
-	Domain string
+	Name   string `json:"name"`
+	Domain string `json:"domain"`
 	// Match says which descriptors the rule applies to, e.g.
 	// "path prefix /loan/, member any".
-	Match string
+	Match string `json:"match"`
 	// CountBy lists the entry keys the rule counts by (for an
 	// envoyproxy/ratelimit limit, the entries of its path not fixed to one
 	// value); empty means one bucket for everything (global).
-	CountBy []string
+	CountBy []string `json:"count_by"`
 	// Key describes the counter key, e.g. "member" or "global".
-	Key       string
-	Limit     int64
-	Window    time.Duration
-	Algorithm string
-	Unlimited bool
+	Key   string `json:"key"`
+	Limit int64  `json:"limit"`
+	// Window is written in JSON twice: as in rule files ("window": "1m",
+	// empty for none) and in seconds ("window_seconds": 60).
+	Window    time.Duration `json:"-"`
+	Algorithm string        `json:"algorithm"`
+	Unlimited bool          `json:"unlimited"`
 	// Block reports a rule that rejects every request it applies to (limit 0).
-	Block  bool
-	Shadow bool
+	Block  bool `json:"block"`
+	Shadow bool `json:"shadow"`
 	// Failure is the failure policy's name: open, closed or local.
-	Failure string
+	Failure string `json:"failure"`
 	// Cost describes the cost of a request, e.g. "1" or "header:x-tokens
 	// (default 1)".
-	Cost string
+	Cost string `json:"cost"`
 	// Overrides describes the overrides, one line each.
-	Overrides []string
+	Overrides []string `json:"overrides"`
 	// Line is the rule's line in its file.
-	Line int
+	Line int `json:"line"`
+}
+
+// MarshalJSON writes the one JSON view of a rule that every listing uses
+// (GET /v1/rules, the status page): the fields above with their JSON names,
+// lists never null, and the window as in rule files and in seconds.
+func (ri RuleInfo) MarshalJSON() ([]byte, error) {
+	type plain RuleInfo
+	p := plain(ri)
+	if p.CountBy == nil {
+		p.CountBy = []string{}
+	}
+	if p.Overrides == nil {
+		p.Overrides = []string{}
+	}
+	window := ""
+	if ri.Window > 0 {
+		window = FormatWindow(ri.Window)
+	}
+	return json.Marshal(struct {
+		plain
+		Window        string  `json:"window"`
+		WindowSeconds float64 `json:"window_seconds"`
+	}{p, window, ri.Window.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, the window from
+// window_seconds.
+func (ri *RuleInfo) UnmarshalJSON(b []byte) error {
+	type plain RuleInfo
+	var v struct {
+		plain
+		WindowSeconds float64 `json:"window_seconds"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*ri = RuleInfo(v.plain)
+	ri.Window = time.Duration(math.Round(v.WindowSeconds * float64(time.Second)))
+	return nil
 }

@@ -190,8 +190,9 @@ func Load(path string) (*Set, error) {
 	return loadFile(path)
 }
 
-// ruleFiles lists the rule files of a directory, in name order.
-func ruleFiles(dir string) ([]string, error) {
+// Files lists the rule files Load reads from a directory, in name order:
+// its regular .yaml and .yml files that do not start with a dot.
+func Files(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -212,7 +213,7 @@ func ruleFiles(dir string) ([]string, error) {
 }
 
 func loadDir(dir string) (*Set, error) {
-	files, err := ruleFiles(dir)
+	files, err := Files(dir)
 	if err != nil {
 		return nil, err
 	}

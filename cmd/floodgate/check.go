@@ -51,22 +51,22 @@ func (c cardinalityFlag) Set(v string) error {
 
 // checkRule is one rule in check's report.
 type checkRule struct {
-	Name      string   `json:"name"`
-	Domain    string   `json:"domain"`
-	Line      int      `json:"line"`
-	Match     string   `json:"match"`
-	CountBy   []string `json:"count_by"`
-	Key       string   `json:"key"`
-	Limit     int64    `json:"limit"`
-	WindowMS  int64    `json:"window_ms"`
-	Window    string   `json:"window"`
-	Algorithm string   `json:"algorithm,omitempty"`
-	Unlimited bool     `json:"unlimited,omitempty"`
-	Block     bool     `json:"block,omitempty"`
-	Shadow    bool     `json:"shadow,omitempty"`
-	Failure   string   `json:"failure"`
-	Cost      string   `json:"cost"`
-	Overrides []string `json:"overrides,omitempty"`
+	Name          string   `json:"name"`
+	Domain        string   `json:"domain"`
+	Line          int      `json:"line"`
+	Match         string   `json:"match"`
+	CountBy       []string `json:"count_by"`
+	Key           string   `json:"key"`
+	Limit         int64    `json:"limit"`
+	Window        string   `json:"window"`
+	WindowSeconds float64  `json:"window_seconds"`
+	Algorithm     string   `json:"algorithm,omitempty"`
+	Unlimited     bool     `json:"unlimited,omitempty"`
+	Block         bool     `json:"block,omitempty"`
+	Shadow        bool     `json:"shadow,omitempty"`
+	Failure       string   `json:"failure"`
+	Cost          string   `json:"cost"`
+	Overrides     []string `json:"overrides,omitempty"`
 	// Buckets is how many counters the rule's key creates; nil when unknown.
 	Buckets *int64 `json:"buckets"`
 	// BucketsFrom says where Buckets came from: "global", "cardinality" or
@@ -212,7 +212,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 func newCheckRule(info rules.RuleInfo, card cardinalityFlag) checkRule {
 	r := checkRule{
 		Name: info.Name, Domain: info.Domain, Line: info.Line, Match: info.Match, CountBy: info.CountBy, Key: info.Key,
-		Limit: info.Limit, WindowMS: info.Window.Milliseconds(), Window: fmtDuration(info.Window),
+		Limit: info.Limit, Window: fmtDuration(info.Window), WindowSeconds: info.Window.Seconds(),
 		Algorithm: info.Algorithm, Unlimited: info.Unlimited, Block: info.Block, Shadow: info.Shadow,
 		Failure: info.Failure, Cost: info.Cost, Overrides: info.Overrides,
 	}

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -133,36 +134,20 @@ type Status struct {
 	ResetAfterMS  int64   `json:"reset_after_ms"`
 	RetryAfterMS  int64   `json:"retry_after_ms"`
 	DelayMS       int64   `json:"delay_ms"`
-	Reason        string  `json:"reason,omitempty"`
+	// Reason is why the rule rejected, one of algorithm's Reason constants
+	// (over_limit, cost_over_limit, queue_full, bad_cost, blocked,
+	// store_unavailable); Message says the same for people.
+	Reason  algorithm.Reason `json:"reason,omitempty"`
+	Message string           `json:"message,omitempty"`
 }
 
 // RulesResponse is the answer to GET /v1/rules.
 type RulesResponse struct {
-	Domain string `json:"domain"`
-	File   string `json:"file"`
-	Format string `json:"format"`
-	Shadow bool   `json:"shadow"`
-	Rules  []Rule `json:"rules"`
-}
-
-// Rule describes one rule; see rules.RuleInfo.
-type Rule struct {
-	Name          string   `json:"name"`
-	Domain        string   `json:"domain"`
-	Match         string   `json:"match"`
-	CountBy       []string `json:"count_by"`
-	Key           string   `json:"key"`
-	Limit         int64    `json:"limit"`
-	Window        string   `json:"window"`
-	WindowSeconds float64  `json:"window_seconds"`
-	Algorithm     string   `json:"algorithm"`
-	Unlimited     bool     `json:"unlimited"`
-	Block         bool     `json:"block"`
-	Shadow        bool     `json:"shadow"`
-	Failure       string   `json:"failure"`
-	Cost          string   `json:"cost"`
-	Overrides     []string `json:"overrides"`
-	Line          int      `json:"line"`
+	Domain string           `json:"domain"`
+	File   string           `json:"file"`
+	Format string           `json:"format"`
+	Shadow bool             `json:"shadow"`
+	Rules  []rules.RuleInfo `json:"rules"`
 }
 
 type api struct {
@@ -318,7 +303,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 			Descriptor:    s.Descriptor,
 			Key:           s.Key,
 			Limit:         s.Limit,
-			Window:        s.Window.String(),
+			Window:        rules.FormatWindow(s.Window),
 			WindowSeconds: s.Window.Seconds(),
 			Algorithm:     s.Algorithm,
 			Shadow:        s.Shadow,
@@ -329,6 +314,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 			RetryAfterMS:  s.Decision.RetryAfter.Milliseconds(),
 			DelayMS:       s.Decision.Delay.Milliseconds(),
 			Reason:        s.Decision.Reason,
+			Message:       s.Message(),
 		}
 		if !res.Allowed && !s.Shadow && !s.Decision.Allowed && s.Decision.RetryAfter > retry {
 			retry = s.Decision.RetryAfter
@@ -358,28 +344,7 @@ func (a *api) rules(w http.ResponseWriter, r *http.Request) {
 
 // NewRulesResponse describes a rule set.
 func NewRulesResponse(set *rules.Set) RulesResponse {
-	out := RulesResponse{Domain: set.Domain(), File: set.File(), Format: set.Format(), Shadow: set.Shadow(), Rules: []Rule{}}
-	for _, ri := range set.Rules() {
-		out.Rules = append(out.Rules, Rule{
-			Name:          ri.Name,
-			Domain:        ri.Domain,
-			Match:         ri.Match,
-			CountBy:       nonNil(ri.CountBy),
-			Key:           ri.Key,
-			Limit:         ri.Limit,
-			Window:        ri.Window.String(),
-			WindowSeconds: ri.Window.Seconds(),
-			Algorithm:     ri.Algorithm,
-			Unlimited:     ri.Unlimited,
-			Block:         ri.Block,
-			Shadow:        ri.Shadow,
-			Failure:       ri.Failure,
-			Cost:          ri.Cost,
-			Overrides:     nonNil(ri.Overrides),
-			Line:          ri.Line,
-		})
-	}
-	return out
+	return RulesResponse{Domain: set.Domain(), File: set.File(), Format: set.Format(), Shadow: set.Shadow(), Rules: set.Rules()}
 }
 
 func nonNil(s []string) []string {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
@@ -75,7 +76,7 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("want every rule's status, got %v", sts)
 		}
 		st := sts[0].(map[string]any)
-		if st["rule"] != "per-client" || st["limit"] != 2.0 || st["remaining"] != float64(1-i) || st["window"] != "1m0s" || st["algorithm"] != "fixed-window" {
+		if st["rule"] != "per-client" || st["limit"] != 2.0 || st["remaining"] != float64(1-i) || st["window"] != "1m" || st["algorithm"] != "fixed-window" {
 			t.Fatalf("status %v", st)
 		}
 	}
@@ -104,7 +105,7 @@ func TestCheckLimitOverride(t *testing.T) {
 	}
 	sts := m["statuses"].([]any)
 	st := sts[0].(map[string]any)
-	if len(sts) != 1 || st["rule"] != rules.OverrideRule || st["limit"] != 1.0 || st["window"] != "2m0s" {
+	if len(sts) != 1 || st["rule"] != rules.OverrideRule || st["limit"] != 1.0 || st["window"] != "2m" {
 		t.Fatalf("statuses %v: want only the override, 1 per 2m", sts)
 	}
 	if code, m = post(t, srv.URL+"/v1/check", body); code != 200 || m["allowed"] != false {
@@ -161,7 +162,7 @@ func TestRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.Domain != "edge" || len(out.Rules) != 2 || out.Rules[0].Name != "per-client" || out.Rules[0].Limit != 2 ||
-		out.Rules[0].Window != "1m0s" || !out.Rules[1].Shadow || out.Rules[0].Key != "client" {
+		out.Rules[0].Window != time.Minute || !out.Rules[1].Shadow || out.Rules[0].Key != "client" {
 		t.Fatalf("rules %+v", out)
 	}
 }

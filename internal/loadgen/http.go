@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/internal/httpapi"
 )
 
 // httpCaller posts to the JSON API's /v1/check. A 429 answer, or a 200 whose
@@ -17,22 +19,6 @@ type httpCaller struct {
 	url    string
 	client *http.Client
 	bodies [][]byte
-}
-
-// checkRequest is the JSON API's request body.
-type checkRequest struct {
-	Domain      string           `json:"domain"`
-	Descriptors []jsonDescriptor `json:"descriptors"`
-	Hits        uint32           `json:"hits,omitempty"`
-}
-
-type jsonDescriptor struct {
-	Entries []jsonEntry `json:"entries"`
-}
-
-type jsonEntry struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
 }
 
 // checkResponse holds the fields of the JSON API's answer that decide the
@@ -55,11 +41,11 @@ func newHTTPCaller(c *Config, url string) (*httpCaller, error) {
 	h := &httpCaller{url: url, client: &http.Client{Transport: tr}}
 	h.bodies = make([][]byte, c.Keys)
 	for k := range c.Keys {
-		req := checkRequest{Domain: c.Domain, Hits: c.Hits}
+		req := httpapi.CheckRequest{Domain: c.Domain, Hits: int64(c.Hits)}
 		for _, d := range c.descriptorsFor(k) {
-			var jd jsonDescriptor
+			var jd httpapi.Descriptor
 			for _, e := range d {
-				jd.Entries = append(jd.Entries, jsonEntry(e))
+				jd.Entries = append(jd.Entries, httpapi.Entry{Key: e.Key, Value: e.Value})
 			}
 			req.Descriptors = append(req.Descriptors, jd)
 		}

@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-dev/floodgate/internal/syncbuf"
+
+	"github.com/floodgate-dev/floodgate/internal/httpapi"
 )
 
 // counter is the tests' rate limiter: each distinct descriptor list may pass
@@ -109,7 +111,7 @@ func startHTTP(t *testing.T, c *counter, style string) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", func(w http.ResponseWriter, r *http.Request) {
-		var req checkRequest
+		var req httpapi.CheckRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -31,6 +31,7 @@ import (
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/reload"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -321,7 +322,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			log := slog.New(reloadHandler{s.log.Handler(), s.rec})
-			if err := rules.Watch(wctx, s.cfg.Rules, s.engine, log); err != nil {
+			if err := reload.Watch(wctx, s.cfg.Rules, s.engine, log); err != nil {
 				s.log.Error("rules: cannot watch the rule file; edits will not be picked up", "file", s.cfg.Rules, "err", err)
 			}
 		}()

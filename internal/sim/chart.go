@@ -80,36 +80,7 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 	width := left + cols*(pw+gapX) - gapX + right
 	height := top + rows*(ph+gapY) - gapY + bottom
 
-	// Common scales: x from 0 to the last moment anything happens, y from 0
-	// to the highest trailing-window count of sent or accepted requests.
-	xMax := shape.Duration
-	for _, t := range tables {
-		for _, r := range t.Requests {
-			xMax = max(xMax, r.At+time.Millisecond)
-		}
-		for _, res := range t.Results {
-			for _, o := range res.Outcomes {
-				if o.Allowed {
-					xMax = max(xMax, o.Effective+time.Millisecond)
-				}
-			}
-		}
-	}
-	xMax = (xMax + time.Second - 1).Truncate(time.Second)
-	sent := make([][]int64, rows)
-	acc := make([][][]int64, rows)
-	yMax := 2 * shape.Limit
-	for i, t := range tables {
-		sent[i] = rolling(Sent(t.Requests), shape.Window, 0, xMax, nColumns)
-		for _, v := range sent[i] {
-			yMax = max(yMax, v)
-		}
-		acc[i] = make([][]int64, len(t.Results))
-		for j, res := range t.Results {
-			acc[i][j] = rolling(Accepted(t.Requests, res.Outcomes), shape.Window, 0, xMax, nColumns)
-		}
-	}
-	yMax = niceCeil(yMax * 11 / 10)
+	sent, acc, xMax, yMax := chartSeries(tables, shape, nColumns)
 
 	b := bufio.NewWriter(w)
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
@@ -168,6 +139,40 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 	}
 	p("</svg>\n")
 	return b.Flush()
+}
+
+// chartSeries samples every table's trailing-window counts of sent and
+// accepted requests at n columns, on common scales: x from 0 to the last
+// moment anything happens, y from 0 to the highest count (and at least 2L).
+func chartSeries(tables []WindowTable, shape Shape, n int) (sent [][]int64, acc [][][]int64, xMax time.Duration, yMax int64) {
+	xMax = shape.Duration
+	for _, t := range tables {
+		for _, r := range t.Requests {
+			xMax = max(xMax, r.At+time.Millisecond)
+		}
+		for _, res := range t.Results {
+			for _, o := range res.Outcomes {
+				if o.Allowed {
+					xMax = max(xMax, o.Effective+time.Millisecond)
+				}
+			}
+		}
+	}
+	xMax = (xMax + time.Second - 1).Truncate(time.Second)
+	sent = make([][]int64, len(tables))
+	acc = make([][][]int64, len(tables))
+	yMax = 2 * shape.Limit
+	for i, t := range tables {
+		sent[i] = rolling(Sent(t.Requests), shape.Window, 0, xMax, n)
+		for _, v := range sent[i] {
+			yMax = max(yMax, v)
+		}
+		acc[i] = make([][]int64, len(t.Results))
+		for j, res := range t.Results {
+			acc[i][j] = rolling(Accepted(t.Requests, res.Outcomes), shape.Window, 0, xMax, n)
+		}
+	}
+	return sent, acc, xMax, niceCeil(yMax * 11 / 10)
 }
 
 // stepPath draws vs as a step line, one step per column; closed paths come

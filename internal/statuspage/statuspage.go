@@ -12,7 +12,6 @@ import (
 	"embed"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/floodgate-dev/floodgate/internal/metrics"
 	"github.com/floodgate-dev/floodgate/rules"
@@ -29,28 +28,9 @@ type Source interface {
 // Feed is the JSON document served at status.json.
 type Feed struct {
 	// Rules lists the rules in force, in file order.
-	Rules []Rule `json:"rules"`
+	Rules []rules.RuleInfo `json:"rules"`
 	// Metrics holds the recent figures.
 	Metrics metrics.Snapshot `json:"metrics"`
-}
-
-// Rule is a rule as the page shows it; see rules.RuleInfo.
-type Rule struct {
-	Name      string   `json:"name"`
-	Domain    string   `json:"domain"`
-	Match     string   `json:"match"`
-	Key       string   `json:"key"`
-	Limit     int64    `json:"limit"`
-	Window    string   `json:"window"`
-	WindowSec float64  `json:"window_s"`
-	Algorithm string   `json:"algorithm,omitempty"`
-	Unlimited bool     `json:"unlimited,omitempty"`
-	Block     bool     `json:"block,omitempty"`
-	Shadow    bool     `json:"shadow,omitempty"`
-	Failure   string   `json:"failure,omitempty"`
-	Cost      string   `json:"cost,omitempty"`
-	Overrides []string `json:"overrides,omitempty"`
-	Line      int      `json:"line,omitempty"`
 }
 
 //go:embed assets
@@ -128,35 +108,9 @@ func (h *handler) serveFeed(w http.ResponseWriter, r *http.Request) {
 
 // BuildFeed gathers the feed from src.
 func BuildFeed(src Source) Feed {
-	infos := src.Rules()
-	feed := Feed{Rules: make([]Rule, 0, len(infos)), Metrics: src.Snapshot()}
-	for _, ri := range infos {
-		feed.Rules = append(feed.Rules, Rule{
-			Name:      ri.Name,
-			Domain:    ri.Domain,
-			Match:     ri.Match,
-			Key:       ri.Key,
-			Limit:     ri.Limit,
-			Window:    formatWindow(ri.Window),
-			WindowSec: ri.Window.Seconds(),
-			Algorithm: ri.Algorithm,
-			Unlimited: ri.Unlimited,
-			Block:     ri.Block,
-			Shadow:    ri.Shadow,
-			Failure:   ri.Failure,
-			Cost:      ri.Cost,
-			Overrides: ri.Overrides,
-			Line:      ri.Line,
-		})
+	feed := Feed{Rules: src.Rules(), Metrics: src.Snapshot()}
+	if feed.Rules == nil {
+		feed.Rules = []rules.RuleInfo{}
 	}
 	return feed
-}
-
-// formatWindow writes a window the way rule files do (1m, 1h30m, 500ms),
-// and nothing for none.
-func formatWindow(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return rules.FormatWindow(d)
 }

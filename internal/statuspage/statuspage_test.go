@@ -143,8 +143,8 @@ func TestFeedFromRealEngine(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&feed); err != nil {
 		t.Fatal(err)
 	}
-	if len(feed.Rules) != 2 || feed.Rules[0].Name != "per-client" || feed.Rules[0].Window != "1m" ||
-		feed.Rules[0].Limit != 5 || feed.Rules[1].Window != "1h" || !feed.Rules[1].Shadow {
+	if len(feed.Rules) != 2 || feed.Rules[0].Name != "per-client" || feed.Rules[0].Window != time.Minute ||
+		feed.Rules[0].Limit != 5 || feed.Rules[1].Window != time.Hour || !feed.Rules[1].Shadow {
 		t.Fatalf("rules %+v", feed.Rules)
 	}
 	m := feed.Metrics
@@ -175,17 +175,6 @@ func TestFeedFromRealEngine(t *testing.T) {
 	}
 	if m.Store.Type != "memory" || !m.Store.Up {
 		t.Errorf("store %+v", m.Store)
-	}
-}
-
-func TestFormatWindow(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		time.Minute: "1m", time.Hour: "1h", 90 * time.Minute: "1h30m", 5 * time.Second: "5s",
-		500 * time.Millisecond: "500ms", 0: "", 24 * time.Hour: "24h", time.Minute + time.Second: "1m1s",
-	} {
-		if got := formatWindow(d); got != want {
-			t.Errorf("formatWindow(%v) = %q, want %q", d, got, want)
-		}
 	}
 }
 

@@ -1,11 +1,9 @@
-package httplimit
+package rules
 
 import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/floodgate-dev/floodgate/rules"
 )
 
 // ShadowLog logs what shadow rules would have rejected without flooding the
@@ -38,7 +36,7 @@ func NewShadowLog(log *slog.Logger, every time.Duration) *ShadowLog {
 
 // Record logs the shadow rejections in res; attrs are added to each record
 // (the path, the domain).
-func (s *ShadowLog) Record(res rules.Result, attrs ...any) {
+func (s *ShadowLog) Record(res Result, attrs ...any) {
 	for i := range res.Statuses {
 		st := &res.Statuses[i]
 		if !st.Shadow || st.Decision.Allowed {
@@ -52,18 +50,6 @@ func (s *ShadowLog) Record(res rules.Result, attrs ...any) {
 			"retry_after", st.Decision.RetryAfter, "rejections", n}, attrs...)
 		s.log.Info("shadow rule would reject", args...)
 	}
-}
-
-// shadowRejected reports whether a shadow rule in res would have rejected:
-// whether Record has anything to log (checked first, so the common request
-// does not box Record's arguments).
-func shadowRejected(res rules.Result) bool {
-	for i := range res.Statuses {
-		if st := &res.Statuses[i]; st.Shadow && !st.Decision.Allowed {
-			return true
-		}
-	}
-	return false
 }
 
 // due counts one rejection for rule and reports whether to log it now, with

@@ -1,12 +1,12 @@
-package redisstore
+package bench
 
-// Client choice benchmark: the same small counter script, called by EVALSHA
+// Redis client choice: the same small counter script, called by EVALSHA
 // through go-redis v9 and through rueidis, one call per round trip (serial),
 // from many goroutines at once (parallel: rueidis pipelines these
 // automatically, go-redis uses one pooled connection per call), and in
 // explicit pipelines of 100 calls. Run with
 //
-//	go test -run '^$' -bench BenchmarkClient -benchtime 2s ./redisstore/
+//	cd bench && go test -run '^$' -bench BenchmarkClient -benchtime 2s .
 //
 // Figures are in docs/benchmarks/redis.md.
 
@@ -15,14 +15,11 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
-	"github.com/floodgate-dev/floodgate/store"
 )
 
 // benchScript is a fixed-window counter: INCRBY, PEXPIRE on first use, and
@@ -120,55 +117,4 @@ func BenchmarkClient(b *testing.B) {
 			}
 		}
 	})
-}
-
-// BenchmarkServerCost compares the redis-server CPU per operation of a plain
-// SET, the small counter script and a store decision (the full script,
-// fixed window), all issued from 64 goroutines so rueidis pipelines them.
-// Run with
-//
-//	go test -run '^$' -bench BenchmarkServerCost -benchtime 2s ./redisstore/
-func BenchmarkServerCost(b *testing.B) {
-	ctx := context.Background()
-	ru, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{shared.Addr()}, DisableCache: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ru.Close()
-	s := newStore(b, Options{})
-	a := mustAlg(b, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute})
-	tiny := goredis.NewScript(benchScript)
-	if err := ru.Do(ctx, ru.B().ScriptLoad().Script(benchScript).Build()).Error(); err != nil {
-		b.Fatal(err)
-	}
-	var seq atomic.Int64
-	key := func() string { return "cost:" + strconv.FormatInt(seq.Add(1)%10000, 10) }
-	ops := []struct {
-		name string
-		do   func() error
-	}{
-		{"SET", func() error { return ru.Do(ctx, ru.B().Set().Key(key()).Value("1").Px(time.Minute).Build()).Error() }},
-		{"counter-script", func() error {
-			return ru.Do(ctx, ru.B().Evalsha().Sha1(tiny.Hash()).Numkeys(1).Key(key()).Arg("1", "1000000000", "60000").Build()).Error()
-		}},
-		{"store-decision", func() error {
-			_, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: key(), Cost: 1})
-			return err
-		}},
-	}
-	for _, op := range ops {
-		b.Run(op.name, func(b *testing.B) {
-			resetStats(b)
-			b.SetParallelism(32)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := op.do(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric((serverCPU(b)-cpuBefore)*1e6/float64(b.N), "server-cpu-µs/op")
-		})
-	}
 }

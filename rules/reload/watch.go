@@ -1,4 +1,9 @@
-package rules
+// Package reload keeps a rule engine's rules in step with the rule file (or
+// directory) they came from: it reloads on every change and on SIGHUP, and
+// keeps the rules in force when the new file does not parse. It is apart
+// from package rules so that programs that only decide (the middleware, a
+// library user) do not link a file watcher.
+package reload
 
 import (
 	"context"
@@ -14,6 +19,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
 // The log messages of a reload, "rules: reloaded" and "rules: reload
@@ -35,9 +42,9 @@ const reloadDelay = 100 * time.Millisecond
 // rules in force unchanged and is logged with the reason; an unchanged file
 // is not reloaded. Watch returns nil when ctx ends, or an error if it cannot
 // start watching.
-func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error {
+func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) error {
 	if e == nil {
-		return errors.New("rules: Watch needs an engine")
+		return errors.New("reload: Watch needs an engine")
 	}
 	if log == nil {
 		log = slog.Default()
@@ -46,18 +53,18 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("rules: watch %s: %w", path, err)
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("rules: watch %s: %w", path, err)
 	}
 	defer w.Close()
-	st, err := os.Stat(abs)
-	if err != nil {
-		return fmt.Errorf("rules: watch %s: %w", path, err)
-	}
-	isDir := st.IsDir()
+	r := &reloader{path: path, abs: abs, isDir: st.IsDir(), e: e, log: log}
 	dir := filepath.Dir(abs)
-	if isDir {
+	if r.isDir {
 		dir = abs
 	}
 	if err := w.Add(dir); err != nil {
@@ -69,29 +76,24 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 	if watchReady != nil {
 		watchReady()
 	}
+	r.last, _ = contentSum(abs, r.isDir)
+	return r.run(ctx, w, hup)
+}
 
-	last, _ := contentSum(abs, isDir)
-	reload := func(why string, force bool) {
-		sum, err := contentSum(abs, isDir)
-		if err != nil {
-			log.Error("rules: reload failed; the rules in force stay", "file", path, "trigger", why, "err", err)
-			return
-		}
-		if sum == last && !force {
-			return
-		}
-		set, err := Load(path)
-		if err != nil {
-			last = sum // report a bad file once, not on every event
-			log.Error("rules: reload failed; the rules in force stay", "file", path, "trigger", why, "err", err)
-			return
-		}
-		last = sum
-		e.Swap(set)
-		log.Info("rules: reloaded", "file", path, "trigger", why, "domain", set.Domain(), "rules", set.Len())
-	}
+// reloader is one Watch: the file it watches and the content it last
+// loaded (or last failed to load).
+type reloader struct {
+	path, abs string
+	isDir     bool
+	e         *rules.Engine
+	log       *slog.Logger
+	last      [32]byte
+}
 
-	base := filepath.Base(abs)
+// run reloads on SIGHUP, and once file events have settled for
+// reloadDelay, until ctx ends or the watcher closes.
+func (r *reloader) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.Signal) error {
+	base := filepath.Base(r.abs)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -100,28 +102,49 @@ func Watch(ctx context.Context, path string, e *Engine, log *slog.Logger) error 
 		case <-ctx.Done():
 			return nil
 		case <-hup:
-			reload("SIGHUP", true)
+			r.reload("SIGHUP", true)
 		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
 			}
 			name := filepath.Base(ev.Name)
 			mine := name == base
-			if isDir {
+			if r.isDir {
 				mine = strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 			}
-			if mine || strings.HasPrefix(name, "..") {
+			if mine || strings.HasPrefix(name, "..") { // ..data: a Kubernetes ConfigMap swap
 				timer.Reset(reloadDelay)
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
-			log.Warn("rules: file watcher error", "file", path, "err", err)
+			r.log.Warn("rules: file watcher error", "file", r.path, "err", err)
 		case <-timer.C:
-			reload("file changed", false)
+			r.reload("file changed", false)
 		}
 	}
+}
+
+// reload loads the rules again if their content changed (or force is set)
+// and swaps them in; a file that does not load leaves the rules in force.
+func (r *reloader) reload(why string, force bool) {
+	sum, err := contentSum(r.abs, r.isDir)
+	if err != nil {
+		r.log.Error("rules: reload failed; the rules in force stay", "file", r.path, "trigger", why, "err", err)
+		return
+	}
+	if sum == r.last && !force {
+		return
+	}
+	set, err := rules.Load(r.path)
+	r.last = sum // a bad file is reported once, not on every event
+	if err != nil {
+		r.log.Error("rules: reload failed; the rules in force stay", "file", r.path, "trigger", why, "err", err)
+		return
+	}
+	r.e.Swap(set)
+	r.log.Info("rules: reloaded", "file", r.path, "trigger", why, "domain", set.Domain(), "rules", set.Len())
 }
 
 // contentSum hashes the rule file, or every rule file of the directory with
@@ -134,7 +157,7 @@ func contentSum(path string, isDir bool) ([32]byte, error) {
 		}
 		return sha256.Sum256(data), nil
 	}
-	files, err := ruleFiles(path)
+	files, err := rules.Files(path)
 	if err != nil {
 		return [32]byte{}, err
 	}

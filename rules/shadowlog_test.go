@@ -1,4 +1,4 @@
-package httplimit
+package rules
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/rules"
 )
 
 func TestShadowLogSamplesPerRule(t *testing.T) {
@@ -16,7 +15,7 @@ func TestShadowLogSamplesPerRule(t *testing.T) {
 	sl := NewShadowLog(slog.New(slog.NewTextHandler(&buf, nil)), time.Second)
 	now := time.Unix(1000, 0)
 	sl.now = func() time.Time { return now }
-	res := rules.Result{Allowed: true, Statuses: []rules.Status{
+	res := Result{Allowed: true, Statuses: []Status{
 		{Rule: "a", Shadow: true, Decision: algorithm.Decision{Allowed: false}},
 		{Rule: "b", Shadow: true, Decision: algorithm.Decision{Allowed: false}},
 		{Rule: "c", Shadow: false, Decision: algorithm.Decision{Allowed: false}},

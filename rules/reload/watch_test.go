@@ -1,4 +1,4 @@
-package rules
+package reload
 
 import (
 	"context"
@@ -15,7 +15,46 @@ import (
 
 	"github.com/floodgate-dev/floodgate/internal/syncbuf"
 	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/rules"
 )
+
+// fixedNow is the engines' clock: reloads must not depend on time passing.
+func fixedNow() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func mustParse(t testing.TB, text string) *rules.Set {
+	t.Helper()
+	s, err := rules.Parse("test.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return s
+}
+
+// one is a request of one descriptor with entries written key=value.
+func one(kv ...string) rules.Request {
+	var d rules.Descriptor
+	for _, s := range kv {
+		k, v, _ := strings.Cut(s, "=")
+		d = append(d, rules.Entry{Key: k, Value: v})
+	}
+	return rules.Request{Descriptors: []rules.Descriptor{d}}
+}
+
+// allowedCount checks req n times and returns how many were allowed.
+func allowedCount(t *testing.T, e *rules.Engine, req rules.Request, n int) int {
+	t.Helper()
+	got := 0
+	for i := 0; i < n; i++ {
+		r, err := e.Check(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		if r.Allowed {
+			got++
+		}
+	}
+	return got
+}
 
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()
@@ -57,7 +96,7 @@ rules:
 %s`, limit, extra)
 }
 
-func startWatch(t *testing.T, path string, e *Engine) (*syncbuf.Buffer, func()) {
+func startWatch(t *testing.T, path string, e *rules.Engine) (*syncbuf.Buffer, func()) {
 	t.Helper()
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
@@ -84,12 +123,11 @@ func startWatch(t *testing.T, path string, e *Engine) (*syncbuf.Buffer, func()) 
 func TestWatchReloadsAndKeepsOldRulesOnError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, limitFile(3, ""))
-	set, err := Load(path)
+	set, err := rules.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClock()
-	e := NewEngine(set, memstore.New(memstore.Options{}), WithClock(c.now))
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}), rules.WithClock(fixedNow))
 	logs, stop := startWatch(t, path, e)
 	defer stop()
 
@@ -131,8 +169,8 @@ func TestWatchReloadsAndKeepsOldRulesOnError(t *testing.T) {
 func TestWatchSIGHUP(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, limitFile(3, ""))
-	set, _ := Load(path)
-	e := NewEngine(set, memstore.New(memstore.Options{}))
+	set, _ := rules.Load(path)
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
 	logs, stop := startWatch(t, path, e)
 	defer stop()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
@@ -145,7 +183,7 @@ func TestWatchSIGHUP(t *testing.T) {
 }
 
 func TestWatchMissingDirectory(t *testing.T) {
-	e := NewEngine(nil, memstore.New(memstore.Options{}))
+	e := rules.NewEngine(nil, memstore.New(memstore.Options{}))
 	err := Watch(context.Background(), filepath.Join(t.TempDir(), "no", "such", "rules.yaml"), e, nil)
 	if err == nil {
 		t.Fatal("Watch of a missing directory did not fail")
@@ -158,7 +196,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	const limit = 5000
 	a := mustParse(t, limitFile(limit, ""))
 	b := mustParse(t, limitFile(limit, "  - name: extra\n    count_by: [client]\n    limit: 1000000\n    window: 1h\n"))
-	e := NewEngine(a, memstore.New(memstore.Options{}), WithClock(newClock().now))
+	e := rules.NewEngine(a, memstore.New(memstore.Options{}), rules.WithClock(fixedNow))
 
 	var allowed, calls atomic.Int64
 	var wg sync.WaitGroup
@@ -167,7 +205,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := Request{Descriptors: []Descriptor{desc("member=hot", "client=c")}}
+			req := one("member=hot", "client=c")
 			for {
 				select {
 				case <-stop:
@@ -211,11 +249,11 @@ func TestWatchUnderLoad(t *testing.T) {
 	const limit = 3000
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, limitFile(limit, ""))
-	set, err := Load(path)
+	set, err := rules.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewEngine(set, memstore.New(memstore.Options{}), WithClock(newClock().now))
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}), rules.WithClock(fixedNow))
 	logs, stopWatch := startWatch(t, path, e)
 	defer stopWatch()
 
@@ -272,5 +310,35 @@ func TestWatchUnderLoad(t *testing.T) {
 	wg.Wait()
 	if got := allowed.Load(); got != limit {
 		t.Fatalf("per-member admitted %d across %d reloads, want exactly %d", got, reloads, limit)
+	}
+}
+
+func TestWatchDirectory(t *testing.T) {
+	dir := t.TempDir()
+	copyFixture(t, "../testdata/envoy/edge.yaml", filepath.Join(dir, "edge.yaml"))
+	set, err := rules.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
+	logs, stop := startWatch(t, dir, e)
+	defer stop()
+	writeFile(t, filepath.Join(dir, "mail.yaml"), limitFile(3, ""))
+	waitFor(t, "reload of the directory", func() bool { return len(e.Set().Domains()) == 2 })
+	writeFile(t, filepath.Join(dir, "mail.yaml"), "domain: edge\nrules: []\n")
+	waitFor(t, "error log", func() bool { return strings.Contains(logs.String(), "is also defined in") })
+	if len(e.Set().Domains()) != 2 {
+		t.Fatal("a bad directory replaced the rules")
+	}
+}
+
+func copyFixture(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

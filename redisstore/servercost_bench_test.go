@@ -1,0 +1,81 @@
+package redisstore
+
+// BenchmarkServerCost compares redis-server's CPU per operation of a plain SET,
+// a tiny counter script and a store decision. The client comparison that used
+// to sit beside it (rueidis against go-redis) lives in the bench module, so
+// go-redis stays out of this module's go.mod.
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// counterScript is a fixed-window counter: INCRBY, PEXPIRE on first use, and
+// reject over the limit: the smallest script that does a limiter's work.
+const counterScript = `
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+if n > tonumber(ARGV[2]) then return 0 end
+return 1`
+
+// BenchmarkServerCost compares the redis-server CPU per operation of a plain
+// SET, the small counter script and a store decision (the full script,
+// fixed window), all issued from 64 goroutines so rueidis pipelines them.
+// Run with
+//
+//	go test -run '^$' -bench BenchmarkServerCost -benchtime 2s ./redisstore/
+func BenchmarkServerCost(b *testing.B) {
+	ctx := context.Background()
+	ru, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{shared.Addr()}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ru.Close()
+	s := newStore(b, Options{})
+	a := mustAlg(b, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute})
+	sum := sha1.Sum([]byte(counterScript))
+	tinySHA := hex.EncodeToString(sum[:])
+	if err := ru.Do(ctx, ru.B().ScriptLoad().Script(counterScript).Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+	var seq atomic.Int64
+	key := func() string { return "cost:" + strconv.FormatInt(seq.Add(1)%10000, 10) }
+	ops := []struct {
+		name string
+		do   func() error
+	}{
+		{"SET", func() error { return ru.Do(ctx, ru.B().Set().Key(key()).Value("1").Px(time.Minute).Build()).Error() }},
+		{"counter-script", func() error {
+			return ru.Do(ctx, ru.B().Evalsha().Sha1(tinySHA).Numkeys(1).Key(key()).Arg("1", "1000000000", "60000").Build()).Error()
+		}},
+		{"store-decision", func() error {
+			_, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: key(), Cost: 1})
+			return err
+		}},
+	}
+	for _, op := range ops {
+		b.Run(op.name, func(b *testing.B) {
+			resetStats(b)
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := op.do(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric((serverCPU(b)-cpuBefore)*1e6/float64(b.N), "server-cpu-µs/op")
+		})
+	}
+}
