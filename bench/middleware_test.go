@@ -3,6 +3,7 @@ package bench
 import (
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	sethhttplimit "github.com/sethvargo/go-limiter/httplimit"
 	"github.com/sethvargo/go-limiter/memorystore"
 
+	"github.com/floodgate-dev/floodgate"
+	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
@@ -105,6 +108,47 @@ var middlewares = []struct {
 	{"bare", func(*testing.B) http.Handler { return noop }},
 	{"floodgate-httplimit", floodgateMiddleware},
 	{"sethvargo-httplimit", sethvargoMiddleware},
+	{"floodgate-limiter-minimal", minimalMiddleware},
+}
+
+// minimalMiddleware is the smallest experiment against go-limiter's
+// middleware: Floodgate's single-limit Limiter (no rule set, no
+// descriptor) keyed by the peer address, setting the same three
+// X-RateLimit headers go-limiter sets. It shows what the rule engine and
+// the draft RateLimit headers add on top of the decision.
+func minimalMiddleware(b *testing.B) http.Handler {
+	l, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.TokenBucket, Limit: 1 << 30, Window: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		d, err := l.Allow(r.Context(), host)
+		if err != nil {
+			noop.ServeHTTP(w, r)
+			return
+		}
+		var buf [64]byte
+		b := strconv.AppendInt(buf[:0], d.Limit, 10)
+		n1 := len(b)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		n2 := len(b)
+		b = strconv.AppendInt(b, int64((d.ResetAfter+time.Second-1)/time.Second), 10)
+		all := string(b)
+		vals := [...]string{all[:n1], all[n1:n2], all[n2:]}
+		h := w.Header()
+		h["X-Ratelimit-Limit"] = vals[0:1:1]
+		h["X-Ratelimit-Remaining"] = vals[1:2:2]
+		h["X-Ratelimit-Reset"] = vals[2:3:3]
+		if !d.Allowed {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		noop.ServeHTTP(w, r)
+	})
 }
 
 func BenchmarkMiddleware(b *testing.B) {
