@@ -160,7 +160,9 @@ func (rt *route) readResponse(c *upConn, r *http.Request) (*http.Response, error
 			return nil, err
 		}
 		if resp.StatusCode >= 200 {
-			if rt.headerTimeout > 0 {
+			// The body is read without a deadline, unless it is already
+			// buffered whole (the next request sets a deadline anew).
+			if rt.headerTimeout > 0 && (resp.ContentLength < 0 || int64(c.br.Buffered()) < resp.ContentLength) {
 				c.SetReadDeadline(time.Time{})
 			}
 			return resp, nil
