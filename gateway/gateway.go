@@ -3,6 +3,13 @@
 // forwarding, so one placement in front of several services limits them
 // all — for the requests that pass through it (see docs/serving.md on
 // coverage).
+//
+// Each route keeps its own bounded pool of upstream connections
+// (Transport). Requests without a body to a plain-HTTP upstream are
+// forwarded on it directly from the handler (direct.go); the rest — request
+// bodies, upgrades such as WebSocket, https upstreams — go through
+// httputil.ReverseProxy. Streamed responses are flushed as they arrive and
+// hop-by-hop headers stop at the gateway either way.
 package gateway
 
 import (
