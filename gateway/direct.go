@@ -226,7 +226,7 @@ func (rt *route) writeRequest(c *upConn, r *http.Request) {
 	bw.WriteString("\r\n")
 	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
-		if hopHeaders[k] || forwardedHeaders[k] || k == "Via" || len(conn) > 0 && connectionNamed(conn, k) {
+		if hopHeaders[k] || forwardedHeaders[k] || k == "Via" || k == "Content-Length" || len(conn) > 0 && connectionNamed(conn, k) {
 			if k == "Te" && teTrailers(vv) {
 				bw.WriteString("Te: trailers\r\n")
 			}
@@ -250,14 +250,22 @@ func (rt *route) writeRequest(c *upConn, r *http.Request) {
 	bw.WriteString("\r\nX-Forwarded-Host: ")
 	bw.WriteString(r.Host)
 	if r.TLS != nil {
-		bw.WriteString("\r\nX-Forwarded-Proto: https\r\nVia: ")
+		bw.WriteString("\r\nX-Forwarded-Proto: https\r\n")
 	} else {
-		bw.WriteString("\r\nX-Forwarded-Proto: http\r\nVia: ")
+		bw.WriteString("\r\nX-Forwarded-Proto: http\r\n")
 	}
-	if via := r.Header["Via"]; len(via) > 0 {
-		bw.WriteString(strings.Join(via, ", "))
-		bw.WriteString(", ")
+	// As http.Transport does: the body is empty, and methods that expect
+	// one say so.
+	switch r.Method {
+	case "POST", "PUT", "PATCH":
+		bw.WriteString("Content-Length: 0\r\n")
 	}
+	for _, v := range r.Header["Via"] {
+		bw.WriteString("Via: ")
+		bw.WriteString(v)
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("Via: ")
 	bw.WriteString(viaToken(r))
 	bw.WriteString("\r\n\r\n")
 }

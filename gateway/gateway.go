@@ -162,13 +162,7 @@ func (g *Gateway) newRoute(r Route, o Options) *route {
 // addVia appends the gateway to the request's Via header, as RFC 9110
 // section 7.6.3 asks of a gateway forwarding a request.
 func addVia(h http.Header, in *http.Request) {
-	via := "1.1 floodgate"
-	switch {
-	case in.ProtoMajor == 2:
-		via = "2 floodgate"
-	case in.ProtoMajor == 1 && in.ProtoMinor == 0:
-		via = "1.0 floodgate"
-	}
+	via := viaToken(in)
 	if prior := h["Via"]; len(prior) > 0 {
 		h["Via"] = append(prior[:len(prior):len(prior)], via)
 		return
