@@ -79,3 +79,65 @@ func TestDirectSendsWhatReverseProxySends(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectRelaysWhatReverseProxyRelays: chunked responses with
+// trailers, HEAD, 304 and a response closed by the upstream reach the
+// client the same way through both paths.
+func TestDirectRelaysWhatReverseProxyRelays(t *testing.T) {
+	up := newCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Sum")
+			io.WriteString(w, "part1,")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "part2")
+			w.Header().Set("X-Sum", "42")
+		case "/not-modified":
+			w.Header().Set("Etag", `"v1"`)
+			w.WriteHeader(http.StatusNotModified)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "bye")
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "hello")
+		}
+	}))
+	var clients [2]*http.Client
+	var fronts [2]*httptest.Server
+	for j, noDirect := range []bool{false, true} {
+		gw, err := New(Options{NoDirect: noDirect, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, up.URL)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fronts[j] = httptest.NewServer(gw)
+		defer fronts[j].Close()
+		defer gw.CloseIdleConnections()
+		clients[j] = fronts[j].Client()
+	}
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/trailer"}, {"HEAD", "/plain"}, {"GET", "/not-modified"}, {"GET", "/close"}, {"GET", "/close"}, {"GET", "/plain"},
+	} {
+		type view struct {
+			status  int
+			header  http.Header
+			trailer http.Header
+			body    string
+		}
+		var views [2]view
+		for j := range fronts {
+			req, _ := http.NewRequest(c.method, fronts[j].URL+c.path, nil)
+			resp, err := clients[j].Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.method, c.path, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			delete(resp.Header, "Date")
+			views[j] = view{resp.StatusCode, resp.Header, resp.Trailer, string(b)}
+		}
+		if !reflect.DeepEqual(views[0], views[1]) {
+			t.Errorf("%s %s: client got\n direct        %+v\n ReverseProxy  %+v", c.method, c.path, views[0], views[1])
+		}
+	}
+}
