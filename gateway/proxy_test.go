@@ -309,7 +309,12 @@ func wsUpstream(t *testing.T) *countingUpstream {
 // a frame both ways; past the limit the upgrade gets 429.
 func TestGatewayLimitsAndPassesWebSocketUpgrades(t *testing.T) {
 	up := wsUpstream(t)
-	front := httptest.NewServer(limited(t, up.URL, 1, Transport{}))
+	// The listener's timeouts bound the upgrade request, not the tunnel
+	// (net/http clears a hijacked connection's deadlines).
+	front := httptest.NewUnstartedServer(limited(t, up.URL, 1, Transport{}))
+	front.Config.ReadTimeout = 300 * time.Millisecond
+	front.Config.WriteTimeout = 300 * time.Millisecond
+	front.Start()
 	defer front.Close()
 	dial := func() (*http.Response, net.Conn, *bufio.Reader) {
 		conn, err := net.Dial("tcp", front.Listener.Addr().String())
@@ -339,6 +344,7 @@ func TestGatewayLimitsAndPassesWebSocketUpgrades(t *testing.T) {
 	for i, c := range []byte("hello") {
 		frame = append(frame, c^mask[i%4])
 	}
+	time.Sleep(600 * time.Millisecond) // past the listener's timeouts
 	conn.Write(frame)
 	echo := make([]byte, len(frame))
 	if _, err := io.ReadFull(br, echo); err != nil || string(echo) != string(frame) {
