@@ -150,6 +150,7 @@ type Node struct {
 	lastOK      atomic.Int64 // Unix ns of the last successful store exchange
 	errMu       sync.Mutex
 	lastErr     string
+	lastErrAt   time.Time
 
 	kick    chan struct{} // asks the loop to sync now
 	stop    chan struct{}
@@ -315,6 +316,9 @@ type Health struct {
 	StoreErrors uint64
 	// LastError is the most recent store error, empty if there was none.
 	LastError string
+	// LastErrorAt is when LastError happened. The store has answered
+	// since if LastErrorAt is before the last success (SyncLag ago).
+	LastErrorAt time.Time
 	// PendingEvents is the number of accepted requests not yet pushed to
 	// the shared store.
 	PendingEvents int64
@@ -340,7 +344,7 @@ func (n *Node) Health() Health {
 		h.Store = "none"
 	}
 	n.errMu.Lock()
-	h.LastError = n.lastErr
+	h.LastError, h.LastErrorAt = n.lastErr, n.lastErrAt
 	n.errMu.Unlock()
 	return h
 }
@@ -363,7 +367,7 @@ func (n *Node) storeOK() {
 func (n *Node) storeFailed(err error) {
 	n.storeErrors.Add(1)
 	n.errMu.Lock()
-	n.lastErr = err.Error()
+	n.lastErr, n.lastErrAt = err.Error(), n.clock()
 	n.errMu.Unlock()
 	if n.br.failure(n.clock()) {
 		n.log.Warn("floodgate: shared store failing, circuit breaker open", "node", n.id, "store", n.name,

@@ -76,6 +76,13 @@ type Options struct {
 	Addrs []string
 	// Cluster says the addresses are Redis Cluster nodes.
 	Cluster bool
+	// SentinelMaster, if set, is the name under which Redis Sentinel
+	// monitors the master; Addrs are then the sentinels' addresses, and
+	// the store follows the master across failovers.
+	SentinelMaster string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels,
+	// if they need it (Username and Password are for the master).
+	SentinelUsername, SentinelPassword string
 	// ClientTime makes the scripts use the time the caller passes instead
 	// of the Redis server's clock. The simulator and tests use it; in
 	// production leave it false, so that nodes with skewed clocks agree.
@@ -88,7 +95,8 @@ type Options struct {
 	Username, Password string
 	// DB selects a database on a single server.
 	DB int
-	// TLS, if set, makes connections use TLS with this configuration.
+	// TLS, if set, makes connections use TLS with this configuration
+	// (to the sentinels too).
 	TLS *tls.Config
 	// TTLSlack is added to every key's TTL beyond its algorithm's
 	// IdleAfter (default 1s; with ClientTime, 1m, since the caller's clock
@@ -120,6 +128,7 @@ type Store struct {
 	dialErr    error      // its error
 	dialing    bool       // an attempt is in flight
 	closed     bool
+	addr       string // Options.Address(): no password
 	cluster    bool
 	clientTime bool
 	spread     int
@@ -128,6 +137,7 @@ type Store struct {
 	slack      time.Duration
 	specMu     sync.RWMutex
 	specs      map[algorithm.Config]specEntry
+	loads      scriptLoads
 }
 
 var (
@@ -174,9 +184,23 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		TLSConfig:         o.TLS,
 		DisableCache:      true,
 		DisableRetry:      true, // a script that may have run must not run twice
-		ForceSingleClient: !o.Cluster,
+		ForceSingleClient: !o.Cluster && o.SentinelMaster == "",
 		Dialer:            netDialer(o.Timeout),
 		ConnWriteTimeout:  max(o.Timeout, time.Second),
+	}
+	if o.SentinelMaster != "" {
+		if o.Cluster {
+			return nil, errors.New("redisstore: Options.Cluster and Options.SentinelMaster exclude each other")
+		}
+		copt.Sentinel = rueidis.SentinelOption{
+			MasterSet: o.SentinelMaster,
+			Username:  o.SentinelUsername,
+			Password:  o.SentinelPassword,
+			TLSConfig: o.TLS,
+			Dialer:    netDialer(o.Timeout),
+			// Catch a missed +switch-master event within seconds.
+			TopologyRefreshInterval: 2 * time.Second,
+		}
 	}
 	if o.ReconnectEvery <= 0 {
 		o.ReconnectEvery = time.Second
@@ -184,7 +208,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if o.SlotsPerLimit < 0 || o.SlotsPerLimit > 16384 {
 		return nil, fmt.Errorf("redisstore: SlotsPerLimit must be between 1 and 16384, got %d", o.SlotsPerLimit)
 	}
-	s := &Store{copt: copt, every: o.ReconnectEvery, cluster: o.Cluster, clientTime: o.ClientTime, spread: o.SlotsPerLimit,
+	s := &Store{copt: copt, every: o.ReconnectEvery, addr: o.Address(), cluster: o.Cluster, clientTime: o.ClientTime, spread: o.SlotsPerLimit,
 		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
 	c, err := s.dial(ctx)
 	switch {
@@ -233,29 +257,65 @@ func (s *Store) connect() (rueidis.Client, error) {
 	return nil, fmt.Errorf("%w: %w", ErrNotConnected, s.dialErr)
 }
 
+// dial connects, checks that every node answers and loads the script on
+// every node, so that the first decisions need no script text.
 func (s *Store) dial(ctx context.Context) (rueidis.Client, error) {
 	c, err := rueidis.NewClient(s.copt)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: connecting to %v: %w", s.copt.InitAddress, err)
+		return nil, fmt.Errorf("redisstore: connecting to %s: %w", s.addr, err)
 	}
 	if s.cluster && c.Mode() != rueidis.ClientModeCluster {
 		c.Close()
-		return nil, fmt.Errorf("redisstore: Options.Cluster is set but %v is not a Redis Cluster", s.copt.InitAddress)
+		return nil, fmt.Errorf("redisstore: Options.Cluster is set but %s is not a Redis Cluster", s.addr)
 	}
 	if err := ping(ctx, c, s.timeout); err != nil {
 		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("redisstore: %s: %w", s.addr, err)
+	}
+	if err := s.prepare(ctx, c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redisstore: %s: %w", s.addr, err)
 	}
 	return c, nil
 }
 
-// Ping checks that every Redis node answers.
+// Address returns the store's address in ParseURL's syntax, without the
+// password.
+func (s *Store) Address() string { return s.addr }
+
+// ConnectError returns why a ConnectLater store has not connected yet, or
+// nil once it has. The error names the store by Address (no password).
+func (s *Store) ConnectError() error {
+	if s.conn.Load() != nil {
+		return nil
+	}
+	s.dialMu.Lock()
+	defer s.dialMu.Unlock()
+	if s.dialErr == nil {
+		return ErrNotConnected
+	}
+	return s.dialErr
+}
+
+// Ping checks that every Redis node answers and holds the script. A node
+// that lost it (restarted, flushed, or a replica just promoted) gets it
+// loaded again, and the connections opened again, before Ping returns, so
+// that a server probing readiness repairs the store before traffic meets
+// the loss.
 func (s *Store) Ping(ctx context.Context) error {
 	c, err := s.connect()
 	if err != nil {
 		return err
 	}
-	return ping(ctx, c, s.timeout)
+	gen := s.loads.generation()
+	if err := ping(ctx, c, s.timeout); err != nil {
+		return err
+	}
+	missing, err := scriptMissing(ctx, c, s.timeout)
+	if err != nil || !missing {
+		return err
+	}
+	return s.loads.wait(ctx, gen, func(lctx context.Context) error { return s.prepare(lctx, c) })
 }
 
 func ping(ctx context.Context, c rueidis.Client, timeout time.Duration) error {
@@ -408,10 +468,13 @@ type call struct {
 }
 
 // exec runs the calls in one pipeline (one round trip per node), by SHA.
-// Calls refused with NOSCRIPT (after SCRIPT FLUSH or a restart) are sent
-// again with the script's text, which also loads it; calls refused with
-// TRYAGAIN (a multi-key call during a slot migration) are retried shortly.
-// Neither error means the script ran, so neither retry can count twice.
+// Calls refused with NOSCRIPT (after SCRIPT FLUSH, a restart or a
+// failover) wait for one SCRIPT LOAD per node, shared by every caller and
+// finished in the background even if they give up, and are sent again by
+// SHA; only if the script is still missing then is its text sent. Calls
+// refused with TRYAGAIN (a multi-key call during a slot migration) are
+// retried shortly. Neither error means the script ran, so neither retry
+// can count twice.
 func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
 	client, err := s.connect()
 	if err != nil {
@@ -421,6 +484,7 @@ func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, 
 	for i, c := range calls {
 		cmds[i] = client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 	}
+	gen := s.loads.generation()
 	var res []rueidis.RedisResult
 	if len(cmds) == 1 {
 		res = []rueidis.RedisResult{client.Do(ctx, cmds[0])}
@@ -430,12 +494,23 @@ func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, 
 	for attempt := 0; ; attempt++ {
 		var again []int
 		var redo rueidis.Commands
+		reloaded := false
 		for i, r := range res {
 			rerr, ok := rueidis.IsRedisErr(r.Error())
 			if !ok {
 				continue
 			}
 			switch {
+			case rerr.IsNoScript() && attempt == 0:
+				if !reloaded {
+					if err := s.reload(ctx, client, gen); err != nil {
+						return nil, err
+					}
+					reloaded = true
+				}
+				c := calls[i]
+				again = append(again, i)
+				redo = append(redo, client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build())
 			case rerr.IsNoScript():
 				c := calls[i]
 				again = append(again, i)
@@ -449,7 +524,7 @@ func (s *Store) exec(ctx context.Context, calls []call) ([]rueidis.RedisResult, 
 		if len(redo) == 0 {
 			break
 		}
-		if attempt > 0 {
+		if attempt > 0 && !reloaded {
 			select {
 			case <-ctx.Done():
 				return nil, fmt.Errorf("redisstore: %w", ctx.Err())
@@ -547,8 +622,16 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 	key := s.key(sp, req.Key)
 	args := make([]string, 0, len(sp.header)+4)
 	args = append(append(append(args, "d", s.now(now)), sp.header...), itoa(req.Cost), shadow)
+	gen := s.loads.generation()
 	r := client.Do(ctx, client.B().Evalsha().Sha1(scriptSHA).Numkeys(1).Key(key).Arg(args...).Build())
 	if rerr, ok := rueidis.IsRedisErr(r.Error()); ok && (rerr.IsNoScript() || rerr.IsTryAgain()) {
+		if rerr.IsNoScript() {
+			// Start the reload now, even if ctx ends before it does, so
+			// that the next decisions find the script.
+			if err := s.reload(ctx, client, gen); err != nil {
+				return algorithm.Decision{}, err
+			}
+		}
 		// The slow path knows how to recover.
 		var out [1]algorithm.Decision
 		err := s.Decide(ctx, now, []store.Request{req}, out[:])

@@ -153,8 +153,8 @@ func TestServerTime(t *testing.T) {
 	}
 }
 
-// TestScriptReload checks the NOSCRIPT fallback: after SCRIPT FLUSH and
-// after a restart of redis-server, decisions go on.
+// TestScriptReload checks the reload after NOSCRIPT: after SCRIPT FLUSH
+// and after a restart of redis-server, decisions go on.
 func TestScriptReload(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, Options{Addrs: []string{srv.Addr()}, ClientTime: true})
@@ -206,8 +206,13 @@ func TestScriptReload(t *testing.T) {
 	decide(true)
 	decide(true)
 	decide(false)
-	if out, _ := srv.Do("INFO", "commandstats"); !strings.Contains(out, "cmdstat_eval:") {
-		t.Fatalf("no EVAL fallback in commandstats:\n%s", out)
+	// The script came back by SCRIPT LOAD, never by sending its text with
+	// EVAL: once per flush and once after the restart.
+	if out, _ := srv.Do("INFO", "commandstats"); !strings.Contains(out, "cmdstat_script|load:") || strings.Contains(out, "cmdstat_eval:") {
+		t.Fatalf("want SCRIPT LOAD and no EVAL in commandstats:\n%s", out)
+	}
+	if n := s.ScriptLoads(); n < 3 {
+		t.Fatalf("%d reload rounds after two flushes and a restart, want at least 3", n)
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -22,7 +25,9 @@ import (
 // domain, descriptors, entries and hits_addend values) and asks the service.
 // The answer is INVALID_ARGUMENT or a decision with one status per
 // descriptor and an overall code of OK or OVER_LIMIT that agrees with them;
-// never a panic, never UNAVAILABLE on an in-memory store.
+// never a panic, never UNAVAILABLE on an in-memory store. The bytes are
+// decoded as the server decodes them (ServerOption), so strings that are
+// not UTF-8 reach the service too.
 func FuzzShouldRateLimit(f *testing.F) {
 	set, err := rules.Parse("rules.yaml", []byte(testRules))
 	if err != nil {
@@ -57,11 +62,24 @@ func FuzzShouldRateLimit(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0xff, 0xff})
+	// Strings that are not UTF-8, which proto.Marshal would refuse to write.
+	f.Add(rawRequest("edge", "client", "J\xff"))
+	f.Add(rawRequest("ed\xc0ge", "cli\xfeent", "\xed\xa0\x80"))
+	f.Add(append(rawRequest("edge", "path", "/loan/\x80"), 0x18, 0x02)) // and hits_addend 2
 
+	codec := bytesCodec{std: encoding.GetCodecV2("proto")}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var in rlsv3.RateLimitRequest
-		if err := proto.Unmarshal(data, &in); err != nil {
+		if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &in); err != nil {
 			return // not a request gRPC would deliver
+		}
+		// Where the standard decoder accepts the bytes, the bytes decoder
+		// reads the same request.
+		var std, hand rlsv3.RateLimitRequest
+		if proto.Unmarshal(data, &std) == nil {
+			if err := decodeRequest(data, &hand); err != nil || !proto.Equal(&std, &hand) {
+				t.Fatalf("decoders disagree on %x: standard %v, bytes %v (%v)", data, &std, &hand, err)
+			}
 		}
 		resp, err := svc.ShouldRateLimit(context.Background(), &in)
 		if err != nil {
@@ -99,4 +117,20 @@ func FuzzShouldRateLimit(f *testing.F) {
 			t.Fatalf("a descriptor is over the limit but the overall code is %v", resp.GetOverallCode())
 		}
 	})
+}
+
+// rawRequest encodes a RateLimitRequest with one descriptor of one entry
+// by hand, so its strings may be any bytes.
+func rawRequest(domain, key, value string) []byte {
+	var entry, d, req []byte
+	entry = protowire.AppendTag(entry, 1, protowire.BytesType)
+	entry = protowire.AppendString(entry, key)
+	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
+	entry = protowire.AppendString(entry, value)
+	d = protowire.AppendTag(d, 1, protowire.BytesType)
+	d = protowire.AppendBytes(d, entry)
+	req = protowire.AppendTag(req, 1, protowire.BytesType)
+	req = protowire.AppendString(req, domain)
+	req = protowire.AppendTag(req, 2, protowire.BytesType)
+	return protowire.AppendBytes(req, d)
 }

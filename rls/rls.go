@@ -5,7 +5,19 @@
 //
 // Each RateLimitRequest becomes one rules.Request: its domain, its
 // descriptors in order, and hits_addend as the request's hits (0 means 1).
-// A descriptor with its own hits_addend is decided with that weight. The
+// A descriptor with its own hits_addend is decided with that weight; a
+// descriptor hits_addend of 0 (set, unlike the request's, only on purpose)
+// checks without counting: its status says whether allowance is left.
+//
+// Budgets charged after the response follow Envoy's AI gateway: the
+// request-time call carries descriptor hits_addend 0 (a check), and the
+// call Envoy makes when the stream is done (apply_on_stream_done) carries
+// the same descriptors with the cost as hits_addend. Both calls look alike
+// on the wire, so the rule says which is which: a rule with
+// charge_after_response: true counts any non-zero addend as a charge, even
+// past its limit, and never rejects it (see rules.Engine.Charge). Give
+// the budget's descriptors an entry of their own so that ordinary rules do
+// not also count the stream-done call. The
 // response has one DescriptorStatus per descriptor, in order; overall_code
 // is OVER_LIMIT when any descriptor is over its limit and OK otherwise,
 // never UNKNOWN.
@@ -139,6 +151,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d hits_addend %d is too large", i, ha.GetValue())
 			}
 			h = int64(ha.GetValue())
+			if h == 0 {
+				h = peekWeight // an explicit 0 checks without counting
+			}
 		}
 		if h == 0 {
 			h = 1
@@ -173,7 +188,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	var merged rules.Result
 	if !mixed {
 		// The common case: one weight, one check, no regrouping.
-		res, err := s.check(ctx, rules.Request{Domain: in.GetDomain(), Hits: first, Descriptors: out, Overrides: overrides})
+		res, err := s.check(ctx, weighted(rules.Request{Domain: in.GetDomain(), Descriptors: out, Overrides: overrides}, first))
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +202,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		merged.Tightest = -1
 	}
 	for _, g := range groups {
-		req := rules.Request{Domain: in.GetDomain(), Hits: g.hits, Descriptors: make([]rules.Descriptor, len(g.idx))}
+		req := weighted(rules.Request{Domain: in.GetDomain(), Descriptors: make([]rules.Descriptor, len(g.idx))}, g.hits)
 		if overrides != nil {
 			req.Overrides = make([]rules.Override, len(g.idx))
 		}
@@ -229,6 +244,20 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		}
 	}
 	return resp, nil
+}
+
+// peekWeight stands for a descriptor hits_addend of 0 among the weights.
+const peekWeight = -1
+
+// weighted sets req's weight: hits, or for peekWeight a check that counts
+// nothing (rules.Request.Peek).
+func weighted(req rules.Request, hits int64) rules.Request {
+	if hits == peekWeight {
+		req.Peek, req.Hits = true, 1
+	} else {
+		req.Hits = hits
+	}
+	return req
 }
 
 // override converts descriptor i's limit override: requests_per_unit per

@@ -57,7 +57,7 @@ func dial(t *testing.T) (rlsv3.RateLimitServiceClient, healthpb.HealthClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(ServerOption())
 	New(eng, nil).Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)

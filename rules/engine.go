@@ -18,6 +18,8 @@ type Engine struct {
 	store  store.Store
 	clock  func() time.Time
 	shadow bool
+	// charger takes peeks and charges when store is no store.Syncer.
+	charger store.Syncer
 }
 
 // EngineOption configures an Engine.
@@ -98,6 +100,9 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 	if len(apps) == 0 {
 		return res, nil
 	}
+	if req.Peek || lateCharged(apps) {
+		return e.checkLate(ctx, req, apps) // charge.go
+	}
 	shadowAll := e.shadow
 	for i := range apps {
 		a := &apps[i]
@@ -144,6 +149,14 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 
+	return e.result(apps, decisions), nil
+}
+
+// result builds the Result of apps from their decisions (one per app;
+// unlimited and blocking rules' are ignored).
+func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
+	res := Result{Allowed: true, Tightest: -1}
+	shadowAll := e.shadow
 	res.Statuses = make([]Status, len(apps))
 	limited := 0
 	for i := range apps {
@@ -188,7 +201,7 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 	}
 	res.Unlimited = limited == 0 && !anyBlock(apps)
 	res.Tightest = tightest(res.Statuses)
-	return res, nil
+	return res
 }
 
 func anyBlock(apps []applied) bool {

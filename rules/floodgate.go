@@ -24,7 +24,7 @@ var (
 	topFields  = []string{"domain", "shadow", "rules"}
 	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window",
 		"unlimited", "algorithm", "slices", "capacity", "rate", "burst", "tolerance", "max_delay",
-		"overrides", "cost", "shadow", "failure"}
+		"overrides", "cost", "shadow", "failure", "charge_after_response"}
 	overrideFields = []string{"match", "limit", "window", "unlimited"}
 	costFields     = []string{"from", "default"}
 	matchFields    = []string{"exact", "prefix", "glob", "any", "cidr"}
@@ -164,6 +164,9 @@ func (d *decoder) ruleFields(r *rule, n *yaml.Node, f map[string]field, what str
 	}
 	if v, ok := f["failure"]; ok {
 		r.failure = d.failure(v.value, what)
+	}
+	if v, ok := f["charge_after_response"]; ok {
+		r.late, _ = d.boolean(v.value, what+": charge_after_response")
 	}
 	if v, ok := f["cost"]; ok {
 		r.cost = d.cost(v.value, what)

@@ -92,6 +92,10 @@ type Request struct {
 	// limited by it instead of by the rules (Envoy's per-descriptor limit
 	// override); a zero Override leaves its descriptor to the rules.
 	Overrides []Override
+	// Peek asks whether allowance is left without counting anything: each
+	// rule reports what a request of cost 1 would get, and Remaining is
+	// what is left now. RLS asks it with a descriptor hits_addend of 0.
+	Peek bool
 }
 
 // OverrideRule is the rule name reported for a limit a request set with an
@@ -212,6 +216,9 @@ type RuleInfo struct {
 	Shadow bool `json:"shadow"`
 	// Failure is the failure policy's name: open, closed or local.
 	Failure string `json:"failure"`
+	// ChargeAfterResponse reports a budget charged after the response
+	// (charge_after_response: true).
+	ChargeAfterResponse bool `json:"charge_after_response,omitempty"`
 	// Cost describes the cost of a request, e.g. "1" or "header:x-tokens
 	// (default 1)".
 	Cost string `json:"cost"`

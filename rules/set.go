@@ -76,6 +76,8 @@ type rule struct {
 	cost      cost
 	shadow    bool
 	failure   store.FailurePolicy
+	// late marks a budget charged after the response (charge.go).
+	late bool
 	// limitName and replaces implement envoyproxy/ratelimit's replaces.
 	limitName string
 	replaces  []string
@@ -636,6 +638,8 @@ func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 			Shadow:    r.shadow,
 			Failure:   r.failure.String(),
 			Line:      r.line,
+
+			ChargeAfterResponse: r.late,
 		}
 		if !r.base.unlimited {
 			info.Algorithm = r.base.algName

@@ -26,7 +26,7 @@ var commands = map[string]command{
 	"check":  {"validate a rule file and show each rule's effective cap and route coverage", runCheck},
 	"load":   {"generate load against a gRPC or HTTP front end", runLoad},
 	"verify": {"replay a CSV trace through an algorithm and report the promise's measures", runVerify},
-	"sim":    {"simulations: window, worst, keys, distributed, coverage", runSim},
+	"sim":    {"simulations: window, worst, keys, distributed, coverage, tokens", runSim},
 }
 
 var simCommands = map[string]command{
@@ -35,6 +35,7 @@ var simCommands = map[string]command{
 	"keys":        {"seed 003's key-selection table through the rule engine", runSimKeys},
 	"distributed": {"seed 000's distributed arrangements with real limiter nodes", runSimDistributed},
 	"coverage":    {"seed 003's coverage table with the real gateway and middleware", runSimCoverage},
+	"tokens":      {"a token budget charged after the response: forgiven, settled, reserved", runSimTokens},
 }
 
 func main() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,13 +21,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configFile := fs.String("config", "", "configuration `file` (YAML); without it, the defaults printed by --print-config")
 	rulesFile := fs.String("rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
+	storeURL := fs.String("store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
 	logLevel := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
 	printConfig := fs.Bool("print-config", false, "print the documented default configuration and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--log-level LEVEL]\n\n"+
+		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--store URL] [--log-level LEVEL]\n\n"+
 			"Serves the Envoy Rate Limit Service (gRPC, default 127.0.0.1:8081), the JSON API, metrics,\n"+
 			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
-			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n\n")
+			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n"+
+			"Exit status: 0 after a clean shutdown, %d when shutdown cut off requests or could not\n"+
+			"push unsynced counts, 2 for other errors.\n\n", exitUncleanShutdown)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -60,6 +64,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel
 	}
+	if *storeURL != "" {
+		if err := cfg.Store.SetURL(*storeURL); err != nil {
+			return fmt.Errorf("--store: %v", err)
+		}
+	}
 	log, err := server.NewLogger(cfg.Log, stderr)
 	if err != nil {
 		return fmt.Errorf("--log-level: %v", err)
@@ -71,7 +80,16 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := srv.Run(ctx); err != nil {
+		if errors.Is(err, server.ErrUncleanShutdown) {
+			// The log has the details; the status tells orchestrators.
+			fmt.Fprintln(stderr, "floodgate serve:", err)
+			return exitError{code: exitUncleanShutdown}
+		}
 		return err
 	}
 	return nil
 }
+
+// exitUncleanShutdown is serve's exit status when shutdown cut off requests
+// still running at shutdown_timeout or could not push unsynced counts.
+const exitUncleanShutdown = 3

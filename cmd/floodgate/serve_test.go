@@ -92,6 +92,10 @@ func TestServeFlagErrors(t *testing.T) {
 	if err := runServe([]string{"extra"}, &out, &errb); err == nil {
 		t.Fatal("stray argument accepted")
 	}
+	if err := runServe([]string{"--store", "redis://:hunter2@nohost"}, &out, &errb); err == nil ||
+		!strings.HasPrefix(err.Error(), "--store: ") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("bad --store: %v", err)
+	}
 	out.Reset()
 	if err := runServe([]string{"--print-config"}, &out, &errb); err != nil || !strings.Contains(out.String(), "127.0.0.1:8080") {
 		t.Fatalf("--print-config: %v\n%s", err, out.String())

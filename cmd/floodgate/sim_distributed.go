@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
-	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/server"
 	"github.com/floodgate-dev/floodgate/internal/sim"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
@@ -77,7 +77,7 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	intervals := fs.String("intervals", "200ms,1s,2s,5s",
 		"delayed-sync intervals for the sweep, comma-separated; the first is used in the arrangement tables")
 	seed := fs.Uint64("seed", 20260730, "seed of the generator that assigns requests to nodes")
-	storeURL := fs.String("store", "", "shared store: empty for an in-process memory store, redis://HOST:PORT or redis-cluster://HOST:PORT,... (the simulator's clock is passed to Redis)")
+	storeURL := fs.String("store", "", "shared store: empty for an in-process memory store, else a Redis address: host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (the simulator's clock is passed to Redis)")
 	asJSON := fs.Bool("json", false, "print the tables as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim distributed [flags]")
@@ -193,14 +193,14 @@ func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 		return &sharedStore{Store: m, syncer: m, name: "memory"}, func() {}, nil
 	}
 	if p.storeURL != "" {
-		st, syncer, closeFn, err := openSimStore(ctx, p.storeURL)
+		rs, name, err := openSimStore(ctx, p.storeURL)
 		if err != nil {
 			return doc, err
 		}
-		defer closeFn()
-		doc.Store = p.storeURL
+		defer rs.Close()
+		doc.Store = name
 		open = func() (*sharedStore, func(), error) {
-			return &sharedStore{Store: st, syncer: syncer, name: p.storeURL}, func() {}, nil
+			return &sharedStore{Store: rs, syncer: rs, name: name}, func() {}, nil
 		}
 	}
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -484,37 +484,24 @@ func printDistributed(w io.Writer, doc distDoc) {
 	}
 }
 
-// openSimStore connects to the shared store a --store URL names:
-// redis://HOST:PORT for one server, redis-cluster://HOST:PORT[,HOST:PORT...]
-// for a Redis Cluster. The simulator passes its virtual time to Redis
-// (ClientTime) and keeps its keys under the prefix fg-sim.
-func openSimStore(ctx context.Context, raw string) (store.Store, store.Syncer, func(), error) {
-	u, err := url.Parse(raw)
+// openSimStore connects to the shared store a --store address names, in
+// the syntax of redisstore.ParseURL (host:port, redis://, rediss://,
+// redis-cluster://, redis-sentinel://). The simulator passes its virtual
+// time to Redis (ClientTime) and keeps its keys under the prefix fg-sim.
+// name is the address without its password, for the report. A password
+// the address leaves out comes from FLOODGATE_REDIS_PASSWORD.
+func openSimStore(ctx context.Context, raw string) (st *redisstore.Store, name string, err error) {
+	o, err := redisstore.ParseURL(raw)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--store %q: %w", raw, err)
+		return nil, "", fmt.Errorf("--store: %w", err)
 	}
-	var cluster bool
-	switch u.Scheme {
-	case "redis":
-	case "redis-cluster":
-		cluster = true
-	default:
-		return nil, nil, nil, fmt.Errorf("--store %q: want redis://HOST:PORT or redis-cluster://HOST:PORT[,HOST:PORT...]", raw)
+	if o.Password == "" {
+		o.Password = os.Getenv(server.PasswordEnv)
 	}
-	addrs := strings.Split(u.Host, ",")
-	for _, a := range addrs {
-		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
-			return nil, nil, nil, fmt.Errorf("--store %q: %q is not HOST:PORT", raw, a)
-		}
-	}
-	o := redisstore.Options{Addrs: addrs, Cluster: cluster, ClientTime: true, Prefix: "fg-sim"}
-	if u.User != nil {
-		o.Username = u.User.Username()
-		o.Password, _ = u.User.Password()
-	}
+	o.ClientTime, o.Prefix = true, "fg-sim"
 	rs, err := redisstore.New(ctx, o)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--store %q: %w", raw, err)
+		return nil, "", fmt.Errorf("--store: %w", err)
 	}
-	return rs, rs, func() { rs.Close() }, nil
+	return rs, rs.Address(), nil
 }

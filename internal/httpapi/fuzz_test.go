@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
@@ -14,7 +15,7 @@ import (
 // FuzzCheck drives POST /v1/check with arbitrary bodies. Whatever the body,
 // the answer is 200, 400 or 413 (never 500, never a failure to decide on an
 // in-memory store), it is a JSON object, and a 200 is given only for a body
-// that is a well-formed check request.
+// that is a well-formed check request in valid UTF-8.
 func FuzzCheck(f *testing.F) {
 	set, err := rules.Parse("rules.yaml", []byte(testRules))
 	if err != nil {
@@ -43,6 +44,10 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte(``))
 	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"\u0000\ud800"}]}]}`))
+	f.Add([]byte("{\"descriptors\":[{\"entries\":[{\"key\":\"client\",\"value\":\"J\xff\"}]}]}"))
+	f.Add([]byte("{\"descriptors\":[{\"entries\":[{\"key\":\"cl\xc0\xafient\",\"value\":\"J\"}]}]}"))
+	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"\ud83d\ude00 \\ud800"}]}]}`))
+	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"\udc00\ud800"}]}]}`))
 	f.Add(append([]byte(`{"domain":"`), append(bytes.Repeat([]byte("x"), 2*limit), `"}`...)...))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -78,6 +83,9 @@ func FuzzCheck(f *testing.F) {
 		}
 		if len(body) > limit {
 			t.Fatalf("200 for a %d-byte body (limit %d)", len(body), limit)
+		}
+		if !utf8.Valid(body) || loneSurrogate(body) >= 0 {
+			t.Fatalf("200 for a body that is not valid UTF-8 text: %q", body)
 		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()

@@ -1,6 +1,8 @@
 // Package httpapi is Floodgate's JSON API over HTTP:
 //
-//	POST /v1/check   decide a request: {"domain", "descriptors", "hits"}
+//	POST /v1/check   decide a request: {"domain", "descriptors", "hits", "peek"}
+//	POST /v1/charge  count a cost known after the response (charge.go)
+//	POST /v1/release give back what a request held under concurrency rules
 //	GET  /v1/rules   the rules in force
 //
 // A check is
@@ -12,12 +14,15 @@
 // answer is 200 with the decision and the status of every rule that
 // applied (see CheckResponse), whether or not the request is over the
 // limit. Errors are JSON objects {"error": "..."}: 400 for a malformed or
-// out-of-bounds request, 405 for a wrong method, 413 for a body larger than
-// the limit, 503 when the limiter could not decide. Values longer than
+// out-of-bounds request (a body that is not valid UTF-8 included: JSON
+// would merge different bytes into U+FFFD), 405 for a wrong method, 413 for
+// a body larger than the limit, 415 for a body not sent as
+// Content-Type: application/json, 503 when the limiter could not decide. Values longer than
 // rules.MaxValueLen are accepted (the engine counts them by digest).
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +64,8 @@ type CheckRequest struct {
 	Domain      string       `json:"domain"`
 	Descriptors []Descriptor `json:"descriptors"`
 	Hits        int64        `json:"hits"`
+	// Peek checks without counting: see rules.Request.Peek.
+	Peek bool `json:"peek,omitempty"`
 }
 
 // Descriptor is one descriptor of a CheckRequest.
@@ -170,8 +177,9 @@ func New(o Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/check", a.check)
 	mux.HandleFunc("/v1/rules", a.rules)
+	a.handleSettle(mux) // charge.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the API has POST /v1/check and GET /v1/rules", r.URL.Path))
+		Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the API has POST /v1/check, /v1/charge, /v1/release and GET /v1/rules", r.URL.Path))
 	})
 	return mux, nil
 }
@@ -194,25 +202,32 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusMethodNotAllowed, "use POST for /v1/check")
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, a.o.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	var in CheckRequest
-	if err := dec.Decode(&in); err != nil {
+	if !jsonContentType(r) {
+		Error(w, http.StatusUnsupportedMediaType, errUnsupportedType)
+		return
+	}
+	data, err := readBody(w, r, a.o.MaxBodyBytes)
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
 			return
 		}
+		Error(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return
+	}
+	if err := checkText(data); err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var in CheckRequest
+	if err := dec.Decode(&in); err != nil {
 		Error(w, http.StatusBadRequest, "malformed check request: "+err.Error())
 		return
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
-			return
-		}
 		Error(w, http.StatusBadRequest, "malformed check request: data after the JSON object")
 		return
 	}
@@ -245,7 +260,7 @@ func (in *CheckRequest) toRequest() (rules.Request, error) {
 	if in.Hits < 0 || in.Hits > rules.MaxLimit {
 		return rules.Request{}, fmt.Errorf("hits: %d is out of range 0..%d (0 means 1)", in.Hits, int64(rules.MaxLimit))
 	}
-	req := rules.Request{Domain: in.Domain, Hits: in.Hits, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
+	req := rules.Request{Domain: in.Domain, Hits: in.Hits, Peek: in.Peek, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
 	for i, d := range in.Descriptors {
 		if len(d.Entries) == 0 {
 			return rules.Request{}, fmt.Errorf("descriptors[%d]: no entries", i)

@@ -85,9 +85,18 @@ type StoreHealth struct {
 	Pending int64 `json:"pending"`
 	// Keys is the number of keys the store (or the local node) tracks.
 	Keys int64 `json:"keys"`
+	// KeysScope says what Keys counts when it is not the whole store's
+	// keys: KeysLocalView with a shared Redis store. Empty means the store
+	// itself (the memory store).
+	KeysScope string `json:"keys_scope,omitempty"`
 	// Detail is a short free-form note, such as the last error.
 	Detail string `json:"detail,omitempty"`
 }
+
+// KeysLocalView is the KeysScope of a node sharing a Redis store: Keys
+// counts this node's local table, not the keys in Redis, which span every
+// node.
+const KeysLocalView = "this node's local view"
 
 // Recorder collects metrics. It is safe for concurrent use. The zero value
 // is not usable; call New.

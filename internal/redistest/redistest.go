@@ -35,6 +35,13 @@ type Server struct {
 	dir  string
 	port int
 	args []string // extra arguments, kept for Restart
+	// conf, if set, is a configuration file passed before every other
+	// argument (a sentinel needs one it can rewrite).
+	conf string
+	// password is sent with AUTH by Do and the start-up PING.
+	password string
+	// tlsPort is the TLS listener's port, 0 without TLS.
+	tlsPort int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -52,8 +59,13 @@ func Start(tb testing.TB) *Server {
 
 func start(tb testing.TB, extra []string) *Server {
 	tb.Helper()
+	return startServer(tb, &Server{tb: tb, dir: tb.TempDir(), args: extra})
+}
+
+// startServer starts s, set up but for its port, on a free port.
+func startServer(tb testing.TB, s *Server) *Server {
+	tb.Helper()
 	bin := lookBinary(tb, "redis-server")
-	s := &Server{tb: tb, dir: tb.TempDir(), args: extra}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
@@ -108,6 +120,9 @@ func (s *Server) launch(bin string) error {
 		"--logfile", "redis.log",
 	}
 	args = append(args, s.args...)
+	if s.conf != "" {
+		args = append([]string{s.conf}, args...)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.dir
 	if err := cmd.Start(); err != nil {
@@ -123,7 +138,7 @@ func (s *Server) launch(bin string) error {
 			return fmt.Errorf("redis-server on port %d exited at start: %s", s.port, s.logTail())
 		default:
 		}
-		if err := ping(s.Addr(), 200*time.Millisecond); err == nil {
+		if err := s.ping(200 * time.Millisecond); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -226,7 +241,7 @@ func (s *Server) signal(op string, sig syscall.Signal, paused bool) {
 // reply in redis-cli's raw form (one line per element for arrays). It is
 // meant for test setup and checks, not for speed.
 func (s *Server) Do(args ...string) (string, error) {
-	return do(s.Addr(), 5*time.Second, args...)
+	return do(s.Addr(), s.password, 5*time.Second, args...)
 }
 
 // FlushAll removes every key on the server.
@@ -252,8 +267,8 @@ func (s *Server) stop() {
 }
 
 // ping sends PING and expects PONG.
-func ping(addr string, timeout time.Duration) error {
-	r, err := do(addr, timeout, "PING")
+func (s *Server) ping(timeout time.Duration) error {
+	r, err := do(s.Addr(), s.password, timeout, "PING")
 	if err != nil {
 		return err
 	}
@@ -263,8 +278,9 @@ func ping(addr string, timeout time.Duration) error {
 	return nil
 }
 
-// do is a minimal RESP2 client: one command, one reply, one connection.
-func do(addr string, timeout time.Duration, args ...string) (string, error) {
+// do is a minimal RESP2 client: one command, one reply, one connection,
+// after AUTH if password is set.
+func do(addr, password string, timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var d net.Dialer
@@ -274,6 +290,17 @@ func do(addr string, timeout time.Duration, args ...string) (string, error) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(timeout))
+	r := bufio.NewReader(c)
+	if password != "" {
+		if _, err := roundTrip(c, r, "AUTH", password); err != nil {
+			return "", err
+		}
+	}
+	return roundTrip(c, r, args...)
+}
+
+// roundTrip sends one command on c and reads its reply from r.
+func roundTrip(c net.Conn, r *bufio.Reader, args ...string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
@@ -283,7 +310,7 @@ func do(addr string, timeout time.Duration, args ...string) (string, error) {
 		return "", err
 	}
 	var lines []string
-	if err := readReply(bufio.NewReader(c), &lines); err != nil {
+	if err := readReply(r, &lines); err != nil {
 		return "", err
 	}
 	return strings.Join(lines, "\n"), nil

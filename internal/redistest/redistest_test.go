@@ -17,17 +17,17 @@ func TestServerLifecycle(t *testing.T) {
 	}
 
 	s.Pause()
-	if err := ping(s.Addr(), 300*time.Millisecond); err == nil {
+	if err := s.ping(300 * time.Millisecond); err == nil {
 		t.Fatal("PING answered while the server was paused")
 	}
 	s.Resume()
-	if err := ping(s.Addr(), time.Second); err != nil {
+	if err := s.ping(time.Second); err != nil {
 		t.Fatalf("PING after Resume: %v", err)
 	}
 
 	port := s.Port()
 	s.Kill()
-	if err := ping(s.Addr(), 300*time.Millisecond); err == nil {
+	if err := s.ping(300 * time.Millisecond); err == nil {
 		t.Fatal("PING answered after Kill")
 	}
 	s.Restart()

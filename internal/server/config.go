@@ -38,6 +38,8 @@ type Config struct {
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
+	Connections     Connections   `yaml:"connections"`
+	Admin           Admin         `yaml:"admin"`
 }
 
 // Listener is a network address to serve on, optionally with TLS.
@@ -63,9 +65,14 @@ func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" }
 // Store says where counters live.
 type Store struct {
 	// Type is memory, redis or redis-cluster.
-	Type   string   `yaml:"type"`
+	Type string `yaml:"type"`
+	// Addrs are host:port entries, or one address in the syntax of
+	// redisstore.ParseURL (redis://, rediss://, redis-cluster://,
+	// redis-sentinel://).
 	Addrs  []string `yaml:"addrs"`
 	Prefix string   `yaml:"prefix"`
+	// RedisConn holds authentication, database, TLS and Sentinel.
+	RedisConn `yaml:",inline"`
 }
 
 // Store types.
@@ -184,7 +191,9 @@ func parseConfig(name string, data []byte, c Config, dir string) (Config, error)
 		return Config{}, err
 	}
 	if dir != "" {
-		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key} {
+		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key,
+			&c.Store.PasswordFile, &c.Store.TLS.CAFile, &c.Store.TLS.Cert, &c.Store.TLS.Key, &c.Store.Sentinel.PasswordFile,
+			&c.Admin.TLS.Cert, &c.Admin.TLS.Key, &c.Admin.TokenFile} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(dir, *p)
 			}
@@ -273,10 +282,8 @@ func (c *Config) validate(at func(string) string) error {
 		if len(c.Store.Addrs) == 0 {
 			return fmt.Errorf("%s: store.addrs: store %s needs at least one host:port", at("store"), c.Store.Type)
 		}
-		for i, a := range c.Store.Addrs {
-			if err := checkAddr(a); err != nil {
-				return fmt.Errorf("%s: store.addrs: %v", at("store.addrs."+strconv.Itoa(i)), err)
-			}
+		if _, err := c.Store.parse(); err != nil {
+			return fmt.Errorf("%s: store: %v", at("store.addrs"), err)
 		}
 	default:
 		return fmt.Errorf("%s: store.type %q: want memory, redis or redis-cluster", at("store.type"), c.Store.Type)
@@ -336,6 +343,12 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("%s: shutdown_timeout must not be negative", at("shutdown_timeout"))
+	}
+	if err := c.Connections.validate(at); err != nil {
+		return err
+	}
+	if err := c.Admin.validate(at); err != nil {
+		return err
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return fmt.Errorf("%s: log.level: %v", at("log.level"), err)

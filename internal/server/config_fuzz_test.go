@@ -24,6 +24,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("http:\n  addr: off\ngrpc:\n  addr: \"[::1]:9000\"\n"))
 	f.Add([]byte("store:\n  type: redis\n  addrs: [127.0.0.1:6379]\n  prefix: x\n"))
 	f.Add([]byte("store:\n  type: redis-cluster\n  addrs: []\n"))
+	f.Add([]byte("store:\n  type: redis\n  addrs: [\"rediss://u:p@h:1/2\"]\n  username: u\n  password_file: pw\n  db: 2\n  tls: {ca_file: ca.pem, server_name: h}\n"))
+	f.Add([]byte("store:\n  type: redis\n  addrs: [a:1, b:2]\n  sentinel: {master: m, username: s, password_file: spw}\n"))
 	f.Add([]byte("arrangement:\n  mode: split\n  nodes: 4\n  interval: 1m30s\n"))
 	f.Add([]byte("arrangement:\n  interval: soon\n"))
 	f.Add([]byte("gateway:\n  addr: 127.0.0.1:0\n  routes:\n    - prefix: /a\n      upstream: http://127.0.0.1:1\n"))

@@ -8,14 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -26,7 +27,6 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/internal/metrics"
-	"github.com/floodgate-dev/floodgate/internal/statuspage"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
@@ -48,11 +48,17 @@ type Server struct {
 	redis *redisstore.Store
 	node  *distributed.Node
 
-	handler   http.Handler // admin and API
+	handler   http.Handler // API, and admin unless it has its own listener
+	adminH    http.Handler // nil without an admin listener
+	access    *access
 	gatewayH  http.Handler // nil without routes
 	grpc      *grpc.Server
 	health    *health.Server
 	listeners map[string]net.Listener
+
+	inflight    inflight // requests being served, for the shutdown report
+	refusedOnce sync.Once
+	refused     *prometheus.CounterVec // connections refused by a cap
 }
 
 // Listener names, for Addr.
@@ -69,11 +75,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if !cfg.Admin.ShowKeyValues {
+		log = slog.New(maskingHandler{log.Handler()})
+	}
 	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{}}
+	var err error
+	if s.access, err = newAccess(cfg.Admin); err != nil {
+		return nil, err
+	}
 
 	set := rules.Default()
 	if cfg.Rules != "" {
-		var err error
 		if set, err = rules.Load(cfg.Rules); err != nil {
 			return nil, err
 		}
@@ -82,7 +94,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.engine = rules.NewEngine(set, st, rules.WithGlobalShadow(cfg.Shadow))
+	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
+	if s.redis != nil { // late charges and peeks go to Redis itself
+		engOpts = append(engOpts, rules.WithCharger(s.redis))
+	}
+	s.engine = rules.NewEngine(set, st, engOpts...)
 	s.check = &observed{engine: s.engine, rec: s.rec}
 	s.rec.SetStoreFunc(s.storeHealth)
 
@@ -96,22 +112,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.closeStore(ctx)
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", api)
-	mux.Handle("GET /metrics", s.rec.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeText(w, http.StatusOK, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("/", statuspage.Handler(statusSource{s}))
-	if cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	s.handler = mux
+	s.handler, s.adminH = s.buildMuxes(api, s.access)
 
 	if len(cfg.Gateway.Routes) > 0 {
 		var sources []httplimit.Source
@@ -160,6 +161,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// cut the server's CPU per call by about 8% (docs/benchmarks/serve.md).
 	// When every worker is busy, gRPC starts a goroutine as before.
 	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
+	gopts = append(gopts, cfg.Connections.grpcOptions()...)
+	gopts = append(gopts, grpc.ChainUnaryInterceptor(s.inflight.unary), rls.ServerOption())
 	s.grpc = grpc.NewServer(gopts...)
 	rls.New(s.check, log).Register(s.grpc)
 	s.health = health.NewServer()
@@ -174,13 +177,9 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		s.mem = memstore.New(memstore.Options{})
 		return s.mem, nil
 	}
-	// ConnectLater: a node that starts during a Redis outage serves (each
-	// rule failing open or closed by its policy, /readyz saying 503) and
-	// connects when Redis comes back.
-	rs, err := redisstore.New(ctx, redisstore.Options{Addrs: c.Addrs, Cluster: c.Type == StoreRedisCluster, Prefix: c.Prefix,
-		ConnectLater: true})
+	rs, err := s.connectRedis(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store %s %v: %w", c.Type, c.Addrs, err)
+		return nil, err
 	}
 	s.redis = rs
 	a := s.cfg.Arrangement
@@ -193,7 +192,7 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		BreakerFailures: a.BreakerFailures,
 		BreakerCooldown: a.BreakerCooldown,
 		Shared:          rs,
-		StoreName:       c.Type + "://" + strings.Join(c.Addrs, ","),
+		StoreName:       rs.Address(),
 		Logger:          s.log,
 	})
 	if err != nil {
@@ -221,7 +220,7 @@ func (s *Server) Listen() error {
 		if err != nil {
 			return fmt.Errorf("%s listener: %w", name, err)
 		}
-		s.listeners[name] = ln
+		s.listeners[name] = s.limitConns(name, ln)
 		return nil
 	}
 	if err := bind(ListenerHTTP, s.cfg.HTTP); err != nil {
@@ -230,6 +229,12 @@ func (s *Server) Listen() error {
 	if err := bind(ListenerGRPC, s.cfg.GRPC); err != nil {
 		s.closeListeners()
 		return err
+	}
+	if s.adminH != nil {
+		if err := bind(ListenerAdmin, Listener{Addr: s.cfg.Admin.Addr}); err != nil {
+			s.closeListeners()
+			return err
+		}
 	}
 	if s.gatewayH != nil {
 		if err := bind(ListenerGateway, Listener{Addr: s.cfg.Gateway.Addr}); err != nil {
@@ -246,7 +251,7 @@ func (s *Server) closeListeners() {
 	}
 }
 
-// Addr returns the address the named listener (ListenerHTTP, ListenerGRPC or ListenerGateway) is
+// Addr returns the address the named listener (ListenerHTTP, ListenerGRPC, ListenerAdmin or ListenerGateway) is
 // bound to, or "" if it is not.
 func (s *Server) Addr(name string) string {
 	if ln, ok := s.listeners[name]; ok {
@@ -268,6 +273,9 @@ func (s *Server) Run(ctx context.Context) error {
 // ends, then shuts down gracefully: it stops accepting connections, lets
 // requests in flight finish (for at most ShutdownTimeout), closes the
 // distributed node so unsynced counts are pushed, and closes the store.
+// It returns an error wrapping ErrUncleanShutdown if requests were still
+// running at the timeout (they are cut off and counted in the log) or
+// unsynced counts could not be pushed.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 4)
 	var servers []*http.Server
@@ -278,9 +286,15 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		hs := &http.Server{
 			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: s.cfg.Connections.ReadHeaderTimeout,
+			ReadTimeout:       s.cfg.httpReadTimeout(),
+			WriteTimeout:      s.cfg.Connections.WriteTimeout,
+			IdleTimeout:       s.cfg.Connections.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+		if name == ListenerGateway {
+			hs.ReadTimeout = s.cfg.Connections.GatewayReadTimeout
+			hs.WriteTimeout = s.cfg.Connections.GatewayWriteTimeout
 		}
 		servers = append(servers, hs)
 		scheme := "http"
@@ -301,9 +315,12 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 		}()
 	}
-	serveHTTP(ListenerHTTP, accessLog(ListenerHTTP, s.handler, s.log), s.cfg.HTTP.TLS)
+	serveHTTP(ListenerHTTP, s.inflight.wrap(accessLog(ListenerHTTP, s.handler, s.log)), s.cfg.HTTP.TLS)
+	if s.adminH != nil {
+		serveHTTP(ListenerAdmin, s.inflight.wrap(accessLog(ListenerAdmin, s.adminH, s.log)), s.cfg.Admin.TLS)
+	}
 	if s.gatewayH != nil {
-		serveHTTP(ListenerGateway, accessLog(ListenerGateway, s.gatewayH, s.log), s.cfg.Gateway.TLS)
+		serveHTTP(ListenerGateway, s.inflight.wrap(accessLog(ListenerGateway, s.gatewayH, s.log)), s.cfg.Gateway.TLS)
 	}
 	if ln, ok := s.listeners[ListenerGRPC]; ok {
 		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.cfg.GRPC.TLS.Enabled())
@@ -337,8 +354,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.reportHealth(wctx)
 	}()
 
-	s.log.Info("floodgate serving", "store", s.cfg.Store.Type, "rules", s.rulesName(), "domain", s.engine.Set().Domain(),
-		"shadow", s.cfg.Shadow)
+	s.log.Info("floodgate serving", "store", s.cfg.Store.Type, "store_addr", s.cfg.Store.Address(), "arrangement", s.arrangement(),
+		"rules", s.rulesName(), "domain", s.engine.Set().Domain(), "shadow", s.cfg.Shadow)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -347,9 +364,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Error("listener failed; shutting down", "err", runErr)
 	}
 	stopWatch()
-	s.shutdown(servers)
+	serr := s.shutdown(servers)
 	wg.Wait()
-	return runErr
+	return errors.Join(runErr, serr)
 }
 
 func (s *Server) rulesName() string {
@@ -359,19 +376,22 @@ func (s *Server) rulesName() string {
 	return s.cfg.Rules
 }
 
-// shutdown stops the listeners gracefully, then closes the store.
-func (s *Server) shutdown(servers []*http.Server) {
+// shutdown stops the listeners gracefully, then closes the store. It
+// returns an error wrapping ErrUncleanShutdown when requests were cut at
+// the shutdown timeout or unsynced counts could not be pushed.
+func (s *Server) shutdown(servers []*http.Server) error {
 	timeout := s.cfg.ShutdownTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	s.health.Shutdown() // tell health checkers we are going away
 	var wg sync.WaitGroup
+	var httpCut, grpcCut atomic.Int64
 	for _, hs := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := hs.Shutdown(ctx); err != nil {
-				s.log.Warn("requests still in flight at the shutdown timeout were cut off", "err", err)
+				httpCut.Store(s.inflight.http.Load()) // every server shares one count
 				hs.Close()
 			}
 		}()
@@ -384,22 +404,32 @@ func (s *Server) shutdown(servers []*http.Server) {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			s.log.Warn("gRPC calls still in flight at the shutdown timeout were cut off")
+			grpcCut.Store(s.inflight.grpc.Load())
 			s.grpc.Stop()
 		}
 	}()
 	wg.Wait()
-	s.closeStore(ctx)
-	s.log.Info("stopped")
+	err := s.shutdownReport(timeout, httpCut.Load(), grpcCut.Load())
+	if serr := s.closeStore(ctx); serr != nil {
+		err = errors.Join(err, fmt.Errorf("%w: %v", ErrUncleanShutdown, serr))
+	}
+	if err != nil {
+		s.log.Error("stopped; shutdown was not clean", "err", err)
+	} else {
+		s.log.Info("stopped")
+	}
+	return err
 }
 
 // closeStore closes the distributed node (pushing unsynced counts) and the
-// Redis client.
-func (s *Server) closeStore(ctx context.Context) {
+// Redis client. It returns the node's error if counts could not be pushed.
+func (s *Server) closeStore(ctx context.Context) error {
+	var err error
 	if s.node != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.ShutdownTimeout, time.Second))
-		if err := s.node.Close(cctx); err != nil {
+		if err = s.node.Close(cctx); err != nil {
 			s.log.Error("closing the distributed node: unsynced counts may be lost", "err", err)
+			err = fmt.Errorf("unsynced counts could not be pushed: %w", err)
 		} else {
 			s.log.Info("distributed node closed; unsynced counts pushed")
 		}
@@ -410,6 +440,7 @@ func (s *Server) closeStore(ctx context.Context) {
 		s.redis.Close()
 		s.redis = nil
 	}
+	return err
 }
 
 // Ready reports whether the server can decide with its shared store: true
@@ -431,14 +462,6 @@ func (s *Server) Ready(ctx context.Context) (bool, string) {
 		}
 	}
 	return true, "ok"
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if ok, why := s.Ready(r.Context()); !ok {
-		writeText(w, http.StatusServiceUnavailable, "not ready: "+why+"\n")
-		return
-	}
-	writeText(w, http.StatusOK, "ready\n")
 }
 
 // reportHealth keeps the gRPC health service in step with readiness.
@@ -485,7 +508,14 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		Errors:      nh.StoreErrors,
 		SyncLag:     nh.SyncLag,
 		Pending:     nh.PendingEvents,
-		Detail:      nh.LastError,
+		Keys:        int64(s.node.LocalKeys()),
+		KeysScope:   metrics.KeysLocalView,
+		Detail:      currentError(nh, time.Now()),
+	}
+	if s.redis != nil && !nh.BreakerOpen {
+		if err := s.redis.ConnectError(); err != nil {
+			h.Up, h.Detail = false, err.Error()
+		}
 	}
 	if nh.BreakerOpen {
 		h.Breaker = metrics.BreakerOpen
@@ -522,23 +552,6 @@ func (o *observed) Release(ctx context.Context, req rules.Request) error {
 }
 
 func (o *observed) Set() *rules.Set { return o.engine.Set() }
-
-// statusSource feeds the status page.
-type statusSource struct{ s *Server }
-
-// Rules lists the rules in force, all marked shadow under the global switch.
-func (src statusSource) Rules() []rules.RuleInfo {
-	rs := src.s.engine.Set().Rules()
-	if src.s.cfg.Shadow {
-		for i := range rs {
-			rs[i].Shadow = true
-		}
-	}
-	return rs
-}
-
-// Snapshot returns the recorder's current figures.
-func (src statusSource) Snapshot() metrics.Snapshot { return src.s.rec.Snapshot() }
 
 // reloadHandler counts rule reloads in metrics from the watcher's log
 // records, and passes every record on.

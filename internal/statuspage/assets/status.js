@@ -68,7 +68,11 @@
     sub.push(fmtInt(s.errors) + " errors");
     setText("store-sub", sub.join(" · "));
     setText("keys", fmtInt(s.keys));
-    setText("keys-sub", s.pending ? fmtInt(s.pending) + " counts pending sync" : (s.detail || "\u00a0"));
+    var ksub = [];
+    if (s.keys_scope) ksub.push(s.keys_scope);
+    if (s.pending) ksub.push(fmtInt(s.pending) + " counts pending sync");
+    if (s.detail) ksub.push(s.detail);
+    setText("keys-sub", ksub.length ? ksub.join(" · ") : "\u00a0");
     var rl = m.reloads || {};
     setText("reloads", fmtInt(rl.ok));
     setText("reload-sub", (rl.failed ? rl.failed + " failed · " : "") + (rl.last ? "last " + new Date(rl.last).toLocaleTimeString() : "none since start"));

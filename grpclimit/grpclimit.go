@@ -1,0 +1,254 @@
+// Package grpclimit rate-limits gRPC services with a Limiter: server
+// interceptors (unary and stream) that decide each call by a key (by
+// default its full method name and the peer's address), and a client
+// interceptor that waits out the server's retry advice.
+//
+//	lim, _ := floodgate.New(floodgate.Limit{Limit: 100, Window: time.Minute})
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpclimit.Unary(lim, nil)))
+//
+// A rejected call ends with codes.ResourceExhausted, a google.rpc.RetryInfo
+// detail saying how long to wait, and the rate-limit fields package
+// httplimit writes (x-ratelimit-limit, x-ratelimit-remaining,
+// x-ratelimit-reset, ratelimit-policy, ratelimit, retry-after) as metadata;
+// allowed calls carry the same fields in their header metadata.
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/httplimit"
+)
+
+// Allower decides one call for a key: *floodgate.Limiter and
+// *rlsclient.Client implement it.
+type Allower interface {
+	Allow(ctx context.Context, key string) (algorithm.Decision, error)
+}
+
+// A KeyFunc returns the key a call is counted by, from its context (peer,
+// incoming metadata) and full method name ("/pkg.Service/Method"). An
+// error fails the call with codes.InvalidArgument.
+type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
+
+// KeyByPeer counts calls by the peer's address (its host, without the
+// port), whatever the method.
+func KeyByPeer() KeyFunc {
+	return func(ctx context.Context, _ string) (string, error) {
+		p, ok := peer.FromContext(ctx)
+		if !ok || p.Addr == nil {
+			return "", errors.New("no peer address")
+		}
+		a := p.Addr.String()
+		if host, _, err := net.SplitHostPort(a); err == nil {
+			return host, nil
+		}
+		return a, nil
+	}
+}
+
+// KeyByMetadata counts calls by the first value of the incoming metadata
+// key name (an API key, a tenant), whatever the method. A call without it
+// fails with codes.InvalidArgument.
+func KeyByMetadata(name string) KeyFunc {
+	name = strings.ToLower(name)
+	return func(ctx context.Context, _ string) (string, error) {
+		if vs := metadata.ValueFromIncomingContext(ctx, name); len(vs) > 0 && vs[0] != "" {
+			return vs[0], nil
+		}
+		return "", fmt.Errorf("missing %s metadata", name)
+	}
+}
+
+// PerMethod counts each method apart: the key is the full method name, a
+// space, and k's key.
+func PerMethod(k KeyFunc) KeyFunc {
+	return func(ctx context.Context, method string) (string, error) {
+		key, err := k(ctx, method)
+		if err != nil {
+			return "", err
+		}
+		return method + " " + key, nil
+	}
+}
+
+// Options configures NewServerInterceptors.
+type Options struct {
+	// Limiter decides; required.
+	Limiter Allower
+	// Key returns the key a call is counted by; nil means
+	// PerMethod(KeyByPeer()).
+	Key KeyFunc
+	// Name names the limit in the ratelimit-policy and ratelimit fields;
+	// empty means "limit".
+	Name string
+	// Window is the limit's window, for ratelimit-policy; zero means the
+	// limiter's own when it has a Limit method.
+	Window time.Duration
+	// FailClosed fails calls with codes.Unavailable when the limiter
+	// fails; by default they go through. Either way the error is logged.
+	FailClosed bool
+	// Logger receives errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Unary returns a unary server interceptor that decides every call with
+// l, counted by key (nil means per method and peer address). A nil l
+// panics.
+func Unary(l Allower, key KeyFunc) grpc.UnaryServerInterceptor {
+	u, _ := mustInterceptors(l, key)
+	return u
+}
+
+// Stream returns a stream server interceptor that decides every stream
+// when it opens, with l, counted by key (nil means per method and peer).
+// A nil l panics.
+func Stream(l Allower, key KeyFunc) grpc.StreamServerInterceptor {
+	_, s := mustInterceptors(l, key)
+	return s
+}
+
+func mustInterceptors(l Allower, key KeyFunc) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	u, s, err := NewServerInterceptors(Options{Limiter: l, Key: key})
+	if err != nil {
+		panic("grpclimit: " + err.Error())
+	}
+	return u, s
+}
+
+// NewServerInterceptors returns the unary and stream server interceptors o
+// describes.
+func NewServerInterceptors(o Options) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor, error) {
+	if o.Limiter == nil {
+		return nil, nil, errors.New("Options.Limiter is nil")
+	}
+	if o.Key == nil {
+		o.Key = PerMethod(KeyByPeer())
+	}
+	if o.Name == "" {
+		o.Name = "limit"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	g := &guard{o: o}
+	if c, ok := o.Limiter.(interface{ Limit() algorithm.Config }); ok {
+		cfg := c.Limit()
+		g.algorithm = cfg.Algorithm
+		if g.o.Window == 0 {
+			g.o.Window = cfg.Window
+		}
+		if r, ok := o.Limiter.(releaser); ok && cfg.Algorithm == algorithm.Concurrency {
+			g.release = r
+		}
+	}
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, key, err := g.decide(ctx, info.FullMethod)
+		if md != nil {
+			_ = grpc.SetHeader(ctx, md)
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer g.done(ctx, key)
+		return handler(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		md, key, err := g.decide(ss.Context(), info.FullMethod)
+		if md != nil {
+			_ = ss.SetHeader(md)
+		}
+		if err != nil {
+			return err
+		}
+		defer g.done(ss.Context(), key)
+		return handler(srv, ss)
+	}
+	return unary, stream, nil
+}
+
+// releaser gives back units a concurrency limiter holds.
+type releaser interface {
+	Release(ctx context.Context, key string, n int64) error
+}
+
+type guard struct {
+	o         Options
+	algorithm string
+	release   releaser // set for a concurrency limiter
+}
+
+// done gives a concurrency limiter its unit back when a call ends; key is
+// empty when the call was let through without a decision.
+func (g *guard) done(ctx context.Context, key string) {
+	if g.release == nil || key == "" {
+		return
+	}
+	if err := g.release.Release(context.WithoutCancel(ctx), key, 1); err != nil {
+		g.o.Logger.Warn("rate limit release failed", "err", err)
+	}
+}
+
+// decide decides one call: the metadata to send, the key that holds a
+// unit (empty if none), and the error that ends the call if it may not
+// proceed.
+func (g *guard) decide(ctx context.Context, method string) (metadata.MD, string, error) {
+	key, err := g.o.Key(ctx, method)
+	if err != nil {
+		return nil, "", status.Error(codes.InvalidArgument, "rate limit key: "+err.Error())
+	}
+	d, err := g.o.Limiter.Allow(ctx, key)
+	if err != nil {
+		g.o.Logger.Warn("rate limit check failed", "err", err, "method", method, "fail_closed", g.o.FailClosed)
+		if g.o.FailClosed {
+			return nil, "", status.Error(codes.Unavailable, "rate limiter unavailable")
+		}
+		return nil, "", nil
+	}
+	res := httplimit.DecisionResult(g.o.Name, g.algorithm, g.o.Window, d)
+	md := metadata.MD{}
+	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
+		for _, f := range httplimit.Fields(res) {
+			md.Set(strings.ToLower(f.Name), f.Value)
+		}
+	}
+	if !d.Allowed {
+		return md, "", rejection(d)
+	}
+	if d.Delay > 0 {
+		t := time.NewTimer(d.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			g.done(ctx, key)
+			return md, "", status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return md, key, nil
+}
+
+// rejection is the status of a rejected call.
+func rejection(d algorithm.Decision) error {
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded (%s): retry after %v", d.Reason, d.RetryAfter))
+	if d.RetryAfter > 0 {
+		if s, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}); err == nil {
+			st = s
+		}
+	}
+	return st.Err()
+}

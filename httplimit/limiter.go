@@ -1,0 +1,216 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// Allower decides one request for a key: *floodgate.Limiter implements it,
+// and so does the client of a Floodgate server (package rlsclient).
+type Allower interface {
+	Allow(ctx context.Context, key string) (algorithm.Decision, error)
+}
+
+// A KeyFunc returns the key a request is counted by. An error rejects the
+// request with 400 Bad Request and the error's text.
+type KeyFunc func(r *http.Request) (string, error)
+
+// KeyByIP counts requests by client address, found as Proxies.ClientIP
+// describes: forwarding headers are read only from the trusted proxies p
+// (nil trusts none, so the key is the connection's peer).
+func KeyByIP(p *Proxies) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		a := p.ClientIP(r)
+		if !a.IsValid() {
+			return "", errors.New("no client address")
+		}
+		return a.String(), nil
+	}
+}
+
+// KeyByHeader counts requests by the value of the request header name,
+// such as an API key. A request without the header is rejected with 400.
+func KeyByHeader(name string) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		v := r.Header.Get(name)
+		if v == "" {
+			return "", errors.New("missing " + name + " header")
+		}
+		return v, nil
+	}
+}
+
+// LimiterOptions configures LimiterMiddleware.
+type LimiterOptions struct {
+	// Limiter decides; required.
+	Limiter Allower
+	// Key returns the key each request is counted by; nil means
+	// KeyByIP(nil), the connection's peer address.
+	Key KeyFunc
+	// Name names the limit in the RateLimit-Policy and RateLimit header
+	// fields and in 429 bodies; empty means "limit".
+	Name string
+	// Window is the limit's window, for the RateLimit-Policy field. Zero
+	// means the limiter's own (Limit().Window) when it has a Limit method.
+	Window time.Duration
+	// FailClosed answers 503 when the limiter fails (a store or server it
+	// cannot reach). By default such requests go through. Either way the
+	// error is logged.
+	FailClosed bool
+	// Logger receives errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// LimitBy returns middleware that lets a request through only when l
+// allows its key, with the defaults of LimiterOptions:
+//
+//	lim, _ := floodgate.New(floodgate.Limit{Limit: 100, Window: time.Minute})
+//	http.ListenAndServe(":8080", httplimit.LimitBy(lim, httplimit.KeyByIP(nil))(mux))
+//
+// A nil key counts by the connection's peer address; a nil l panics.
+func LimitBy(l Allower, key KeyFunc) func(http.Handler) http.Handler {
+	mw, err := LimiterMiddleware(LimiterOptions{Limiter: l, Key: key})
+	if err != nil {
+		panic("httplimit.LimitBy: " + err.Error())
+	}
+	return mw
+}
+
+// LimiterMiddleware returns net/http middleware that decides every request
+// with one limiter, counted by the request's key. It answers as Middleware
+// does: the rate-limit header fields on every response, 429 with
+// Retry-After and a JSON problem body when the limiter rejects, and the
+// request goes through when the limiter fails unless FailClosed is set.
+// A limiter whose decisions carry a Delay (leaky-bucket) holds the request
+// for it. A concurrency limiter that has a Release method gets the request's
+// unit back when the handler returns.
+func LimiterMiddleware(o LimiterOptions) (func(http.Handler) http.Handler, error) {
+	if o.Limiter == nil {
+		return nil, errors.New("LimiterOptions.Limiter is nil")
+	}
+	if o.Key == nil {
+		o.Key = KeyByIP(nil)
+	}
+	if o.Name == "" {
+		o.Name = "limit"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	lh := &limiterHandler{o: o}
+	if c, ok := o.Limiter.(interface{ Limit() algorithm.Config }); ok {
+		cfg := c.Limit()
+		if o.Window == 0 {
+			lh.o.Window = cfg.Window
+		}
+		lh.algorithm = cfg.Algorithm
+		if r, ok := o.Limiter.(releaser); ok && cfg.Algorithm == algorithm.Concurrency {
+			lh.release = r
+		}
+	}
+	return func(next http.Handler) http.Handler {
+		h := *lh
+		h.next = next
+		return &h
+	}, nil
+}
+
+// releaser gives back units a concurrency limiter holds.
+type releaser interface {
+	Release(ctx context.Context, key string, n int64) error
+}
+
+type limiterHandler struct {
+	o         LimiterOptions
+	algorithm string
+	release   releaser // set for a concurrency limiter
+	next      http.Handler
+}
+
+func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key, err := h.o.Key(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	ctx := r.Context()
+	d, err := h.o.Limiter.Allow(ctx, key)
+	if err != nil {
+		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
+		if h.o.FailClosed {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
+			return
+		}
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	res := DecisionResult(h.o.Name, h.algorithm, h.o.Window, d)
+	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
+		SetHeaders(w.Header(), res)
+	}
+	if !d.Allowed {
+		w.Header().Set("Content-Type", "application/problem+json")
+		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
+		return
+	}
+	if h.release != nil {
+		defer func() {
+			if err := h.release.Release(context.WithoutCancel(ctx), key, 1); err != nil {
+				h.o.Logger.Warn("rate limit release failed", "err", err)
+			}
+		}()
+	}
+	if d.Delay > 0 {
+		t := time.NewTimer(d.Delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// DecisionResult describes one limiter decision as a rule-engine result
+// with one status, so that Fields, SetHeaders, NewRejection and RetryAfter
+// describe it as they describe a rule set's. name names the limit, alg is
+// its algorithm (empty for unknown) and window its window (0 for a
+// concurrency limit or one not known).
+func DecisionResult(name, alg string, window time.Duration, d algorithm.Decision) rules.Result {
+	if alg == "" && window <= 0 {
+		alg = algorithm.Concurrency
+	}
+	return rules.Result{
+		Allowed:  d.Allowed,
+		Tightest: 0,
+		Statuses: []rules.Status{{
+			Rule:      strings.TrimSpace(name),
+			Limit:     d.Limit,
+			Window:    window,
+			Algorithm: alg,
+			Decision:  d,
+		}},
+		Rejected: rejected(name, d),
+	}
+}
+
+func rejected(name string, d algorithm.Decision) []string {
+	if d.Allowed {
+		return nil
+	}
+	return []string{name}
+}
+
+// SetDecisionHeaders sets the rate-limit header fields that describe one
+// limiter decision (see Fields and DecisionResult) on h.
+func SetDecisionHeaders(h http.Header, name string, window time.Duration, d algorithm.Decision) {
+	SetHeaders(h, DecisionResult(name, "", window, d))
+}

@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// Charger counts a cost known after the response. *rules.Engine
+// implements it.
+type Charger interface {
+	Charge(ctx context.Context, req rules.Request) (rules.Result, error)
+}
+
+// Releaser gives back what a request held under concurrency rules.
+// *rules.Engine implements it.
+type Releaser interface {
+	Release(ctx context.Context, req rules.Request) error
+}
+
+// ReleaseResponse is the answer to POST /v1/release.
+type ReleaseResponse struct {
+	Released bool `json:"released"`
+}
+
+// handleSettle serves the calls that settle a request after it ran:
+//
+//	POST /v1/charge   the body of /v1/check; hits is the cost to count. It
+//	                  is counted on every rule that applies (but concurrency
+//	                  rules), without deciding and even past the limit, and
+//	                  the answer is a CheckResponse that is always allowed,
+//	                  each status saying what is left (see rules.Engine.Charge).
+//	POST /v1/release  the body of the /v1/check that was allowed; gives back
+//	                  what it holds under concurrency rules, so those rules
+//	                  work through the server. Answers {"released": true}.
+//
+// An engine that cannot charge or release answers 501.
+func (a *api) handleSettle(mux *http.ServeMux) {
+	mux.HandleFunc("/v1/charge", func(w http.ResponseWriter, r *http.Request) {
+		req, ok := a.decode(w, r)
+		if !ok {
+			return
+		}
+		c, ok := a.o.Engine.(Charger)
+		if !ok {
+			Error(w, http.StatusNotImplemented, "this server cannot charge")
+			return
+		}
+		res, err := c.Charge(r.Context(), req)
+		if a.failed(w, "charge", err) {
+			return
+		}
+		writeJSON(w, http.StatusOK, NewCheckResponse(res))
+	})
+	mux.HandleFunc("/v1/release", func(w http.ResponseWriter, r *http.Request) {
+		req, ok := a.decode(w, r)
+		if !ok {
+			return
+		}
+		rel, ok := a.o.Engine.(Releaser)
+		if !ok {
+			Error(w, http.StatusNotImplemented, "this server cannot release")
+			return
+		}
+		if a.failed(w, "release", rel.Release(r.Context(), req)) {
+			return
+		}
+		writeJSON(w, http.StatusOK, ReleaseResponse{Released: true})
+	})
+}
+
+// failed answers err, if any: 400 for a request past the engine's bounds,
+// 503 otherwise.
+func (a *api) failed(w http.ResponseWriter, what string, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, rules.ErrInvalidRequest):
+		Error(w, http.StatusBadRequest, err.Error())
+	default:
+		a.o.Logger.Warn("httpapi: "+what+" failed", "err", err)
+		Error(w, http.StatusServiceUnavailable, "the limiter could not "+what+": "+err.Error())
+	}
+	return true
+}
+
+// decode reads a POSTed CheckRequest body into a rules.Request, answering
+// the error itself when it cannot.
+func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		Error(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path)
+		return rules.Request{}, false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.o.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	var in CheckRequest
+	err := dec.Decode(&in)
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			err = nil
+		} else if err == nil {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+		} else {
+			Error(w, http.StatusBadRequest, "malformed request: "+err.Error())
+		}
+		return rules.Request{}, false
+	}
+	req, err := in.toRequest()
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return rules.Request{}, false
+	}
+	return req, true
+}

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+const settleRules = `
+domain: ai
+rules:
+  - name: tokens
+    match: {tenant: "*"}
+    count_by: [tenant]
+    limit: 1000
+    window: 1m
+  - name: in-flight
+    match: {stream: "*"}
+    count_by: [stream]
+    algorithm: concurrency
+    limit: 1
+`
+
+func settleServer(t *testing.T) string {
+	t.Helper()
+	set, err := rules.Parse("rules.yaml", []byte(settleRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Options{Engine: rules.NewEngine(set, memstore.New(memstore.Options{}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func remaining(m map[string]any) float64 {
+	return m["statuses"].([]any)[0].(map[string]any)["remaining"].(float64)
+}
+
+func TestPeekAndCharge(t *testing.T) {
+	url := settleServer(t)
+	tenant := `"descriptors":[{"entries":[{"key":"tenant","value":"acme"}]}]`
+	steps := []struct {
+		path, body string
+		allowed    bool
+		remaining  float64
+	}{
+		{"/v1/check", `{"peek":true,` + tenant + `}`, true, 1000},
+		{"/v1/charge", `{"hits":800,` + tenant + `}`, true, 200},
+		{"/v1/check", `{"peek":true,` + tenant + `}`, true, 200},
+		{"/v1/charge", `{"hits":800,` + tenant + `}`, true, 0},  // counted past the limit
+		{"/v1/check", `{"peek":true,` + tenant + `}`, false, 0}, // in debt
+		{"/v1/check", `{"hits":1,` + tenant + `}`, false, 0},
+	}
+	for i, s := range steps {
+		code, m := post(t, url+s.path, s.body)
+		if code != 200 || m["allowed"] != s.allowed || remaining(m) != s.remaining {
+			t.Fatalf("step %d %s %s: %d %v, want allowed %v remaining %v", i, s.path, s.body, code, m, s.allowed, s.remaining)
+		}
+	}
+}
+
+func TestReleaseOverTheWire(t *testing.T) {
+	url := settleServer(t)
+	body := `{"descriptors":[{"entries":[{"key":"stream","value":"s1"}]}]}`
+	if _, m := post(t, url+"/v1/check", body); m["allowed"] != true {
+		t.Fatalf("first: %v", m)
+	}
+	if _, m := post(t, url+"/v1/check", body); m["allowed"] != false {
+		t.Fatalf("second while the first holds the slot: %v, want rejected", m)
+	}
+	if code, m := post(t, url+"/v1/release", body); code != 200 || m["released"] != true {
+		t.Fatalf("release: %d %v", code, m)
+	}
+	if _, m := post(t, url+"/v1/check", body); m["allowed"] != true {
+		t.Fatalf("after release: %v, want allowed", m)
+	}
+	for _, bad := range []string{`{}`, `{"descriptors":[]}`, `{"x":1}`, `{"descriptors":[{"entries":[{"key":"","value":"a"}]}]}`, `{} {}`} {
+		for _, p := range []string{"/v1/release", "/v1/charge"} {
+			if code, _ := post(t, url+p, bad); code != 400 {
+				t.Errorf("%s %s: %d, want 400", p, bad, code)
+			}
+		}
+	}
+}

@@ -1,0 +1,233 @@
+// Package rlsclient is a Go client for a Floodgate server: the Limiter API
+// of package floodgate (Allow, AllowN, Check, Charge, Release, with the same
+// Decision fields) answered by `floodgate serve` over gRPC, using Envoy's
+// Rate Limit Service protocol.
+//
+//	c, err := rlsclient.New("floodgate:8081", rlsclient.Options{Domain: "api"})
+//	...
+//	d, err := c.Allow(ctx, "acme") // the rules of domain "api" decide {key: acme}
+//
+// A key becomes one descriptor, by default the single entry {key: KEY}; the
+// server's rules for the domain decide it (match: {key: "*"}, count_by:
+// [key]). Describe maps keys to richer descriptors.
+//
+// Every call has a deadline (Options.Timeout). When the server cannot be
+// reached in time, the failure policy decides: open (the default) allows
+// the request, closed rejects it; either way the error goes to OnError and
+// the call returns no error, so a Client can stand where a Limiter stands
+// (for example behind httplimit.LimitBy). A request the server finds
+// malformed (INVALID_ARGUMENT: an empty entry key, a domain it rejects) is
+// an error, not an outage.
+//
+// One Client holds one gRPC connection (HTTP/2), which every concurrent
+// call shares: a call is a stream on it, with no goroutine of its own and
+// no new connection. Make one Client per server and reuse it.
+//
+// Embed the library (package floodgate) when one process owns the limit or
+// the processes share Redis; call a server when programs in other languages
+// or many small services share limits, when the rules should change without
+// redeploying, or when Envoy already asks the same server.
+package rlsclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// Decision is the outcome of one call, as floodgate.Decision.
+type Decision = algorithm.Decision
+
+// DefaultTimeout is the deadline of a call when Options.Timeout is 0.
+const DefaultTimeout = 100 * time.Millisecond
+
+// ReasonUnavailable is the Reason of a decision the failure policy made.
+const ReasonUnavailable = "rate limit server unavailable"
+
+// Options configures a Client.
+type Options struct {
+	// Domain is the rule domain keys are decided in; required.
+	Domain string
+	// Describe returns the descriptor a key is decided as; nil means the
+	// single entry {EntryKey: key}.
+	Describe func(key string) rules.Descriptor
+	// EntryKey is the entry key of the default descriptor; empty means "key".
+	EntryKey string
+	// Timeout bounds each call (it also applies when the caller's context
+	// has a later deadline or none); 0 means DefaultTimeout.
+	Timeout time.Duration
+	// FailClosed rejects when the server cannot answer in time; by default
+	// such requests are allowed.
+	FailClosed bool
+	// OnError, when set, receives every error the failure policy absorbed.
+	OnError func(error)
+	// HTTPURL is the base URL of the server's JSON API
+	// ("http://floodgate:8080"); Release needs it, as RLS has no release.
+	HTTPURL string
+	// HTTPClient makes the JSON API calls; nil means a client of its own.
+	HTTPClient *http.Client
+	// DialOptions are added to the gRPC dial; without any, the connection
+	// is plain text.
+	DialOptions []grpc.DialOption
+}
+
+// Client asks a Floodgate server. It is safe for concurrent use.
+type Client struct {
+	o    Options
+	conn *grpc.ClientConn
+	rls  rlsv3.RateLimitServiceClient
+}
+
+// New returns a client of the Floodgate gRPC listener at addr (host:port,
+// or any gRPC target). It does not connect until the first call.
+func New(addr string, o Options) (*Client, error) {
+	if o.Domain == "" {
+		return nil, errors.New("rlsclient: Options.Domain is empty: name the rule domain to decide in")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.EntryKey == "" {
+		o.EntryKey = "key"
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: o.Timeout}
+	}
+	o.HTTPURL = strings.TrimRight(o.HTTPURL, "/")
+	dial := o.DialOptions
+	if len(dial) == 0 {
+		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("rlsclient: %w", err)
+	}
+	return &Client{o: o, conn: conn, rls: rlsv3.NewRateLimitServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Allow is AllowN(ctx, key, 1).
+func (c *Client) Allow(ctx context.Context, key string) (Decision, error) {
+	return c.AllowN(ctx, key, 1)
+}
+
+// AllowN asks whether a request of cost n for key may proceed now, and
+// the server counts it if so.
+func (c *Client) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	if n < 1 {
+		return Decision{Reason: algorithm.ReasonBadCost}, nil
+	}
+	return c.ask(ctx, key, uint64(n))
+}
+
+// Check asks whether key has allowance left without counting anything
+// (a descriptor hits_addend of 0).
+func (c *Client) Check(ctx context.Context, key string) (Decision, error) {
+	return c.ask(ctx, key, 0)
+}
+
+// ErrNotCharged is returned by Charge when the server decided the charge
+// as a request and rejected it, so it was not counted: the rule that
+// applies lacks charge_after_response: true.
+var ErrNotCharged = errors.New("rlsclient: the server rejected the charge instead of counting it; mark the rule charge_after_response: true")
+
+// Charge counts n units for key after the response. The server counts them
+// without deciding, even past the limit, when the rule that applies says
+// charge_after_response: true (see the server's rules documentation); for
+// other rules it is AllowN, and a rejection returns ErrNotCharged. The
+// failure policy does not apply: a charge that cannot be delivered returns
+// its error, so the caller may retry it.
+func (c *Client) Charge(ctx context.Context, key string, n int64) (Decision, error) {
+	if n < 1 {
+		return c.Check(ctx, key)
+	}
+	d, err := c.call(ctx, key, uint64(n))
+	if err == nil && !d.Allowed {
+		err = ErrNotCharged
+	}
+	return d, err
+}
+
+// ask is call with the failure policy applied.
+func (c *Client) ask(ctx context.Context, key string, addend uint64) (Decision, error) {
+	d, err := c.call(ctx, key, addend)
+	if err == nil {
+		return d, nil
+	}
+	if status.Code(err) == codes.InvalidArgument {
+		return d, err // a malformed request is no outage
+	}
+	if c.o.OnError != nil {
+		c.o.OnError(err)
+	}
+	if c.o.FailClosed {
+		return Decision{Reason: ReasonUnavailable}, nil
+	}
+	return Decision{Allowed: true}, nil
+}
+
+// call sends one RLS request with descriptor hits_addend addend.
+func (c *Client) call(ctx context.Context, key string, addend uint64) (Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
+	d := &commonv3.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(addend)}
+	for _, e := range c.describe(key) {
+		d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+	}
+	resp, err := c.rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain:      c.o.Domain,
+		Descriptors: []*commonv3.RateLimitDescriptor{d},
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("rlsclient: %w", err)
+	}
+	return decision(resp), nil
+}
+
+func (c *Client) describe(key string) rules.Descriptor {
+	if c.o.Describe != nil {
+		return c.o.Describe(key)
+	}
+	return rules.Descriptor{{Key: c.o.EntryKey, Value: key}}
+}
+
+// decision reads a Decision from the response: allowed from the overall
+// code, the limit and remaining allowance from the descriptor's status,
+// RetryAfter from the Retry-After field the server adds.
+func decision(resp *rlsv3.RateLimitResponse) Decision {
+	d := Decision{Allowed: resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT}
+	if sts := resp.GetStatuses(); len(sts) > 0 {
+		st := sts[0]
+		d.Remaining = int64(st.GetLimitRemaining())
+		d.ResetAfter = st.GetDurationUntilReset().AsDuration()
+		d.Limit = int64(st.GetCurrentLimit().GetRequestsPerUnit())
+	}
+	if !d.Allowed {
+		d.Reason = algorithm.ReasonOverLimit
+		for _, h := range resp.GetResponseHeadersToAdd() {
+			if strings.EqualFold(h.GetKey(), "Retry-After") {
+				if s, err := strconv.ParseInt(h.GetValue(), 10, 64); err == nil && s > 0 {
+					d.RetryAfter = time.Duration(s) * time.Second
+				}
+			}
+		}
+	}
+	return d
+}

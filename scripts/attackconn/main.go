@@ -1,0 +1,209 @@
+// Command attackconn is the client side of scripts/attack-connections: it
+// opens connections that send a POST header announcing a large body, one
+// byte of it and then nothing ("silent bodies"), and reports when the server
+// closed each; or it checks /healthz and an RLS call at a fixed interval and
+// reports their latencies; or it serves as a gateway upstream that reads
+// bodies. It prints one JSON object. It is a measuring tool, not part of
+// Floodgate.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	mode := flag.String("mode", "attack", "attack, check or upstream")
+	target := flag.String("target", "", "attack: host:port of the HTTP listener")
+	path := flag.String("path", "/v1/check", "attack: request path")
+	n := flag.Int("n", 1000, "attack: connections to open")
+	from := flag.String("from", "127.0.0.2", "attack: comma-separated source addresses, used in turn")
+	hold := flag.Duration("hold", time.Minute, "attack: how long to wait for the server to close them; check: how long to check")
+	httpURL := flag.String("http", "", "check: base URL of the http listener")
+	grpcAddr := flag.String("grpc", "", "check: host:port of the gRPC listener")
+	every := flag.Duration("every", 100*time.Millisecond, "check: interval")
+	listen := flag.String("listen", "", "upstream: host:port to serve on")
+	flag.Parse()
+	var out any
+	switch *mode {
+	case "attack":
+		out = attack(*target, *path, *n, strings.Split(*from, ","), *hold)
+	case "check":
+		out = check(*httpURL, *grpcAddr, *every, *hold)
+	case "upstream":
+		http.ListenAndServe(*listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+		}))
+		return
+	default:
+		fmt.Fprintln(os.Stderr, "unknown -mode", *mode)
+		os.Exit(2)
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// attackResult describes what the server did with the silent connections.
+type attackResult struct {
+	Target     string  `json:"target"`
+	Opened     int     `json:"opened"`
+	DialErrors int     `json:"dial_errors"`
+	ClosedFast int     `json:"closed_within_1s"`
+	ClosedLate int     `json:"closed_after_1s"`
+	StillOpen  int     `json:"still_open_at_hold"`
+	P50HeldS   float64 `json:"p50_held_s"`
+	P99HeldS   float64 `json:"p99_held_s"`
+	MaxHeldS   float64 `json:"max_held_s"`
+	OpenS      float64 `json:"seconds_to_open_all"`
+}
+
+func attack(target, path string, n int, from []string, hold time.Duration) attackResult {
+	res := attackResult{Target: target}
+	req := "POST " + path + " HTTP/1.1\r\nHost: attack\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{"
+	var mu sync.Mutex
+	var held []time.Duration
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for i := 0; i < n; i++ {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from[i%len(from)])}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", target)
+		if err != nil {
+			res.DialErrors++
+			continue
+		}
+		res.Opened++
+		sent := time.Now()
+		if _, err := io.WriteString(c, req); err != nil {
+			c.Close()
+			mu.Lock()
+			held = append(held, 0)
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			c.SetReadDeadline(sent.Add(hold))
+			_, err := io.Copy(io.Discard, c)
+			mu.Lock()
+			defer mu.Unlock()
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				res.StillOpen++
+				return
+			}
+			held = append(held, time.Since(sent))
+		}()
+	}
+	res.OpenS = time.Since(begin).Seconds()
+	wg.Wait()
+	sort.Slice(held, func(i, j int) bool { return held[i] < held[j] })
+	for _, h := range held {
+		if h < time.Second {
+			res.ClosedFast++
+		} else {
+			res.ClosedLate++
+		}
+	}
+	if len(held) > 0 {
+		res.P50HeldS = held[len(held)/2].Seconds()
+		res.P99HeldS = held[len(held)*99/100].Seconds()
+		res.MaxHeldS = held[len(held)-1].Seconds()
+	}
+	return res
+}
+
+// checkResult holds the latencies of the health and RLS checks.
+type checkResult struct {
+	Checks     int     `json:"checks"`
+	Failures   int     `json:"failures"`
+	Slow       int     `json:"over_1s"`
+	HealthP50  float64 `json:"healthz_p50_ms"`
+	HealthMax  float64 `json:"healthz_max_ms"`
+	RLSP50     float64 `json:"rls_p50_ms"`
+	RLSMax     float64 `json:"rls_max_ms"`
+	FirstError string  `json:"first_error,omitempty"`
+	// SlowAt lists when (seconds after the start) a check failed or took 1 s.
+	SlowAt []float64 `json:"slow_or_failed_at_s,omitempty"`
+}
+
+func check(httpURL, grpcAddr string, every, d time.Duration) checkResult {
+	var res checkResult
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		res.FirstError = err.Error()
+		return res
+	}
+	defer conn.Close()
+	rlsc := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "default", Descriptors: []*commonv3.RateLimitDescriptor{
+		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "client", Value: "checker"}}}}}
+	fail := func(err error) {
+		res.Failures++
+		if res.FirstError == "" {
+			res.FirstError = err.Error()
+		}
+	}
+	var hl, rl []time.Duration
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	begin := time.Now()
+	for end := begin.Add(d); time.Now().Before(end); <-tick.C {
+		res.Checks++
+		failed := res.Failures
+		t0 := time.Now()
+		resp, err := hc.Get(httpURL + "/healthz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("/healthz: %s", resp.Status)
+			}
+		}
+		if err != nil {
+			fail(err)
+		}
+		t1 := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err = rlsc.ShouldRateLimit(ctx, req)
+		cancel()
+		if err != nil {
+			fail(fmt.Errorf("RLS: %w", err))
+		}
+		t2 := time.Now()
+		hl, rl = append(hl, t1.Sub(t0)), append(rl, t2.Sub(t1))
+		if t1.Sub(t0) >= time.Second || t2.Sub(t1) >= time.Second {
+			res.Slow++
+		}
+		if res.Failures > failed || t2.Sub(t0) >= time.Second {
+			res.SlowAt = append(res.SlowAt, float64(t0.Sub(begin).Milliseconds())/1000)
+		}
+	}
+	res.HealthP50, res.HealthMax = quantiles(hl)
+	res.RLSP50, res.RLSMax = quantiles(rl)
+	return res
+}
+
+func quantiles(ds []time.Duration) (p50, maxMS float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(ds[len(ds)/2]), ms(ds[len(ds)-1])
+}
