@@ -1,10 +1,13 @@
 package algorithm
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // boundedLog is a log of accepted units compressed into entries of at most
-// m = max(1, floor(e*L)) units, each entry keeping the first and last
-// timestamp of the units it holds.
+// m = max(1, floor(e*L)) units, each entry covering the span from its first
+// to its last timestamp.
 //
 // At time t it drops entries whose last timestamp is at or before t-W and
 // counts S, the units of the entries whose first timestamp is after t-W. A
@@ -18,7 +21,9 @@ import "time"
 // (t-W, t] lies in a kept entry. The entries after the straddler hold S <= L
 // units once a request is accepted, and the straddler at most m, so any
 // W-long interval ending at an accepted request holds at most L+m <=
-// (1+e)*L accepted units.
+// (1+e)*L accepted units. m is floor(e*L) computed exactly (no rounding up),
+// and timestamps are kept to the nanosecond, so nothing rounds against this
+// bound.
 //
 // Promise 2 (no false rejects). Every unit S counts has a timestamp after
 // t-W, so S is at most the units the key really had accepted in (t-W, t]. A
@@ -29,163 +34,270 @@ import "time"
 // entries are at most one straddler, k full entries of m units after it and
 // the open entry with at least 1 unit, all but the straddler counted in S <= L:
 // k*m + 1 <= L, k <= floor((L-1)/m). So Decide alone keeps at most
-// floor((L-1)/m) + 2 <= ceil(L/m) + 2 entries; a test checks it on random
-// traffic. Record, which merges counts taken elsewhere, also closes entries
-// that span ceil(W*m/L) (see Record), so the ring holds 2*ceil(L/m) + 2
+// floor((L-1)/m) + 2 entries; a test checks it on random traffic. Record,
+// which merges counts taken elsewhere, also closes entries that span
+// ceil(W*m/L) (see logRing.record), so the capacity is 2*ceil(L/m) + 2
 // entries. Only when it is full does Record put more than m units in an
 // entry, rather than lose units.
 //
-// State: [0] number of entries, [1] index of the oldest entry in the ring,
-// then 2*ceil(L/m) + 2 entries of three words: first, last, count.
+// Compact encoding. Decide needs only each entry's first timestamp, the
+// open entry's count and the newest timestamp: every closed entry Decide
+// makes holds exactly m units (a straddler it closes early is never counted
+// again, so it is recorded as full), and a closed entry's last timestamp is
+// taken to be the next entry's first (an upper bound, which only keeps an
+// entry a little longer and changes no decision: an entry is counted by its
+// first timestamp). The state, of 2 + 3*capacity words, is
+//
+//	[0] header: 2^52 + count of the open entry * 2^18 + merged * 2^17 + n
+//	    (n entries; 0 when there are none)
+//	[1] the newest timestamp: the open entry's last
+//	[2 .. 2+capacity)              first timestamp of entry i, oldest first
+//	[2+capacity .. 2+2*capacity)   m - count of closed entry i (0: full)
+//	[2+2*capacity .. 2+3*capacity) next entry's first - last of closed entry i
+//
+// Decide writes only the first two regions, so a key that never merged has
+// zeros after word 2+n: a key with at most m units in its window is three
+// nonzero words, and a key at its limit (L = 600, e = 0.05: at most 21
+// entries) at most 23. Only Record, for late events, writes the last two
+// regions, and sets the merged bit when it does. Every word stays below 2^53
+// when times are in microseconds, so the Redis script holds the same layout
+// in doubles.
 type boundedLog struct {
 	base
 	limit, window int64
 	m             int64 // units per entry
-	size          int64 // entries in the ring
-	span          int64 // Record's entries span less than this: ceil(W*m/L)
+	size          int64 // capacity in entries
+	ring          logRing
 }
 
-// boundedLogSize returns the units per entry and the ring size for limit l
-// and tolerance e: room for Decide's ceil(l/m)+2 entries and as many again
-// for the time-capped entries Record makes of late events.
+// Header fields of the compact state.
+const (
+	blMark      = int64(1) << 52 // set in every nonempty header
+	blMerged    = int64(1) << 17 // the deficit and gap regions may be nonzero
+	blCountUnit = int64(1) << 18 // the open entry's count is header / 2^18 mod 2^32
+	blNMask     = blMerged - 1
+	blMaxCount  = int64(MaxLimit) // counts past m (a full ring) saturate here
+)
+
+// boundedLogSize returns the units per entry and the capacity in entries
+// for limit l and tolerance e: room for Decide's ceil(l/m)+2 entries and as
+// many again for the time-capped entries Record makes of late events. m is
+// floor(e*l) exactly, never rounded up, and at least 1.
 func boundedLogSize(l int64, e float64) (m, size int64) {
-	m = max(1, int64(e*float64(l)))
+	x := float64(l)
+	m = int64(e * x)
+	if m > 0 && math.FMA(e, x, -float64(m)) < 0 {
+		m-- // e*l rounded up to the integer m
+	}
+	m = max(1, m)
 	return m, 2*((l+m-1)/m) + 2
 }
 
 func newBoundedLog(c Config) *boundedLog {
 	m, size := boundedLogSize(c.Limit, c.Tolerance)
-	return &boundedLog{
+	a := &boundedLog{
 		base:   base{cfg: c, words: 2 + 3*int(size), idle: c.Window},
 		limit:  c.Limit,
 		window: int64(c.Window),
 		m:      m,
 		size:   size,
-		span:   mulDivUp(int64(c.Window), m, c.Limit),
+		ring:   logRing{window: int64(c.Window), m: m, size: size, span: mulDivUp(int64(c.Window), m, c.Limit)},
 	}
+	a.withParams(Params{EntryUnits: m, Entries: size})
+	return a
 }
 
-// at returns the offset in the state of the i-th oldest entry.
-func (a *boundedLog) at(s []int64, i int64) int64 {
-	return 2 + 3*((s[1]+i)%a.size)
+// header returns the entries and the open entry's count of s, zeroing a
+// state no boundedLog could have written.
+func (a *boundedLog) header(s []int64) (n, count int64, merged bool) {
+	h := s[0]
+	if h == 0 {
+		return 0, 0, false
+	}
+	n, count = h&blNMask, (h-blMark)/blCountUnit
+	if h < blMark || h >= 2*blMark || n < 1 || n > a.size {
+		clear(s)
+		return 0, 0, false
+	}
+	return n, count, h&blMerged != 0
 }
 
-// view moves now forward to the newest timestamp in s (so a clock that went
-// back gets no allowance) and returns it with the number of entries to drop,
-// the index of the first entry counted in S, and S.
-func (a *boundedLog) view(s []int64, now int64) (t, drop, start, sum int64) {
-	n := s[0]
-	now = clampTime(now)
-	if n > 0 {
-		now = max(now, s[a.at(s, n-1)+1])
+// setHeader writes the header for n entries.
+func setHeader(s []int64, n, count int64, merged bool) {
+	if n == 0 {
+		s[0], s[1] = 0, 0
+		return
 	}
-	cut := now - a.window
-	// Walk the ring by offset, wrapping, rather than by a modulo per entry.
-	o, end := a.at(s, 0), int64(2+3*a.size)
-	next := func() {
-		if o += 3; o == end {
-			o = 2
+	h := blMark + min(count, blMaxCount)*blCountUnit + n
+	if merged {
+		h += blMerged
+	}
+	s[0] = h
+}
+
+// last returns the last timestamp of entry i of n.
+func (a *boundedLog) last(s []int64, i, n int64, merged bool) int64 {
+	if i == n-1 {
+		return s[1]
+	}
+	if merged {
+		return s[2+i+1] - s[2+2*a.size+i]
+	}
+	return s[2+i+1]
+}
+
+// count returns the units of entry i of n whose open count is open.
+func (a *boundedLog) count(s []int64, i, n, open int64, merged bool) int64 {
+	if i == n-1 {
+		return open
+	}
+	if merged {
+		return a.m - s[2+a.size+i]
+	}
+	return a.m
+}
+
+// logView is what a decision at time t sees: the entries to drop (last
+// timestamp at or before t-W), the first entry counted and the sum S.
+type logView struct {
+	n, open          int64
+	merged           bool
+	t                int64
+	drop, start, sum int64
+}
+
+// view moves now forward to the newest timestamp (so a clock that went back
+// gets no allowance) and fills v with the view of s at it.
+func (a *boundedLog) view(s []int64, now int64, v *logView) {
+	n, open, merged := a.header(s)
+	*v = logView{n: n, open: open, merged: merged, t: clampTime(now)}
+	if n == 0 {
+		return
+	}
+	t := max(v.t, s[1])
+	v.t = t
+	cut := t - a.window
+	drop := int64(0)
+	if !merged {
+		// Entry i ends at entry i+1's first timestamp, the newest at s[1].
+		for drop < n-1 && s[2+drop+1] <= cut {
+			drop++
+		}
+		if drop == n-1 && s[1] <= cut {
+			drop = n
+		}
+	} else {
+		for drop < n && a.last(s, drop, n, true) <= cut {
+			drop++
 		}
 	}
-	for drop < n && s[o+1] <= cut {
-		drop++
-		next()
-	}
-	start = drop
-	if start < n && s[o] <= cut {
+	start := drop
+	if start < n && s[2+start] <= cut {
 		start++
-		next()
 	}
-	for i := start; i < n; i++ {
-		sum += s[o+2]
-		next()
-	}
-	return now, drop, start, sum
-}
-
-// repair zeroes a state whose header no boundedLog could have written.
-func (a *boundedLog) repair(s []int64) {
-	if s[0] < 0 || s[0] > a.size || s[1] < 0 || s[1] >= a.size {
-		clear(s)
+	v.drop, v.start = drop, start
+	if start < n {
+		v.sum = (n-1-start)*a.m + open
+		if merged {
+			for i := start; i < n-1; i++ {
+				v.sum -= s[2+a.size+i]
+			}
+		}
 	}
 }
 
 func (a *boundedLog) decide(s []int64, now, cost int64, commit bool) Decision {
 	s = s[:a.words:a.words]
-	a.repair(s)
-	now, drop, start, sum := a.view(s, now)
-	n := s[0]
+	var v logView
+	a.view(s, now, &v)
+	now = v.t
 	d := Decision{Limit: a.limit}
-	if start < n {
+	if v.start < v.n {
 		// S falls to 0 when the newest entry's first timestamp leaves the window.
-		d.ResetAfter = time.Duration(s[a.at(s, n-1)] + a.window - now)
+		d.ResetAfter = time.Duration(s[2+v.n-1] + a.window - now)
 	}
 	if r := badCost(cost, a.limit); r != "" {
-		d.Remaining, d.Reason = nonNeg(a.limit-sum), r
+		d.Remaining, d.Reason = nonNeg(a.limit-v.sum), r
 		return d
 	}
-	if sum+cost > a.limit {
-		// Entries leave S oldest first, each at its first timestamp + W.
-		need, i := sum+cost-a.limit, start
-		for ; i < n-1; i++ {
-			need -= s[a.at(s, i)+2]
-			if need <= 0 {
-				break
-			}
-		}
-		d.Remaining, d.Reason = nonNeg(a.limit-sum), ReasonOverLimit
-		d.RetryAfter = time.Duration(s[a.at(s, i)] + a.window - now)
+	if v.sum+cost > a.limit {
+		d.Remaining, d.Reason = nonNeg(a.limit-v.sum), ReasonOverLimit
+		d.RetryAfter = time.Duration(s[2+a.retryEntry(s, &v, cost)] + a.window - now)
 		return d
 	}
-	// The units may join an open entry that started before now.
-	d.ResetAfter = time.Duration(a.openFirst(s, now, cost) + a.window - now)
+	// The units may join the open entry, which started before now.
+	first := now
+	if v.drop < v.n && s[2+v.n-1] > now-a.window && v.open+cost <= a.m {
+		first = s[2+v.n-1]
+	}
+	d.ResetAfter = time.Duration(first + a.window - now)
 	if commit {
-		s[1] = (s[1] + drop) % a.size
-		s[0] -= drop
-		a.add(s, now, cost, now-a.window)
+		a.append(s, &v, cost)
 	}
-	d.Allowed, d.Remaining = true, a.limit-sum-cost
+	d.Allowed, d.Remaining = true, a.limit-v.sum-cost
 	return d
 }
 
-// openFirst returns the first timestamp of the entry a request of cost at
-// now would end in, after dropping.
-func (a *boundedLog) openFirst(s []int64, now, cost int64) int64 {
-	n := s[0]
-	if n == 0 {
-		return now
+// retryEntry returns the entry whose leaving S lets a request of cost in:
+// entries leave S oldest first, each at its first timestamp + W.
+func (a *boundedLog) retryEntry(s []int64, v *logView, cost int64) int64 {
+	need, i := v.sum+cost-a.limit, v.start
+	if !v.merged {
+		// Every counted entry but the open one holds m units.
+		return min(v.start+(need+a.m-1)/a.m-1, v.n-1)
 	}
-	o := a.at(s, n-1)
-	if s[o] > now-a.window && s[o+2]+cost <= a.m {
-		return s[o]
-	}
-	return now
-}
-
-// add appends cost units at time now (not before the newest entry). An open
-// entry whose first timestamp is at or before cut is not filled.
-func (a *boundedLog) add(s []int64, now, cost, cut int64) {
-	n := s[0]
-	if n > 0 {
-		o := a.at(s, n-1)
-		if s[o] > cut && s[o+2] < a.m {
-			k := min(cost, a.m-s[o+2])
-			s[o+1], s[o+2] = now, s[o+2]+k
-			cost -= k
+	for ; i < v.n-1; i++ {
+		need -= a.count(s, i, v.n, v.open, true)
+		if need <= 0 {
+			break
 		}
 	}
-	for cost > 0 && n < a.size {
-		k := min(cost, a.m)
-		o := a.at(s, n)
-		s[o], s[o+1], s[o+2] = now, now, k
-		n++
+	return i
+}
+
+// append drops the entries v drops and adds cost units at v.t, which is not
+// before the newest timestamp.
+func (a *boundedLog) append(s []int64, v *logView, cost int64) {
+	n, open, merged := v.n, v.open, v.merged
+	if v.drop > 0 {
+		n = a.shift(s, n, v.drop, merged)
+		if n == 0 {
+			open, merged = 0, false
+		}
+	}
+	now := v.t
+	if n > 0 && s[2+n-1] > now-a.window && open < a.m {
+		k := min(cost, a.m-open)
+		open += k
 		cost -= k
 	}
-	s[0] = n
-	if cost > 0 { // only Record gets here: the ring is full
-		o := a.at(s, n-1)
-		s[o+1], s[o+2] = now, addSat(s[o+2], cost)
+	// Closing the open entry leaves its deficit and gap at 0: it is full,
+	// or a straddler that is never counted again, and its last timestamp is
+	// taken to be now, the next entry's first.
+	for cost > 0 && n < a.size {
+		k := min(cost, a.m)
+		s[2+n] = now
+		n++
+		open = k
+		cost -= k
 	}
+	open += cost // Decide never gets here: it accepts at most L units
+	setHeader(s, n, open, merged)
+	s[1] = now
+}
+
+// shift drops the oldest drop entries of n and returns how many are left.
+func (a *boundedLog) shift(s []int64, n, drop int64, merged bool) int64 {
+	left := n - drop
+	copy(s[2:2+left], s[2+drop:2+n])
+	clear(s[2+left : 2+n])
+	if merged {
+		for _, r := range []int64{2 + a.size, 2 + 2*a.size} {
+			copy(s[r:r+left], s[r+drop:r+n])
+			clear(s[r+left : r+n])
+		}
+	}
+	return left
 }
 
 // Decide decides and, if allowed, records the request.
@@ -199,129 +311,69 @@ func (a *boundedLog) Peek(s []int64, now, cost int64) Decision {
 }
 
 // Record adds cost units at now without checking the limit, as merges of
-// counts taken elsewhere do. Its entries hold at most m units, as Decide's
-// do, and also span less than span (the time L units at the limit's even
-// rate take to fill one: ceil(W·m/L)); that is why the ring has room for
-// twice as many entries as Decide needs.
-//
-// An event at or after the newest entry's last timestamp is appended. An
-// older one (a late event, pushed by another node) goes, while there is
-// room, to:
-//
-//   - the entry that covers its time (the latest one starting at or before
-//     it), moving that entry's last timestamp up to it if need be;
-//   - if the event falls after a full covering entry, into the gap: the next
-//     entry, its first timestamp moved down to the event, or a new entry;
-//   - if it falls inside a full entry, the first later entry with room, its
-//     first timestamp moved down to the end of the entry before it when that
-//     keeps its span, or else a new entry at the end of the full one. This
-//     is the one place an event is counted as later than it happened: an
-//     overcount by at most the full entry's span, never an undercount;
-//   - if it predates every entry, the oldest entry, its first timestamp moved
-//     down, or a new oldest entry.
-//
-// So entries stay in time order without overlapping and every unit lies at
-// or before its entry's last timestamp: at most one entry straddles t-W, and
-// the log undercounts (t-W, t] by at most m. Only when the ring is full do
-// units go beyond m, into the entry covering their time.
+// counts taken elsewhere do. It expands the state into the wide ring form,
+// merges there (logRing.record says where late events go) and packs the
+// ring back, so the merged bit is set only on keys that took late events.
 func (a *boundedLog) Record(s []int64, now, cost int64) {
 	s = s[:a.words:a.words]
 	if cost < 1 {
 		return
 	}
-	a.repair(s)
-	cost = min(cost, MaxLimit)
-	latest, drop, _, _ := a.view(s, now)
-	s[1] = (s[1] + drop) % a.size
-	s[0] -= drop
-	now = clampTime(now)
-	if n := s[0]; n == 0 || now >= s[a.at(s, n-1)+1] {
-		a.add(s, now, cost, max(latest-a.window, now-a.span))
+	var buf [2 + 3*64]int64
+	r := buf[:]
+	if a.words > len(buf) {
+		r = make([]int64, a.words)
+	}
+	r = r[:a.words]
+	a.expand(s, r)
+	a.ring.record(r, now, min(cost, MaxLimit))
+	a.pack(r, s)
+}
+
+// expand writes the ring form of compact state s into r, oldest entry at
+// index 0.
+func (a *boundedLog) expand(s, r []int64) {
+	clear(r)
+	n, open, merged := a.header(s)
+	r[0] = n
+	for i := range n {
+		o := 2 + 3*i
+		r[o], r[o+1], r[o+2] = s[2+i], a.last(s, i, n, merged), a.count(s, i, n, open, merged)
+	}
+}
+
+// pack writes the compact form of ring state r into s. Counts past
+// blMaxCount (a full ring only) saturate.
+func (a *boundedLog) pack(r, s []int64) {
+	clear(s)
+	n := r[0]
+	if n < 0 || n > a.size || r[1] < 0 || r[1] >= a.size {
 		return
 	}
-	if now <= latest-a.window {
-		return // it would be dropped right away
+	merged := false
+	for i := range n {
+		o := a.ring.at(r, i)
+		s[2+i] = r[o]
+		c := min(r[o+2], blMaxCount)
+		if i == n-1 {
+			s[1] = r[o+1]
+			setHeader(s, n, c, false)
+			break
+		}
+		d, g := a.m-c, r[a.ring.at(r, i+1)]-r[o+1]
+		s[2+a.size+i], s[2+2*a.size+i] = d, g
+		merged = merged || d != 0 || g != 0
 	}
-	for cost > 0 {
-		n := s[0]
-		i := n - 1
-		for i >= 0 && s[a.at(s, i)] > now {
-			i--
-		}
-		var o int64 // the entry that takes units, after setting its times
-		switch {
-		case i < 0: // before every entry
-			o = a.at(s, 0)
-			if !a.room(s[o+2], now, s[o+1]) {
-				if n < a.size {
-					o = a.insert(s, 0, now)
-					break
-				}
-				s[o], s[o+2] = now, addSat(s[o+2], cost) // the ring is full
-				return
-			}
-			s[o] = now
-		case s[a.at(s, i)+2] < a.m && (now <= s[a.at(s, i)+1] || a.room(0, s[a.at(s, i)], now)):
-			o = a.at(s, i)
-			s[o+1] = max(s[o+1], now)
-		case now > s[a.at(s, i)+1]: // in the gap after a full entry
-			if o = a.at(s, i+1); a.room(s[o+2], now, s[o+1]) {
-				s[o] = now
-				break
-			}
-			if n < a.size {
-				o = a.insert(s, i+1, now)
-				break
-			}
-			o = a.at(s, i)
-			s[o+1], s[o+2] = now, addSat(s[o+2], cost) // the ring is full
-			return
-		default: // inside a full entry
-			j := i + 1
-			for j < n && s[a.at(s, j)+2] >= a.m {
-				j++
-			}
-			if j < n {
-				o = a.at(s, j)
-				if t := max(now, s[a.at(s, j-1)+1]); s[o+1]-t < a.span {
-					s[o] = min(s[o], t)
-				}
-				break
-			}
-			if n < a.size {
-				o = a.insert(s, i+1, s[a.at(s, i)+1])
-				break
-			}
-			o = a.at(s, i)
-			s[o+2] = addSat(s[o+2], cost) // the ring is full
-			return
-		}
-		k := min(cost, a.m-s[o+2])
-		s[o+2] += k
-		cost -= k
+	if merged {
+		s[0] |= blMerged
 	}
 }
 
-// room reports whether an entry of count units from first to last may take
-// more units from Record.
-func (a *boundedLog) room(count, first, last int64) bool {
-	return count < a.m && last-first < a.span
-}
-
-// insert puts an empty entry at time t at index i, moving the entries from
-// i on one place newer, and returns its offset. The ring must not be full.
-func (a *boundedLog) insert(s []int64, i, t int64) int64 {
-	n := s[0]
-	if i == 0 {
-		s[1] = (s[1] + a.size - 1) % a.size
-	} else {
-		for j := n; j > i; j-- {
-			d, o := a.at(s, j), a.at(s, j-1)
-			s[d], s[d+1], s[d+2] = s[o], s[o+1], s[o+2]
-		}
-	}
-	s[0] = n + 1
-	o := a.at(s, i)
-	s[o], s[o+1], s[o+2] = t, t, 0
-	return o
+// upgrade converts a state in bounded-log's wide ring form (the layout
+// before the compact encoding: entries, oldest index, then first, last and
+// count per entry) into the compact form, in place.
+func (a *boundedLog) upgrade(s []int64) {
+	r := make([]int64, a.words)
+	copy(r, s)
+	a.pack(r, s)
 }

@@ -101,16 +101,20 @@ func TestBoundedLogLateRecord(t *testing.T) {
 		pushes := nodePushes(rng, ev, 8, w/300, outages)
 		s := make([]int64, a.Words())
 		var got []event // every event recorded so far, in time order
+		// The checks read the entries in the wide ring form.
+		r := make([]int64, a.Words())
+		wide := func() []int64 { a.expand(s, r); return r }
 		excess := func() (x int64) {
-			for i := range s[0] {
-				x += max(0, s[a.at(s, i)+2]-a.m)
+			r := wide()
+			for i := range r[0] {
+				x += max(0, r[a.ring.at(r, i)+2]-a.m)
 			}
 			return x
 		}
 		full, late := 0, 0
 		for pi, p := range pushes {
 			for _, e := range p.events {
-				if s[0] > 0 && e.t < s[a.at(s, s[0]-1)+1] {
+				if r := wide(); r[0] > 0 && e.t < r[a.ring.at(r, r[0]-1)+1] {
 					late++
 				}
 				before := excess()
@@ -119,13 +123,13 @@ func TestBoundedLogLateRecord(t *testing.T) {
 				got = slices.Insert(got, i, e)
 				// Units beyond m only when the ring is full, which takes
 				// at least L units in the window.
-				if latest, _, _, _ := a.view(s, e.t); excess() > before && windowSum(got, latest, w) < l {
+				if latest, _, _, _ := a.ring.view(wide(), e.t); excess() > before && windowSum(got, latest, w) < l {
 					t.Fatalf("seed %d (L %d) push %d: an entry went above m = %d with %d units in the window: %v",
 						seed, l, pi, a.m, windowSum(got, latest, w), s)
 				}
 			}
 			now := max(p.at, got[len(got)-1].t)
-			latest, drop, _, sum := a.view(s, now)
+			latest, drop, _, sum := a.ring.view(wide(), now)
 			exact := windowSum(got, latest, w)
 			d := a.Peek(s, now, 1)
 			checkDecision(t, a, d, 1)
@@ -138,14 +142,15 @@ func TestBoundedLogLateRecord(t *testing.T) {
 			if d := a.Peek(s, now, l); !d.Allowed {
 				checkDecision(t, a, d, l)
 			}
-			n := s[0]
+			r := wide()
+			n := r[0]
 			for i := drop; i < n; i++ { // the entries kept at now
-				o := a.at(s, i)
-				if s[o] > s[o+1] || s[o+2] < 1 {
-					t.Fatalf("seed %d push %d: bad entry %d: %v", seed, pi, i, s[o:o+3])
+				o := a.ring.at(r, i)
+				if r[o] > r[o+1] || r[o+2] < 1 {
+					t.Fatalf("seed %d push %d: bad entry %d: %v", seed, pi, i, r[o:o+3])
 				}
-				if i+1 < n && s[o+1] > s[a.at(s, i+1)] {
-					t.Fatalf("seed %d push %d: entries %d and %d overlap: %v %v", seed, pi, i, i+1, s[o:o+3], s[a.at(s, i+1):a.at(s, i+1)+3])
+				if i+1 < n && r[o+1] > r[a.ring.at(r, i+1)] {
+					t.Fatalf("seed %d push %d: entries %d and %d overlap: %v %v", seed, pi, i, i+1, r[o:o+3], r[a.ring.at(r, i+1):a.ring.at(r, i+1)+3])
 				}
 			}
 		}
@@ -178,9 +183,67 @@ func TestBoundedLogLateRecordAtTheLimit(t *testing.T) {
 				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
 				got = slices.Insert(got, i, e)
 			}
-			latest, _, _, sum := a.view(s, p.at)
+			var v logView
+			a.view(s, p.at, &v)
+			latest, sum := v.t, v.sum
 			if exact := windowSum(got, latest, w); sum > exact || sum < exact-a.m {
 				t.Fatalf("seed %d at %v: counts %d, exact %d (m %d)", seed, time.Duration(latest), sum, exact, a.m)
+			}
+		}
+	}
+}
+
+// lastNonzero returns one past the index of the last nonzero word of s: the
+// words a store that trims trailing zeros keeps.
+func lastNonzero(s []int64) int {
+	n := len(s)
+	for n > 0 && s[n-1] == 0 {
+		n--
+	}
+	return n
+}
+
+// TestBoundedLogCompactState checks the compact encoding's sizes at L = 600,
+// e = 0.05: a key with one request is three nonzero words, a key held at
+// its limit never more than 23, and Decide never sets the merged bit.
+func TestBoundedLogCompactState(t *testing.T) {
+	a := mustNew(t, Config{Algorithm: BoundedLog, Limit: 600, Window: time.Minute}).(*boundedLog)
+	s := make([]int64, a.Words())
+	a.Decide(s, int64(time.Hour), 1)
+	if got := lastNonzero(s); got != 3 {
+		t.Fatalf("one request: %d words in use, want 3: %v", got, s[:8])
+	}
+	// Up to m units, spread over the window, stay in three words.
+	for i := int64(1); i < a.m; i++ {
+		a.Decide(s, int64(time.Hour)+i*int64(time.Second), 1)
+	}
+	if got := lastNonzero(s); got != 3 {
+		t.Fatalf("m requests: %d words in use, want 3", got)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	s = make([]int64, a.Words())
+	peak := 0
+	for tm := int64(0); tm < 5*int64(time.Minute); tm += rng.Int64N(int64(50*time.Millisecond)) + 1 {
+		a.Decide(s, tm, 1+rng.Int64N(3))
+		if s[0]&blMerged != 0 {
+			t.Fatalf("Decide set the merged bit")
+		}
+		peak = max(peak, lastNonzero(s))
+	}
+	if peak > 23 {
+		t.Fatalf("a key at its limit used %d words, want at most 23", peak)
+	}
+	t.Logf("key at its limit: at most %d words", peak)
+}
+
+// TestBoundedLogSizeExact checks that m is floor(e*L) computed exactly,
+// never rounded up past the true product.
+func TestBoundedLogSizeExact(t *testing.T) {
+	for l := int64(1); l < 5000; l++ {
+		for _, e := range []float64{0.01, 0.03, 0.05, 0.07, 0.1, 0.3, 1.0 / 3, 0.7} {
+			m, _ := boundedLogSize(l, e)
+			if m > 1 && float64(m) > e*float64(l) {
+				t.Fatalf("L %d e %v: m %d above e*L", l, e, m)
 			}
 		}
 	}

@@ -20,13 +20,15 @@ type bucket struct {
 
 func newBucket(c Config, limit, capacity, interval int64) *bucket {
 	span := capacity * interval
-	return &bucket{
+	a := &bucket{
 		base:     base{cfg: c, words: 2, idle: time.Duration(2 * span)},
 		limit:    limit,
 		capacity: capacity,
 		interval: interval,
 		span:     span,
 	}
+	a.withParams(Params{Limit: limit, Capacity: capacity, Interval: time.Duration(interval)})
+	return a
 }
 
 // In redis_rate's terms: increment = cost*interval, burst_offset = span,

@@ -11,6 +11,7 @@ type base struct {
 	cfg   Config
 	words int
 	idle  time.Duration
+	p     Params
 }
 
 // Name returns the algorithm's name.

@@ -18,11 +18,13 @@ func newConcurrency(c Config) *concurrency {
 	if c.Window > 0 {
 		idle = c.Window + 1
 	}
-	return &concurrency{
+	a := &concurrency{
 		base:   base{cfg: c, words: 2, idle: idle},
 		limit:  c.Limit,
 		window: int64(c.Window),
 	}
+	a.withParams(Params{})
+	return a
 }
 
 // view returns now (never before the last change) and the units in

@@ -37,7 +37,7 @@
 //
 // sliding-window (1 + ceil(N/4) words when L < 2^16, else 1 + ceil(N/2);
 // 4 and 7 for the default 12 slices): N slices of floor(W/N), counting the
-// current slice and the N-1 before it as seed 000 does; counts are packed
+// current slice and the N-1 before it, as the classic sliding window counter does; counts are packed
 // four 16-bit or two 32-bit fields to a word, and Record saturates a slice's
 // count at its field's maximum. The counted span is
 // shorter than W by up to one slice, so an adversary piling L units at the
@@ -86,14 +86,30 @@
 // request. ResetAfter (and RetryAfter when rejected) is the time until that
 // guard empties the state, or zero if W is zero, when only a Release helps.
 //
-// bounded-log (2 + 3·(2·ceil(L/m)+2) words, m = max(1, floor(e·L)), e =
-// Tolerance, default 0.05): Floodgate's own, described in GUIDE.md and in
-// the source. It keeps both promises for any traffic: the busiest window is
-// at most L + m <= (1+e)·L, and a request that keeps the key's accepted
-// units in the trailing W within L is never rejected. ResetAfter is the time
-// until no entry is counted. Record merges late events (older than the
-// newest entry, as delayed nodes push them) without letting an entry grow
-// past m units or the count of (t-W, t] fall more than m short; an event
-// inside a full entry is counted from a later entry instead, a short
-// overcount. Half the ring is for the entries Record makes.
+// bounded-log (Words() = 2 + 3·(2·ceil(L/m)+2), m = max(1, floor(e·L)), e =
+// Tolerance, default 0.05): Floodgate's own, described in the source. It
+// keeps both promises for any traffic: the busiest window is at most L + m
+// <= (1+e)·L, and a request that keeps the key's accepted units in the
+// trailing W within L is never rejected. ResetAfter is the time until no
+// entry is counted. Words() is the capacity; the state is laid out so that
+// what a key uses is a prefix and the rest is zero: a header (entries and
+// the open entry's count), the newest timestamp, then one first timestamp
+// per entry, so a key with at most m units in its window uses 3 words and
+// a key at its limit at most floor((L-1)/m) + 4 (23 at L = 600, e = 0.05).
+// Stores may keep a state up to its last nonzero word. Record merges late
+// events (older than the newest entry, as delayed nodes push them) without
+// letting an entry grow past m units or the count of (t-W, t] fall more
+// than m short; an event inside a full entry is counted from a later entry
+// instead, a short overcount. Only keys that took late events use the two
+// regions after the timestamps (each closed entry's shortfall from m and
+// its gap to the next entry), and half the capacity is for the entries
+// Record makes. m is computed exactly (never rounded up) and timestamps are
+// kept to the nanosecond, so no rounding weakens promise 1; promise 2 is
+// unchanged for Decide, and for merged late events keeps the overcount
+// above.
+//
+// Params (ParamsOf) gives every algorithm's parameters in the form stores
+// consume: derived values (emission interval, bounded-log's m and
+// capacity), the state's length and which words hold times, and the
+// argument list of the Redis script (Params.ScriptArgs).
 package algorithm

@@ -12,12 +12,14 @@ type fixedWindow struct {
 }
 
 func newFixedWindow(c Config) *fixedWindow {
-	return &fixedWindow{
+	a := &fixedWindow{
 		base:       base{cfg: c, words: 2, idle: c.Window},
 		limit:      c.Limit,
 		window:     int64(c.Window),
 		lastWindow: MaxTime / int64(c.Window),
 	}
+	a.withParams(Params{})
+	return a
 }
 
 // view returns the window now falls in, the units counted in it, and now

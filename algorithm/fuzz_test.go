@@ -13,6 +13,10 @@ func FuzzDecide(f *testing.F) {
 	f.Add(uint8(0), uint32(600), uint32(60_000), []byte{}, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(8), uint32(1), uint32(1), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, []byte{0x80, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add(uint8(1), uint32(10), uint32(5), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, []byte{3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	// A compact bounded-log header (3 entries, merged) over arbitrary words.
+	f.Add(uint8(8), uint32(20), uint32(1000), []byte{3, 0, 0x16, 0, 0, 0, 0x10, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+		1, 2, 3, 4, 5, 6, 7, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 9, 9, 9, 9, 9, 9, 9, 0x80},
+		[]byte{0x81, 0, 0, 0, 0, 0, 0, 0, 1, 0x41, 0, 0, 0, 0, 0, 0, 0, 2})
 	f.Fuzz(func(t *testing.T, alg uint8, limit, windowMS uint32, state, ops []byte) {
 		c := Config{
 			Algorithm: Names[int(alg)%len(Names)],

@@ -17,12 +17,14 @@ type leakyBucket struct {
 }
 
 func newLeakyBucket(c Config, interval int64) *leakyBucket {
-	return &leakyBucket{
+	a := &leakyBucket{
 		base:     base{cfg: c, words: 2, idle: c.MaxDelay + time.Duration(c.Limit*interval)},
 		limit:    c.Limit,
 		interval: interval,
 		maxDelay: int64(c.MaxDelay),
 	}
+	a.withParams(Params{Interval: time.Duration(interval), MaxDelay: c.MaxDelay})
+	return a
 }
 
 // remaining returns how many requests of cost 1 could still be queued at now

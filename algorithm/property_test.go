@@ -203,8 +203,8 @@ func TestPropertyBoundedLog(t *testing.T) {
 			}
 			if d.Allowed {
 				a.Decide(s, e.t, e.cost)
-				if s[0] > maxEntries {
-					t.Fatalf("%d entries, bound %d", s[0], maxEntries)
+				if n := s[0] & blNMask; n > maxEntries {
+					t.Fatalf("%d entries, bound %d", n, maxEntries)
 				}
 			}
 		})

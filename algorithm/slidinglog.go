@@ -18,11 +18,13 @@ type slidingLog struct {
 }
 
 func newSlidingLog(c Config) *slidingLog {
-	return &slidingLog{
+	a := &slidingLog{
 		base:   base{cfg: c, words: 2 + int(c.Limit), idle: c.Window},
 		limit:  c.Limit,
 		window: int64(c.Window),
 	}
+	a.withParams(Params{})
+	return a
 }
 
 // ts returns the i-th oldest timestamp.

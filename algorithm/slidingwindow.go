@@ -3,7 +3,7 @@ package algorithm
 import "time"
 
 // slidingWindow counts units in N slices of Window/N each and counts the
-// current slice and the N-1 before it, as seed 000's sliding window counter
+// current slice and the N-1 before it, as the classic sliding window counter
 // does. The counted span is therefore between (N-1)/N of Window and Window.
 //
 // State: [0] the number of the newest slice (time/slice), then the N slice
@@ -39,7 +39,7 @@ func newSlidingWindow(c Config) *slidingWindow {
 		perLog = 2
 	}
 	per := int64(1) << perLog
-	return &slidingWindow{
+	a := &slidingWindow{
 		base:      base{cfg: c, words: 1 + int((int64(c.Slices)+per-1)/per), idle: c.Window},
 		limit:     c.Limit,
 		slice:     int64(c.Window) / int64(c.Slices),
@@ -49,6 +49,8 @@ func newSlidingWindow(c Config) *slidingWindow {
 		perLog:    perLog,
 		field:     1<<bits - 1,
 	}
+	a.withParams(Params{Slices: c.Slices})
+	return a
 }
 
 // count returns the count of slice number z.

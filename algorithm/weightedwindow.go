@@ -19,12 +19,14 @@ type weightedWindow struct {
 }
 
 func newWeightedWindow(c Config) *weightedWindow {
-	return &weightedWindow{
+	a := &weightedWindow{
 		base:       base{cfg: c, words: 3, idle: 2 * c.Window},
 		limit:      c.Limit,
 		window:     int64(c.Window),
 		lastWindow: MaxTime / int64(c.Window),
 	}
+	a.withParams(Params{})
+	return a
 }
 
 // view returns the window now falls in (never before the one in s), the

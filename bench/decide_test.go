@@ -3,7 +3,7 @@
 // of Floodgate's go.mod.
 //
 // Every benchmark decides one request on a key that already exists, with
-// 200,000 keys (the seed's tracked-client count) visited in a scattered
+// 200,000 keys (the reference design's tracked-client count) visited in a scattered
 // order: a random permutation, fixed by seed, with each parallel goroutine
 // starting at its own offset. Visiting keys in the order they were inserted
 // would keep the limiter's working set in cache and flatter every
@@ -329,5 +329,45 @@ func TestImplementationsAllow(t *testing.T) {
 				t.Errorf("%s: first request rejected", impl.name)
 			}
 		}
+	}
+}
+
+// BenchmarkBytesPerKey reports the live heap per key of the default
+// algorithm, bounded-log (L = 600, e = 0.05, through floodgate.New), for
+// a light key (one request) and a heavy one (every key at its limit:
+// 600 requests within the window), as B/key. The heavy case uses 20,000
+// keys to keep the run short.
+func BenchmarkBytesPerKey(b *testing.B) {
+	for _, c := range []struct {
+		name         string
+		keys, perKey int
+	}{{"bounded-log/light", numKeys, 1}, {"bounded-log/heavy", numKeys / 10, 600}} {
+		b.Run(c.name, func(b *testing.B) {
+			keys := keysFor(numKeys).keys[:c.keys]
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Hour, Tolerance: 0.05})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			n := 0
+			b.ResetTimer()
+			for range c.perKey {
+				for _, k := range keys {
+					if d, err := lim.Allow(ctx, k); err != nil || !d.Allowed {
+						b.Fatalf("%s: request on %s rejected below its limit", c.name, k)
+					}
+					n++
+				}
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			runtime.KeepAlive(lim)
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(c.keys), "B/key")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/request")
+		})
 	}
 }

@@ -53,6 +53,12 @@ const (
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = time.Second
 	DefaultSyncDeadline    = time.Second
+	// DefaultRemember is the least time the shared store remembers a
+	// push it applied (store.SyncID.Remember); it is also at least 100
+	// sync deadlines.
+	DefaultRemember = time.Hour
+	// DefaultMaxSyncKeys is how many keys' counts one sync pushes at most.
+	DefaultMaxSyncKeys = 8192
 )
 
 // ErrBreakerOpen is returned by Sync when the circuit breaker is open and
@@ -71,9 +77,18 @@ type Options struct {
 	// centralized node retries pushing counts taken during an outage).
 	// Zero means DefaultInterval.
 	Interval time.Duration
-	// Deadline bounds every call to the shared store made while deciding.
-	// Zero means DefaultDeadline.
+	// Deadline is the least time a decision waits for the shared store
+	// (the adaptive deadline's floor). A centralized node waits for each
+	// call three times the slowest round trip of the last second or two,
+	// between Deadline and MaxDeadline; a call that misses a deadline
+	// below MaxDeadline sends its decision to the failure policy but is
+	// not counted as a store failure. Zero means DefaultDeadline.
 	Deadline time.Duration
+	// MaxDeadline is the most a decision waits for the shared store (the
+	// ceiling). Calls that reach it, and store errors, are the failures
+	// that open the circuit breaker. Zero means DefaultMaxDeadline, or
+	// Deadline if that is longer.
+	MaxDeadline time.Duration
 	// SyncDeadline bounds one Sync call to the shared store. Zero means
 	// DefaultSyncDeadline or Interval, whichever is longer. A sync that
 	// times out costs an extra round trip to learn whether the store
@@ -112,8 +127,28 @@ type Options struct {
 	// last Refresh, not only those it decided on since its last sync. Zero
 	// pulls only the keys touched since the last sync, which is enough to
 	// bound the overshoot; the simulator sets it to the window so every node
-	// refreshes its whole view every interval, as seed 000's model does.
+	// refreshes its whole view every interval, as the simulator's model does
+	// (docs/distributed.md).
 	Refresh time.Duration
+	// MaxPendingBytes bounds the queue of accepted requests not yet pushed
+	// to the shared store, in bytes (16 per event, plus the key and 64 per
+	// key with events). When it is full, a key's new event is merged into
+	// its last one, and the event of a key with none queued is dropped and
+	// counted in Health. Zero means DefaultMaxPendingBytes.
+	MaxPendingBytes int64
+	// MaxSyncKeys bounds the keys whose counts one sync pushes, so a sync
+	// fits its deadline however many keys have counts; the rest go in the
+	// next sync, started at once. Zero means DefaultMaxSyncKeys.
+	MaxSyncKeys int
+	// MaxKeys and MaxBytes bound the node's table of keys (its local
+	// views, states and history; pending events are bounded by
+	// MaxPendingBytes). When a new key does not fit, the least recently
+	// used of a few entries with nothing to push or pull is evicted, and
+	// what it had used is kept in a small summary that charges the key
+	// again if it returns, so eviction never gives a key back an allowance
+	// it spent. Zero means DefaultMaxKeys and DefaultMaxBytes.
+	MaxKeys  int
+	MaxBytes int64
 }
 
 // Node is one limiter node. It implements store.Store and is safe for
@@ -133,6 +168,7 @@ type Node struct {
 	log      *slog.Logger
 
 	br    breaker
+	lat   latency // round trips, for the adaptive deadline
 	table *table
 	algs  sync.Map // algorithm.Config -> algorithm.Algorithm (limit/Nodes)
 
@@ -141,16 +177,30 @@ type Node struct {
 	bufB     []store.SyncBatch
 	bufP     []pushed
 	sentinel sentinel // store reset detection (delayed)
-	unknown  *attempt // a failed sync the store may have applied
+	out      *attempt // a failed push the store may have applied, to send again
 	lastGC   time.Time
 
-	pending     atomic.Int64 // events not yet pushed
-	storeErrors atomic.Uint64
-	syncs       atomic.Uint64
-	lastOK      atomic.Int64 // Unix ns of the last successful store exchange
-	errMu       sync.Mutex
-	lastErr     string
-	lastErrAt   time.Time
+	once     store.OnceSyncer // syncer, pushing each batch list at most once
+	origin   string           // this node instance's name in store.SyncID
+	remember time.Duration    // store.SyncID.Remember
+
+	maxSyncKeys  int          // keys pushed per sync at most
+	syncKeys     int          // keys the next sync pushes at most, under syncMu
+	backoff      uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
+	maxPending   int64        // bound of pendingBytes
+	pending      atomic.Int64 // events not yet pushed
+	pendingBytes atomic.Int64 // their size, as the queue accounts it
+	merged       atomic.Uint64
+	dropped      atomic.Uint64
+	droppedCost  atomic.Uint64
+	resends      atomic.Uint64
+	missed       atomic.Uint64 // store calls that missed an adaptive deadline
+	storeErrors  atomic.Uint64
+	syncs        atomic.Uint64
+	lastOK       atomic.Int64 // Unix ns of the last successful store exchange
+	errMu        sync.Mutex
+	lastErr      string
+	lastErrAt    time.Time
 
 	kick    chan struct{} // asks the loop to sync now
 	stop    chan struct{}
@@ -175,7 +225,6 @@ func New(o Options) (*Node, error) {
 		id:       o.ID,
 		clock:    o.Clock,
 		log:      o.Logger,
-		table:    newTable(),
 		kick:     make(chan struct{}, 1),
 	}
 	switch {
@@ -184,14 +233,18 @@ func New(o Options) (*Node, error) {
 	case n.nodes == 0:
 		n.nodes = 1
 	}
-	if n.interval < 0 || n.deadline < 0 || n.syncDL < 0 || o.BreakerCooldown < 0 || o.BreakerFailures < 0 || n.refresh < 0 {
-		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh and the breaker settings must not be negative")
+	if n.interval < 0 || n.deadline < 0 || n.syncDL < 0 || o.BreakerCooldown < 0 || o.BreakerFailures < 0 || n.refresh < 0 ||
+		o.MaxPendingBytes < 0 || o.MaxSyncKeys < 0 || o.MaxDeadline < 0 {
+		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh, MaxDeadline, MaxPendingBytes, MaxSyncKeys and the breaker settings must not be negative")
 	}
 	if n.interval == 0 {
 		n.interval = DefaultInterval
 	}
 	if n.deadline == 0 {
 		n.deadline = DefaultDeadline
+	}
+	if err := n.lat.init(n.deadline, o.MaxDeadline); err != nil {
+		return nil, err
 	}
 	if n.syncDL == 0 {
 		n.syncDL = max(DefaultSyncDeadline, n.interval)
@@ -214,6 +267,18 @@ func New(o Options) (*Node, error) {
 	}
 	if n.id == "" {
 		n.id = randomID()
+	}
+	n.origin = n.id + "/" + randomID()
+	n.remember = max(DefaultRemember, 100*n.syncDL)
+	if n.syncer != nil {
+		if o, ok := n.syncer.(store.OnceSyncer); ok {
+			n.once = o
+		} else {
+			n.once = &localOnce{Syncer: n.syncer}
+		}
+	}
+	if err := n.initBounds(o); err != nil {
+		return nil, err
 	}
 	switch n.arr {
 	case Centralized:
@@ -248,6 +313,32 @@ func New(o Options) (*Node, error) {
 	return n, nil
 }
 
+// initBounds sets the table's, the pending queue's and the syncs' bounds
+// from o.
+func (n *Node) initBounds(o Options) error {
+	if o.MaxKeys < 0 || o.MaxBytes < 0 {
+		return errors.New("distributed: MaxKeys and MaxBytes must not be negative")
+	}
+	maxKeys, maxBytes := o.MaxKeys, o.MaxBytes
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	n.table = newTable(maxKeys, maxBytes)
+	n.maxSyncKeys = o.MaxSyncKeys
+	if n.maxSyncKeys == 0 {
+		n.maxSyncKeys = DefaultMaxSyncKeys
+	}
+	n.syncKeys = n.maxSyncKeys
+	n.maxPending = o.MaxPendingBytes
+	if n.maxPending == 0 {
+		n.maxPending = DefaultMaxPendingBytes
+	}
+	return nil
+}
+
 // Arrangement returns the node's arrangement.
 func (n *Node) Arrangement() string { return n.arr }
 
@@ -269,8 +360,10 @@ func (n *Node) loop() {
 	}
 }
 
-// Close stops the background loop and pushes the counts not yet pushed. It
-// returns the push's error, if any; the node must not be used afterwards.
+// Close stops the background loop and pushes the counts not yet pushed,
+// sending failed pushes again until ctx ends (a ctx without a deadline
+// gets one try). It returns an error saying how many accepted requests
+// were not pushed, if any; the node must not be used afterwards.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeMu.Lock()
 	if n.closed {
@@ -288,7 +381,40 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.syncMu.Lock()
 	defer n.syncMu.Unlock()
-	return n.syncLocked(ctx, true)
+	// One sync pushes at most MaxSyncKeys keys, and a push that fails is
+	// sent again: go on until nothing is left or ctx ends.
+	start := n.clock()
+	var err error
+	for {
+		before := n.pending.Load()
+		err = n.syncLocked(ctx, true)
+		left := n.pending.Load()
+		if err == nil && n.out == nil && (left == 0 || left >= before) {
+			break // done, or requests still arriving
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+		if err != nil {
+			// Try again while ctx allows; without a deadline, once is all.
+			if _, ok := ctx.Deadline(); !ok {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	if left := n.pending.Load(); left > 0 || err != nil {
+		if err == nil {
+			err = errors.New("requests still arriving")
+		}
+		return fmt.Errorf("distributed: %d accepted requests not pushed to %s after %v: %w",
+			left, n.name, n.clock().Sub(start).Round(time.Millisecond), err)
+	}
+	return nil
 }
 
 // Health is a node's view of itself and of the shared store.
@@ -322,6 +448,37 @@ type Health struct {
 	// PendingEvents is the number of accepted requests not yet pushed to
 	// the shared store.
 	PendingEvents int64
+	// PendingBytes is the pending queue's size as it is bounded
+	// (Options.MaxPendingBytes).
+	PendingBytes int64
+	// MergedEvents counts requests merged into their key's last queued
+	// event because the pending queue was full.
+	MergedEvents uint64
+	// DroppedEvents counts accepted requests whose count was dropped
+	// because the pending queue was full and their key had no queued event
+	// to merge into; DroppedCost is their summed cost. These counts never
+	// reach the shared store.
+	DroppedEvents, DroppedCost uint64
+	// DeadlineMisses counts decisions whose store call missed the adaptive
+	// deadline below its ceiling (decided by the failure policy, not
+	// counted as store failures).
+	DeadlineMisses uint64
+	// Deadline is the adaptive deadline a decision's store call gets now
+	// (centralized; zero otherwise).
+	Deadline time.Duration
+	// Keys and TableBytes are the node table's size (bounded by
+	// Options.MaxKeys and MaxBytes); Evictions counts keys evicted to stay
+	// within it, and EvictedCharged the keys that came back and were
+	// charged from the eviction summary.
+	// TableOverfull counts new keys added while nothing could be evicted
+	// (every sampled entry had counts to push).
+	Keys                      int64
+	TableBytes                int64
+	Evictions, EvictedCharged uint64
+	TableOverfull             uint64
+	// SyncResends counts pushes sent again under their identity after a
+	// failure or timeout (the store applies each at most once).
+	SyncResends uint64
 }
 
 // Health returns the node's current health.
@@ -334,8 +491,26 @@ func (n *Node) Health() Health {
 		Syncs:           n.syncs.Load(),
 		StoreErrors:     n.storeErrors.Load(),
 		PendingEvents:   n.pending.Load(),
+		PendingBytes:    n.pendingBytes.Load(),
+		MergedEvents:    n.merged.Load(),
+		DroppedEvents:   n.dropped.Load(),
+		DroppedCost:     n.droppedCost.Load(),
+		SyncResends:     n.resends.Load(),
+		DeadlineMisses:  n.missed.Load(),
+	}
+	if n.arr == Centralized {
+		h.Deadline = n.lat.deadline(time.Now().UnixNano())
 	}
 	h.Up = !h.BreakerOpen
+	for i := range n.table.shards {
+		sh := &n.table.shards[i]
+		sh.mu.Lock()
+		h.Keys += int64(len(sh.m))
+		h.TableBytes += sh.bytes
+		sh.mu.Unlock()
+	}
+	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.summary.hits.Load()
+	h.TableOverfull = n.table.overfull.Load()
 	if n.arr != Split {
 		if lag := n.clock().Sub(time.Unix(0, n.lastOK.Load())); lag > 0 {
 			h.SyncLag = lag
@@ -355,10 +530,7 @@ func (n *Node) storeOK() {
 	if n.br.success() {
 		n.log.Info("floodgate: shared store is back, circuit breaker closed", "node", n.id, "store", n.name)
 		if n.arr == Centralized && n.pending.Load() > 0 {
-			select { // push the outage's counts soon
-			case n.kick <- struct{}{}:
-			default:
-			}
+			n.kickSync() // push the outage's counts soon
 		}
 	}
 }
@@ -511,8 +683,11 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 			return fmt.Errorf("distributed: release not sent: %w", ErrBreakerOpen)
 		}
 		rs := append([]store.Request(nil), reqs...) // the call may outlive its deadline
-		err := call(ctx, n.deadline, func(c context.Context) error { return n.shared.Release(c, now, rs) })
+		err := n.timedCall(ctx, func(c context.Context) error { return n.shared.Release(c, now, rs) })
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, errMissed) {
+				return fmt.Errorf("distributed: release: %w", err)
+			}
 			return n.storeError(ctx, err, "release")
 		}
 		n.storeOK()
@@ -528,7 +703,7 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 		}
 		s := &n.table.shards[n.table.shardOf(r.Key)]
 		s.mu.Lock()
-		if e := s.get(alg, r.Key, false); e != nil && e.state != nil {
+		if e := s.get(alg, r.Key, false, now); e != nil && e.state != nil {
 			alg.Release(e.state, now, r.Cost)
 		}
 		s.mu.Unlock()
@@ -567,18 +742,23 @@ func (n *Node) decideCentral(ctx context.Context, now int64, reqs []store.Reques
 		if len(reqs) == 1 {
 			var d algorithm.Decision
 			r := reqs[0]
-			err = call(ctx, n.deadline, func(c context.Context) error {
-				var e error
-				d, e = n.shared.DecideOne(c, now, r)
+			var mu sync.Mutex // d is written by a call that may outlive the wait
+			err = n.timedCall(ctx, func(c context.Context) error {
+				got, e := n.shared.DecideOne(c, now, r)
+				mu.Lock()
+				d = got
+				mu.Unlock()
 				return e
 			})
 			if err == nil {
+				mu.Lock()
 				out[0] = d
+				mu.Unlock()
 			}
 		} else {
 			tmp := make([]algorithm.Decision, len(reqs))
 			rs := append([]store.Request(nil), reqs...)
-			err = call(ctx, n.deadline, func(c context.Context) error { return n.shared.Decide(c, now, rs, tmp) })
+			err = n.timedCall(ctx, func(c context.Context) error { return n.shared.Decide(c, now, rs, tmp) })
 			if err == nil {
 				copy(out, tmp)
 			}
@@ -592,7 +772,7 @@ func (n *Node) decideCentral(ctx context.Context, now int64, reqs []store.Reques
 			n.br.abandon()
 			return ctx.Err()
 		}
-		n.storeFailed(err)
+		n.decideFailed(err)
 	}
 	return n.decideLocal(now, reqs, out, func(r *store.Request) how { return policyHow(r.OnFailure) })
 }
@@ -603,7 +783,7 @@ func (n *Node) noteViews(now int64, reqs []store.Request, out []algorithm.Decisi
 	for i := range reqs {
 		s := &n.table.shards[n.table.shardOf(reqs[i].Key)]
 		s.mu.Lock()
-		e := s.get(reqs[i].Algorithm, reqs[i].Key, true)
+		e := s.get(reqs[i].Algorithm, reqs[i].Key, true, now)
 		e.haveView, e.viewAt, e.viewLimit, e.viewRemaining = true, now, out[i].Limit, out[i].Remaining
 		e.last = now
 		s.mu.Unlock()
@@ -654,7 +834,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 			out[0] = n.closedDecision(r)
 			return nil
 		}
-		e := s.get(r.Algorithm, r.Key, true)
+		e := s.get(r.Algorithm, r.Key, true, now)
 		st, alg, err := n.target(e, h, now)
 		if err != nil {
 			return err
@@ -709,7 +889,7 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 			continue
 		}
 		s := &n.table.shards[n.table.shardOf(r.Key)]
-		e := s.get(r.Algorithm, r.Key, true)
+		e := s.get(r.Algorithm, r.Key, true, now)
 		st, alg, err := n.target(e, h, now)
 		if err != nil {
 			return err
@@ -773,7 +953,7 @@ func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm,
 			if err != nil {
 				return nil, nil, err
 			}
-			n.ensureView(e)
+			n.ensureView(e, now)
 			e.splitAlg = a
 			e.split = make([]int64, a.Words())
 			if u := used(e.alg, e.state, now); u > 0 {
@@ -783,7 +963,7 @@ func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm,
 		}
 		return e.split, e.splitAlg, nil
 	default:
-		n.ensureView(e)
+		n.ensureView(e, now)
 		return e.state, e.alg, nil
 	}
 }
@@ -791,7 +971,7 @@ func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm,
 // ensureView gives e a local view to decide on. For a centralized node it
 // is built from the store's last decision on the key; otherwise it starts
 // empty.
-func (n *Node) ensureView(e *entry) {
+func (n *Node) ensureView(e *entry, now int64) {
 	if e.state != nil {
 		return
 	}
@@ -800,7 +980,9 @@ func (n *Node) ensureView(e *entry) {
 		if u := e.viewLimit - e.viewRemaining; u > 0 {
 			e.alg.Record(e.state, e.viewAt, u)
 		}
+		return
 	}
+	n.table.charge(e, now)
 }
 
 // commitEvent records an allowed request decided on e's target state
@@ -812,9 +994,7 @@ func (n *Node) commitEvent(s *shard, e *entry, h how, now, cost int64) {
 	if h == howSplit {
 		e.alg.Record(e.state, now, cost) // keep the full view current too
 	}
-	e.events = append(e.events, store.Event{Time: now, Cost: cost})
-	n.pending.Add(1)
-	s.markDirty(e)
+	n.enqueue(s, e, now, cost)
 }
 
 // closedDecision is a fail-closed rejection: retry once the breaker's

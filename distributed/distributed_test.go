@@ -82,7 +82,7 @@ func TestSplitConfigNeverGrantsMoreThanTheWhole(t *testing.T) {
 	}
 }
 
-// lcgNode is seed 000's generator: s = s*1103515245+12345, node floor(s/2^32*n).
+// lcgNode is the reference design's generator: s = s*1103515245+12345, node floor(s/2^32*n).
 type lcgNode uint32
 
 func (g *lcgNode) next(n int) int {
@@ -141,7 +141,7 @@ func delayedNodes(t *testing.T, shared *faultStore, clk *vclock, count int, extr
 	return nodes
 }
 
-// TestDelayedKeepsThePromise runs seed 000's scale for one key: 8 delayed
+// TestDelayedKeepsThePromise runs the reference design's scale for one key: 8 delayed
 // nodes syncing every 200ms, a bounded-log rule of 600 per 60s. A client at
 // 90/s for two minutes gets at most 1.1 x 600 in any 60 s; a client at 10/s
 // is never rejected.
@@ -429,17 +429,24 @@ func TestBreakerStopsCallingThenProbes(t *testing.T) {
 }
 
 // TestStalledStoreCostsAtMostTheDeadline uses a store that hangs and ignores
-// its context: each decision still returns by the deadline, and once the
-// breaker opens no call waits at all.
+// its context: each decision still returns within the ceiling, the adaptive
+// deadline climbs to the ceiling, the breaker opens after
+// DefaultBreakerFailures calls that reached it, and then no call waits.
 func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
 	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
 	shared := newFaultStore()
-	const deadline = 50 * time.Millisecond
-	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: deadline})
+	const floor, ceiling = 10 * time.Millisecond, 50 * time.Millisecond
+	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: floor, MaxDeadline: ceiling})
 	req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
+	if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil { // a first round trip measured
+		t.Fatal(err)
+	}
 	shared.startStall()
 	defer shared.endStall()
-	for i := 0; i < 6; i++ {
+	for i := 0; !n.Health().BreakerOpen; i++ {
+		if i == 20 {
+			t.Fatalf("breaker still closed after %d decisions on a stalled store: %+v", i, n.Health())
+		}
 		start := time.Now()
 		d, err := n.DecideOne(ctx, time.Now().UnixNano(), req)
 		took := time.Since(start)
@@ -448,12 +455,21 @@ func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
 		}
 		// Generous slack for a loaded machine; the point is that it does not
 		// wait for the store, which never answers.
-		if took > deadline+500*time.Millisecond {
-			t.Fatalf("decision %d took %v with a %v deadline", i, took, deadline)
+		if took > ceiling+500*time.Millisecond {
+			t.Fatalf("decision %d took %v with a %v ceiling", i, took, ceiling)
 		}
 	}
-	if c := shared.calls.Load(); c != DefaultBreakerFailures {
-		t.Fatalf("%d calls reached the stalled store, want %d, then none while the breaker is open", c, DefaultBreakerFailures)
+	h := n.Health()
+	calls := shared.calls.Load()
+	t.Logf("stalled store: %d calls, %d below the ceiling", calls-1, h.DeadlineMisses)
+	if h.StoreErrors != DefaultBreakerFailures || h.DeadlineMisses == 0 {
+		t.Fatalf("want %d failures at the ceiling after some misses below it: %+v", DefaultBreakerFailures, h)
+	}
+	for i := 0; i < 10; i++ {
+		n.DecideOne(ctx, time.Now().UnixNano(), req)
+	}
+	if c := shared.calls.Load(); c != calls {
+		t.Fatalf("%d calls reached the stalled store with the breaker open", c-calls)
 	}
 }
 

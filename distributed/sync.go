@@ -50,11 +50,16 @@ type pushed struct {
 
 // syncLocked is Sync with syncMu held. A final sync (Close) ignores the
 // breaker: it is the last chance to push.
+//
+// Every push is an attempt with an identity (store.SyncID). An attempt that
+// fails stays outstanding and is sent again, unchanged and under the same
+// identity, before anything new is pushed, so a store that applied it
+// already (a reply lost or late) skips it: each count is applied once.
 func (n *Node) syncLocked(ctx context.Context, final bool) error {
 	now := n.clock()
 	n.gc(now, false)
-	if n.unknown != nil {
-		if err := n.resolve(ctx, now, final); err != nil {
+	if n.out != nil {
+		if err := n.retry(ctx, now, final); err != nil {
 			return err
 		}
 	}
@@ -79,36 +84,83 @@ func (n *Node) syncLocked(ctx context.Context, final bool) error {
 		n.release(parts)
 		return ErrBreakerOpen
 	}
-	sentinelAt := -1
+	a := &attempt{id: n.syncID(), parts: parts, sentinelAt: -1}
 	if heartbeat {
-		sentinelAt = len(batches)
+		a.sentinelAt = len(batches)
 		batches = append(batches, n.sentinel.batch(now.UnixNano()))
 	}
-	err := n.exchange(ctx, now, batches)
+	a.batches = batches
+	return n.send(ctx, now, a, final)
+}
+
+// syncID returns the identity of a new push: this node instance and the
+// current sequence number.
+func (n *Node) syncID() store.SyncID {
+	return store.SyncID{Origin: n.origin, Seq: n.seq, Remember: n.remember}
+}
+
+// send pushes attempt a. On failure a stays outstanding (n.out), its events
+// in flight, to be sent again by the next sync; on success its outcome is
+// applied.
+//
+// A push that misses its deadline makes the next ones fit better: the
+// next resend gets twice the time (up to maxSyncBackoff sync deadlines),
+// and new pushes carry half as many keys (at least minSyncKeys); each
+// success gives back a quarter of the keys and the plain deadline.
+func (n *Node) send(ctx context.Context, now time.Time, a *attempt, final bool) error {
+	err := n.exchange(ctx, a.id, a.batches, n.syncDL<<n.backoff)
 	if err != nil {
-		// The abandoned call may still be writing into batches: never
-		// reuse them.
+		// The abandoned call may still be writing into the batches: never
+		// reuse them (a resend gets fresh ones).
 		n.bufB, n.bufP = nil, nil
-		if sentinelAt >= 0 {
-			// The store may still apply it (a timeout, a stopped server):
-			// find out before pushing these events again.
-			n.unknown = &attempt{parts: append([]pushed(nil), parts...), seq: n.seq}
+		n.out = a
+		if ctx.Err() == nil {
+			n.backoff = min(n.backoff+1, maxSyncBackoff)
+			n.syncKeys = max(minSyncKeys, n.syncKeys/2)
 		}
-		n.release(parts)
-		return n.storeError(ctx, err, "sync with "+n.name)
+		what := "sync with " + n.name
+		if a.repush {
+			what = "pushing counts again to " + n.name
+		}
+		return n.storeError(ctx, err, what)
 	}
+	n.out = nil
+	n.backoff = 0
+	n.syncKeys = min(n.maxSyncKeys, n.syncKeys+n.syncKeys/4+1)
 	n.storeOK()
 	n.syncs.Add(1)
-	n.apply(batches[:len(parts)], parts, now)
-	if sentinelAt >= 0 && n.sentinel.check(batches[sentinelAt].State, now.UnixNano()) {
+	n.apply(a.batches[:len(a.parts)], a.parts, now, a.id.Seq)
+	if a.repush {
+		n.sentinel.adopt(a.batches[a.sentinelAt].State, now.UnixNano())
+		n.sentinel.repush = false
+		return nil
+	}
+	if a.sentinelAt >= 0 && n.sentinel.check(a.batches[a.sentinelAt].State, now.UnixNano()) {
 		// This sync's events reached the store; everything pushed before it
 		// is gone.
 		n.log.Warn("floodgate: shared store lost its counts (restart without persistence?); pushing this node's counts again",
 			"node", n.id, "store", n.name)
-		n.sentinel.repush, n.sentinel.lostAt = true, n.seq
+		n.sentinel.repush, n.sentinel.lostAt = true, a.id.Seq
 		return n.repush(ctx, now, final)
 	}
 	return nil
+}
+
+// retry sends the outstanding attempt again under its identity.
+func (n *Node) retry(ctx context.Context, now time.Time, final bool) error {
+	if !final && !n.br.allow(now) {
+		return ErrBreakerOpen
+	}
+	a := n.out
+	// Field by field: an abandoned call may still be writing the States.
+	again := make([]store.SyncBatch, len(a.batches))
+	for i := range a.batches {
+		b := &a.batches[i]
+		again[i] = store.SyncBatch{Algorithm: b.Algorithm, Key: b.Key, Events: b.Events}
+	}
+	a.batches = again
+	n.resends.Add(1)
+	return n.send(ctx, now, a, final)
 }
 
 // collect takes the batches to push: every dirty entry (and, for a
@@ -121,8 +173,11 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 	batches, parts := n.bufB[:0], n.bufP[:0]
 	defer func() { n.bufB, n.bufP = batches, parts }()
 	cutoff := now.UnixNano() - int64(n.refresh)
-	for i := range n.table.shards {
-		s := &n.table.shards[i]
+	// Start at another shard each sync, so that a capped sync does not
+	// always leave the same shards for later.
+	first := int(n.seq % numShards)
+	for j := range n.table.shards {
+		s := &n.table.shards[(first+j)%numShards]
 		s.mu.Lock()
 		take := func(e *entry) {
 			if n.arr == Centralized && len(e.events) == 0 {
@@ -137,11 +192,20 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 			})
 			parts = append(parts, pushed{e: e, count: e.inflight})
 		}
-		for _, e := range s.dirty {
-			e.dirty = false
-			take(e)
+		k := 0
+		for ; k < len(s.dirty) && len(batches) < n.syncKeys; k++ {
+			s.dirty[k].dirty = false
+			take(s.dirty[k])
 		}
-		s.dirty = s.dirty[:0]
+		if k < len(s.dirty) {
+			// The rest waits for the next sync, which comes at once.
+			rest := copy(s.dirty, s.dirty[k:])
+			clear(s.dirty[rest:])
+			s.dirty = s.dirty[:rest]
+			n.kickSync()
+		} else {
+			s.dirty = s.dirty[:0]
+		}
 		if n.arr == Delayed && n.refresh > 0 {
 			for _, e := range s.m {
 				if e.mark != n.seq && e.last >= cutoff {
@@ -155,7 +219,7 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 			// view many intervals old.
 			keep := s.nears[:0]
 			for _, e := range s.nears {
-				if !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
+				if e.gone || !e.near || now.UnixNano()-e.last > int64(e.alg.IdleAfter()) {
 					e.onNear = false
 					continue
 				}
@@ -189,7 +253,7 @@ func (n *Node) release(parts []pushed) {
 // apply takes in a successful sync: the pushed events leave the pending
 // list, and a delayed node's view becomes the pulled state with the events
 // accepted during the call applied again.
-func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time) {
+func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, seq uint64) {
 	var done int64
 	for i, p := range parts {
 		e := p.e
@@ -197,8 +261,11 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time) {
 		s.mu.Lock()
 		sent := e.events[:p.count]
 		if len(sent) > 0 && n.arr == Delayed {
-			e.history = appendHistory(e.history, sent, n.seq, now.UnixNano()-int64(e.alg.IdleAfter()))
+			h := len(e.history)
+			e.history = appendHistory(e.history, sent, seq, now.UnixNano()-int64(e.alg.IdleAfter()))
+			s.bytes += historyBytes * int64(len(e.history)-h)
 		}
+		n.unqueue(e, p.count)
 		rest := e.events[p.count:]
 		if len(rest) == 0 {
 			e.events = e.events[:0]
@@ -255,7 +322,8 @@ func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64
 }
 
 // repush pushes again every entry's history from before the sync that found
-// the store had lost its data. If it fails it is retried at the next sync.
+// the store had lost its data. If it fails it is sent again at the next
+// sync.
 func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 	if !final && !n.br.allow(now) {
 		return ErrBreakerOpen
@@ -280,81 +348,35 @@ func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 		}
 		s.mu.Unlock()
 	}
-	sentinelAt := len(batches)
-	batches = append(batches, n.sentinel.batch(now.UnixNano()))
-	err := n.exchange(ctx, now, batches)
-	if err != nil {
-		n.unknown = &attempt{repush: true}
-		return n.storeError(ctx, err, "pushing counts again to "+n.name)
-	}
-	n.storeOK()
-	n.apply(batches[:len(parts)], parts, now)
-	n.sentinel.adopt(batches[sentinelAt].State, now.UnixNano())
-	n.sentinel.repush = false
-	return nil
+	n.seq++
+	a := &attempt{id: n.syncID(), parts: parts, sentinelAt: len(batches), repush: true}
+	a.batches = append(batches, n.sentinel.batch(now.UnixNano()))
+	return n.send(ctx, now, a, final)
 }
 
-// exchange runs one Sync of batches with the shared store under the sync
-// deadline.
-func (n *Node) exchange(ctx context.Context, now time.Time, batches []store.SyncBatch) error {
-	return call(ctx, n.syncDL, func(c context.Context) error {
-		return n.syncer.Sync(c, now.UnixNano(), batches)
+// Bounds of a push's adaptation to a store that cannot take it in time.
+const (
+	maxSyncBackoff = 6   // a resend waits at most 64 sync deadlines
+	minSyncKeys    = 256 // one script call
+)
+
+// exchange runs one push of batches with the shared store under deadline
+// dl.
+func (n *Node) exchange(ctx context.Context, id store.SyncID, batches []store.SyncBatch, dl time.Duration) error {
+	now := n.clock().UnixNano()
+	return call(ctx, dl, func(c context.Context) error {
+		return n.once.SyncOnce(c, now, id, batches)
 	})
 }
 
-// attempt is a sync that failed but may have been applied by the store.
+// attempt is one push to the shared store: what it sent, under which
+// identity, and which entries' events it carries.
 type attempt struct {
-	parts  []pushed // what it pushed: the first count events of each entry
-	seq    uint64   // the sync's sequence number
-	repush bool     // it was a push of the history after a store reset
-}
-
-// resolve settles the outcome of n.unknown before anything is pushed
-// again: it reads the node's sync count alone (one round trip, only after
-// a failure). If the failed sync was applied after all, its events leave
-// the pending lists instead of being counted twice.
-func (n *Node) resolve(ctx context.Context, now time.Time, final bool) error {
-	if !final && !n.br.allow(now) {
-		return ErrBreakerOpen
-	}
-	b := []store.SyncBatch{{Algorithm: n.sentinel.alg, Key: n.sentinel.key}}
-	err := n.exchange(ctx, now, b)
-	if err != nil {
-		return n.storeError(ctx, err, "sync with "+n.name)
-	}
-	n.storeOK()
-	a := n.unknown
-	n.unknown = nil
-	if len(b[0].State) != n.sentinel.alg.Words() {
-		return nil
-	}
-	got := used(n.sentinel.alg, b[0].State, now.UnixNano())
-	switch {
-	case got > n.sentinel.expected: // applied
-		n.sentinel.expected = got
-		if a.repush {
-			n.sentinel.repush = false
-			return nil
-		}
-		var done int64
-		for _, p := range a.parts {
-			e := p.e
-			s := &n.table.shards[n.table.shardOf(e.key)]
-			s.mu.Lock()
-			k := min(p.count, len(e.events))
-			if k > 0 {
-				e.history = appendHistory(e.history, e.events[:k], a.seq, now.UnixNano()-int64(e.alg.IdleAfter()))
-				e.events = append([]store.Event(nil), e.events[k:]...)
-				done += int64(k)
-			}
-			s.mu.Unlock()
-		}
-		n.pending.Add(-done)
-	case got < n.sentinel.expected: // the store lost its data meanwhile
-		n.sentinel.expected = got
-		n.sentinel.repush, n.sentinel.lostAt = true, n.seq+1
-	}
-	return nil
+	id         store.SyncID
+	batches    []store.SyncBatch
+	parts      []pushed // the first count events of each entry
+	sentinelAt int      // the sync-count batch, or -1
+	repush     bool     // a push of the history after a store reset
 }
 
 // gc drops entries idle for longer than their algorithm's idle time, at
@@ -373,7 +395,7 @@ func (n *Node) gc(now time.Time, force bool) {
 				continue
 			}
 			if t-e.last > int64(e.alg.IdleAfter()) {
-				delete(s.m, k)
+				n.table.remove(s, k, e)
 			}
 		}
 		s.mu.Unlock()

@@ -3,6 +3,7 @@ package distributed
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/store"
@@ -50,6 +51,8 @@ type entry struct {
 	// is in use, not only after its own decisions. onNear is set while the
 	// entry is on its shard's near list.
 	near, onNear bool
+	// gone is set when the entry has left the table (evicted or idle).
+	gone bool
 
 	// Centralized only: the last decision the shared store made, the
 	// "last known global view" a failure falls back on.
@@ -68,21 +71,30 @@ type entry struct {
 // shard is one locked part of the table.
 type shard struct {
 	mu    sync.Mutex
+	t     *table
 	m     map[entryKey]*entry
+	bytes int64 // what the entries take, as accounted by sizeOf
 	dirty []*entry
 	nears []*entry // entries that have been near their limit
 }
 
-// table is a node's local state, sharded by key.
+// table is a node's local state, sharded by key, bounded in keys and bytes
+// (each shard holds its part of the bounds).
 type table struct {
-	seed   maphash.Seed
-	shards [numShards]shard
+	seed              maphash.Seed
+	shards            [numShards]shard
+	shardKeys         int
+	shardBytes        int64
+	summary           evictSummary
+	evicted, overfull atomic.Uint64
 }
 
-func newTable() *table {
-	t := &table{seed: maphash.MakeSeed()}
+func newTable(maxKeys int, maxBytes int64) *table {
+	t := &table{seed: maphash.MakeSeed(), shardKeys: max(1, maxKeys/numShards), shardBytes: max(1, maxBytes/numShards)}
+	t.summary.seed = maphash.MakeSeed()
 	for i := range t.shards {
 		t.shards[i].m = make(map[entryKey]*entry)
+		t.shards[i].t = t
 	}
 	return t
 }
@@ -92,14 +104,18 @@ func (t *table) shardOf(key string) int {
 	return int(maphash.String(t.seed, key) % numShards)
 }
 
-// get returns the entry for (alg, key), creating it if create is set. The
-// caller holds the shard's lock.
-func (s *shard) get(alg algorithm.Algorithm, key string, create bool) *entry {
+// get returns the entry for (alg, key), creating it at now if create is
+// set (making room under the table's bounds first). The caller holds the
+// shard's lock.
+func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64) *entry {
 	k := entryKey{key: key, cfg: alg.Config()}
 	e := s.m[k]
 	if e == nil && create {
 		e = &entry{alg: alg, key: key}
+		size := sizeOf(e)
+		s.t.makeRoom(s, size, now)
 		s.m[k] = e
+		s.bytes += size
 	}
 	return e
 }

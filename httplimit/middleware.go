@@ -47,6 +47,11 @@ type Options struct {
 	// ShadowLog logs shadow rejections; nil means one record per rule per
 	// second to Logger.
 	ShadowLog *rules.ShadowLog
+	// Unmatched counts and logs the requests no rule applied to (a
+	// mistyped Domain, or rules on entries the Sources never produce): they
+	// pass unlimited. Nil means a new rules.UnmatchedLog writing at most one
+	// record a minute to Logger; read its Counts to watch them.
+	Unmatched *rules.UnmatchedLog
 }
 
 // Middleware returns net/http middleware that checks every request against
@@ -73,6 +78,9 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 	}
 	if o.ShadowLog == nil {
 		o.ShadowLog = rules.NewShadowLog(o.Logger, time.Second)
+	}
+	if o.Unmatched == nil {
+		o.Unmatched = rules.NewUnmatchedLog(o.Logger, time.Minute)
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{o: o, next: next}
@@ -139,6 +147,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if shadowRejected(res) {
 		h.o.ShadowLog.Record(res, "path", r.URL.Path)
+	}
+	if res.Unmatched != "" {
+		h.o.Unmatched.Record(req, res, "path", r.URL.Path)
 	}
 	SetHeaders(w.Header(), res)
 	if !res.Allowed {

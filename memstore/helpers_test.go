@@ -92,3 +92,17 @@ func count(t testing.TB, s *Store, c *counter, key string, now int64) int64 {
 	_, n := c.view(b[0].State, now)
 	return n
 }
+
+// tracked reports whether the store holds key under a's limit.
+func tracked(t testing.TB, s *Store, a algorithm.Algorithm, key string) bool {
+	t.Helper()
+	l, err := s.limitFor(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.table(l).find(h) >= 0
+}

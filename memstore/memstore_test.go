@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -453,36 +454,51 @@ func TestMaxKeysBoundsMemory(t *testing.T) {
 }
 
 // TestTableMatchesModel drives one table with random inserts, lookups and
-// removals, using hashes with few distinct low bits so probe runs are long
-// and wrap around, and checks it against a map after every step.
+// removals, using hashes with few distinct home bits so probe runs are long
+// and wrap around, and states of every length (inline, out of line, back),
+// and checks it against a map after every step.
 func TestTableMatchesModel(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 7))
-		sh := &shard{max: maxEntries, rng: 1}
-		l := &limit{id: 0, words: 2}
+		sh := &shard{maxKeys: 1 << 30, maxBytes: -1, rng: 1}
+		c := newCounter(1<<40, time.Hour, 9)
+		l := &limit{id: 0, words: 9, alg: c}
 		tb := sh.table(l)
-		model := map[uint64]int64{}
+		model := map[uint64][]int64{}
 		var keys []uint64
 		for step := range 3000 {
-			h := r.Uint64()
+			h := r.Uint64() &^ metaMask
 			if r.IntN(2) == 0 {
-				h = h&^0xff | uint64(r.IntN(4)) // crowd a few home slots
+				h = h&^(0xffffffff<<metaBits) | uint64(r.IntN(4))<<metaBits // crowd a few homes
+			}
+			if h == 0 {
+				h = 1 << metaBits
 			}
 			if r.IntN(3) > 0 && len(keys) > 0 {
 				h = keys[r.IntN(len(keys))]
 			}
 			switch op := r.IntN(10); {
-			case op < 6: // decide-like: find or insert, bump
+			case op < 6: // decide-like: find or insert, change the state
 				sl := tb.find(h)
 				if sl < 0 {
 					if _, ok := model[h]; ok {
 						t.Fatalf("seed %d step %d: present hash %x not found", seed, step, h)
 					}
-					sl = tb.insert(h, 0)
+					sl = tb.insert(h)
 					keys = append(keys, h)
+					model[h] = make([]int64, 9)
 				}
-				tb.stateAt(sl)[1]++
-				model[h]++
+				st := tb.load(sl, make([]int64, 9))
+				n := r.IntN(10) // the new state's length: 0 to 9 words
+				clear(st)
+				for i := range n {
+					st[i] = int64(r.IntN(3)) + int64(i)
+				}
+				if n > 0 {
+					st[n-1] = 7
+				}
+				tb.put(sl, st)
+				copy(model[h], st)
 			default: // remove
 				sl := tb.find(h)
 				if _, ok := model[h]; ok != (sl >= 0) {
@@ -493,22 +509,25 @@ func TestTableMatchesModel(t *testing.T) {
 					delete(model, h)
 				}
 			}
-			if tb.n != len(model) || sh.n != len(model) {
-				t.Fatalf("seed %d step %d: table has %d, shard %d, model %d", seed, step, tb.n, sh.n, len(model))
+			if tb.n != len(model) || sh.n != len(model) || tb.bigLive > tb.n {
+				t.Fatalf("seed %d step %d: table has %d (%d out of line), shard %d, model %d",
+					seed, step, tb.n, tb.bigLive, sh.n, len(model))
 			}
 		}
-		for h, v := range model {
-			sl := tb.find(h)
-			if sl < 0 || tb.stateAt(sl)[1] != v {
-				t.Fatalf("seed %d: hash %x: slot %d, want count %d", seed, h, sl, v)
+		check := func(what string) {
+			for h, v := range model {
+				sl := tb.find(h)
+				if sl < 0 {
+					t.Fatalf("seed %d: hash %x lost %s", seed, h, what)
+				}
+				if got := tb.load(sl, make([]int64, 9)); !slices.Equal(got, v) {
+					t.Fatalf("seed %d: hash %x %s: state %v, want %v", seed, h, what, got, v)
+				}
 			}
 		}
+		check("")
 		tb.shrink()
-		for h := range model {
-			if tb.find(h) < 0 {
-				t.Fatalf("seed %d: hash %x lost by shrink", seed, h)
-			}
-		}
+		check("after shrink")
 	}
 }
 
@@ -572,11 +591,16 @@ func TestEvictionAcrossLimits(t *testing.T) {
 			t.Fatalf("Len %d over MaxKeys %d", s.Len(), s.MaxKeys())
 		}
 	}
-	left := 0
+	left, charged := 0, 0
 	for i := range 512 {
-		if count(t, s, quiet, fmt.Sprint("q", i), now) > 0 {
+		if tracked(t, s, quiet, fmt.Sprint("q", i)) {
 			left++
+		} else if count(t, s, quiet, fmt.Sprint("q", i), now) >= 1 {
+			charged++ // an evicted key still reads as at least what it had used
 		}
+	}
+	if left+charged != 512 {
+		t.Fatalf("%d quiet keys kept and %d evicted ones charged at least their one unit, of 512", left, charged)
 	}
 	if left > 16 {
 		t.Fatalf("%d of 512 long-unused keys of the quiet limit survived 5000 newer keys of another limit", left)

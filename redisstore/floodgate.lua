@@ -8,7 +8,7 @@
 -- ARGV[1]: op. 'd' decides every request on a copy of its state and writes
 --          the copies back only if every non-shadow request is allowed;
 --          'p' is 'd' without writing; 'r' releases; 's' records events and
---          returns the states.
+--          returns the states; 'S' is 's' at most once (see once).
 -- ARGV[2]: now in microseconds, or '' to read the Redis server's TIME.
 -- Then per key: code, ttl_ms (0: no expiry), words, nparams, params...,
 -- followed for 'd'/'p'/'r' by cost and shadow (0/1), and for 's' by the
@@ -94,12 +94,16 @@ local function muldivup(a, b, c)
   return q
 end
 
--- Each algorithm is built on first use in a call: creating every closure
--- on every call would cost more than the decision itself.
-local BUILD = {}
+-- build returns the functions of the algorithm with the given code (nil
+-- for an unknown code), made on first use in a call. The script's body runs
+-- on every call, and each closure it makes costs time in proportion to its
+-- upvalues; one builder holding every algorithm makes one closure per call
+-- where a table of builders made one per algorithm, which measured about 2
+-- µs of Redis CPU per call.
+local function build(code)
 
 -- 1: fixed-window. P: limit, window. State: window number, count.
-BUILD[1] = function()
+if code == 1 then
   return {
     decide = function(P, s, now, cost, commit)
       local limit, window = P[1], P[2]
@@ -132,7 +136,7 @@ end
 -- then one count per ring position (Go packs them four to a word when the
 -- limit is below 2^16, else two; the Go side converts). A count saturates
 -- at its Go field's maximum: 65535 or 2^32-1.
-BUILD[2] = function()
+if code == 2 then
   local function sw_count(P, s, z) return s[2 + imod(z, P[3])] end
   local function sw_set(P, s, z, v)
     local field = MAXU32
@@ -194,7 +198,7 @@ end
 
 -- 3: weighted-window. P: limit, window. State: window number, current
 -- count, previous count.
-BUILD[3] = function()
+if code == 3 then
   local function ww_view(P, s, now)
     local window = P[2]
     now = clamp(now)
@@ -257,7 +261,7 @@ end
 
 -- 4: sliding-log. P: limit, window. State: count, ring index of the
 -- oldest, then limit timestamps.
-BUILD[4] = function()
+if code == 4 then
   local function sl_idx(P, s, i) return 3 + (s[2] + i) % P[1] end
   local function sl_view(P, s, now)
     local n = s[1]
@@ -318,7 +322,7 @@ end
 
 -- 5: token-bucket and gcra (the generic cell rate algorithm). P: limit,
 -- capacity, interval, span. State: theoretical arrival time, latest time.
-BUILD[5] = function()
+if code == 5 then
   return {
     decide = function(P, s, now, cost, commit)
       local limit, capacity, interval, span = P[1], P[2], P[3], P[4]
@@ -346,7 +350,7 @@ end
 
 -- 6: leaky-bucket. P: limit, interval, max delay. State: the time the
 -- queue drains, latest time.
-BUILD[6] = function()
+if code == 6 then
   local function lb_remaining(P, now, free)
     local wait = free - now
     if wait > P[3] then return 0 end
@@ -377,7 +381,7 @@ end
 
 -- 7: concurrency. P: limit, window (0: no leak guard). State: units in
 -- flight, time of the last change.
-BUILD[7] = function()
+if code == 7 then
   local function cc_view(P, s, now)
     now = max(clamp(now), s[2])
     local n = s[1]
@@ -419,101 +423,104 @@ BUILD[7] = function()
   }
 end
 
--- 8: bounded-log. P: limit, window, m (units per entry), size (entries in
--- the ring: twice what Decide needs, for Record's time-capped entries).
--- State: entries, ring index of the oldest, then size entries of first,
--- last, count.
-BUILD[8] = function()
-  local function bl_at(P, s, i) return 3 + 3 * ((s[2] + i) % P[4]) end
-  local function bl_view(P, s, now)
-    local n = s[1]
-    now = clamp(now)
-    if n > 0 then now = max(now, s[bl_at(P, s, n - 1) + 1]) end
-    local cut = now - P[2]
-    local drop = 0
-    while drop < n and s[bl_at(P, s, drop) + 1] <= cut do drop = drop + 1 end
-    local start = drop
-    if start < n and s[bl_at(P, s, start)] <= cut then start = start + 1 end
-    local sum = 0
-    for i = start, n - 1 do sum = sum + s[bl_at(P, s, i) + 2] end
-    return now, drop, start, sum
+-- 8: bounded-log. P: limit, window, m (units per entry), size (capacity in
+-- entries). State, as in Go (see algorithm/boundedlog.go), 0-based entry i:
+-- [1] header 2^52 + open count * 2^18 + merged * 2^17 + n (0: no entries),
+-- [2] newest timestamp, [3+i] first timestamp of entry i, and only when
+-- merged: [3+size+i] m - count and [3+2*size+i] next first - last of
+-- closed entry i. Decide touches the first 2+n words only; Record expands
+-- the state into the ring form bounded-log had before (entries, oldest
+-- index, then first, last, count per entry), merges there and packs it
+-- back. A key stored in the ring form is converted when first loaded.
+if code == 8 then
+  local MARK, MERGED, CUNIT = 4503599627370496, 131072, 262144
+  -- bl_hdr returns n, the open entry's count and the merged flag, or nil
+  -- for a header no bounded-log writes.
+  local function bl_hdr(P, s)
+    local h = s[1]
+    if h == 0 then return 0, 0, false end
+    local rest = h - MARK
+    local n = rest % MERGED
+    if rest < 0 or h >= 2 * MARK or n < 1 or n > P[4] then return nil end
+    return n, floor(rest / CUNIT), floor(rest / MERGED) % 2 == 1
   end
-  local function bl_openfirst(P, s, now, cost)
-    local n = s[1]
-    if n == 0 then return now end
-    local o = bl_at(P, s, n - 1)
-    if s[o] > now - P[2] and s[o + 2] + cost <= P[3] then return s[o] end
-    return now
-  end
-  -- bl_insert puts an empty entry at time t at index i, moving the entries
-  -- from i on one place newer, and returns its offset.
-  local function bl_insert(P, s, i, t)
-    local n, size = s[1], P[4]
-    if i == 0 then
-      s[2] = (s[2] + size - 1) % size
-    else
-      for j = n, i + 1, -1 do
-        local d, o = bl_at(P, s, j), bl_at(P, s, j - 1)
-        s[d], s[d + 1], s[d + 2] = s[o], s[o + 1], s[o + 2]
-      end
+  local function bl_sethdr(s, n, open, merged)
+    if n == 0 then
+      s[1], s[2] = 0, 0
+      return
     end
-    s[1] = n + 1
-    local o = bl_at(P, s, i)
-    s[o], s[o + 1], s[o + 2] = t, t, 0
-    return o
+    local h = MARK + min(open, MAXLIMIT) * CUNIT + n
+    if merged then h = h + MERGED end
+    s[1] = h
   end
-  local function bl_add(P, s, now, cost, cut)
-    local m, size = P[3], P[4]
-    local n = s[1]
-    if n > 0 then
+  -- The ring form's functions are made only when a call needs them:
+  -- Record, or a key stored in the ring form.
+  local ring
+  local function ringfns()
+    if ring then return ring end
+    local function bl_at(P, s, i) return 3 + 3 * ((s[2] + i) % P[4]) end
+    local function bl_view(P, s, now)
+      local n = s[1]
+      now = clamp(now)
+      if n > 0 then now = max(now, s[bl_at(P, s, n - 1) + 1]) end
+      local cut = now - P[2]
+      local drop = 0
+      while drop < n and s[bl_at(P, s, drop) + 1] <= cut do drop = drop + 1 end
+      local start = drop
+      if start < n and s[bl_at(P, s, start)] <= cut then start = start + 1 end
+      local sum = 0
+      for i = start, n - 1 do sum = sum + s[bl_at(P, s, i) + 2] end
+      return now, drop, start, sum
+    end
+    local function bl_openfirst(P, s, now, cost)
+      local n = s[1]
+      if n == 0 then return now end
       local o = bl_at(P, s, n - 1)
-      if s[o] > cut and s[o + 2] < m then
-        local k = min(cost, m - s[o + 2])
-        s[o + 1], s[o + 2] = now, s[o + 2] + k
+      if s[o] > now - P[2] and s[o + 2] + cost <= P[3] then return s[o] end
+      return now
+    end
+    -- bl_insert puts an empty entry at time t at index i, moving the entries
+    -- from i on one place newer, and returns its offset.
+    local function bl_insert(P, s, i, t)
+      local n, size = s[1], P[4]
+      if i == 0 then
+        s[2] = (s[2] + size - 1) % size
+      else
+        for j = n, i + 1, -1 do
+          local d, o = bl_at(P, s, j), bl_at(P, s, j - 1)
+          s[d], s[d + 1], s[d + 2] = s[o], s[o + 1], s[o + 2]
+        end
+      end
+      s[1] = n + 1
+      local o = bl_at(P, s, i)
+      s[o], s[o + 1], s[o + 2] = t, t, 0
+      return o
+    end
+    local function bl_add(P, s, now, cost, cut)
+      local m, size = P[3], P[4]
+      local n = s[1]
+      if n > 0 then
+        local o = bl_at(P, s, n - 1)
+        if s[o] > cut and s[o + 2] < m then
+          local k = min(cost, m - s[o + 2])
+          s[o + 1], s[o + 2] = now, s[o + 2] + k
+          cost = cost - k
+        end
+      end
+      while cost > 0 and n < size do
+        local k = min(cost, m)
+        local o = bl_at(P, s, n)
+        s[o], s[o + 1], s[o + 2] = now, now, k
+        n = n + 1
         cost = cost - k
       end
-    end
-    while cost > 0 and n < size do
-      local k = min(cost, m)
-      local o = bl_at(P, s, n)
-      s[o], s[o + 1], s[o + 2] = now, now, k
-      n = n + 1
-      cost = cost - k
-    end
-    s[1] = n
-    if cost > 0 then
-      local o = bl_at(P, s, n - 1)
-      s[o + 1], s[o + 2] = now, addsat(s[o + 2], cost)
-    end
-  end
-  return {
-    decide = function(P, s, now, cost, commit)
-      local limit, window, size = P[1], P[2], P[4]
-      local drop, start, sum
-      now, drop, start, sum = bl_view(P, s, now)
-      local n = s[1]
-      local reset = 0
-      if start < n then reset = s[bl_at(P, s, n - 1)] + window - now end
-      local bc = badcost(cost, limit)
-      if bc then return 0, nonneg(limit - sum), reset, 0, 0, bc end
-      if sum + cost > limit then
-        local need, i = sum + cost - limit, start
-        while i < n - 1 do
-          need = need - s[bl_at(P, s, i) + 2]
-          if need <= 0 then break end
-          i = i + 1
-        end
-        return 0, nonneg(limit - sum), reset, s[bl_at(P, s, i)] + window - now, 0, OVER
+      s[1] = n
+      if cost > 0 then
+        local o = bl_at(P, s, n - 1)
+        s[o + 1], s[o + 2] = now, addsat(s[o + 2], cost)
       end
-      reset = bl_openfirst(P, s, now, cost) + window - now
-      if commit then
-        s[2] = (s[2] + drop) % size
-        s[1] = s[1] - drop
-        bl_add(P, s, now, cost, now - window)
-      end
-      return 1, limit - sum - cost, reset, 0, 0, OK
-    end,
-    record = function(P, s, now, cost)
+    end
+    local function ring_record(P, s, now, cost)
       local limit, window, m, size = P[1], P[2], P[3], P[4]
       if cost < 1 then return end
       cost = min(cost, MAXLIMIT)
@@ -582,8 +589,165 @@ BUILD[8] = function()
         s[o + 2] = s[o + 2] + k
         cost = cost - k
       end
+    end
+    local function bl_last(P, s, i, n, merged)
+      if i == n - 1 then return s[2] end
+      if merged then return s[4 + i] - s[3 + 2 * P[4] + i] end
+      return s[4 + i]
+    end
+    local function bl_count(P, s, i, n, open, merged)
+      if i == n - 1 then return open end
+      if merged then return P[3] - s[3 + P[4] + i] end
+      return P[3]
+    end
+    -- bl_expand returns the ring form of s; bl_pack writes ring r into s.
+    local function bl_expand(P, s, words)
+      local r = {}
+      for j = 1, words do r[j] = 0 end
+      local n, open, merged = bl_hdr(P, s)
+      r[1] = n
+      for i = 0, n - 1 do
+        local o = 3 + 3 * i
+        r[o], r[o + 1], r[o + 2] = s[3 + i], bl_last(P, s, i, n, merged), bl_count(P, s, i, n, open, merged)
+      end
+      return r
+    end
+    local function bl_pack(P, r, s, words)
+      for j = 1, words do s[j] = 0 end
+      local n, size = r[1], P[4]
+      if n < 0 or n > size or r[2] < 0 or r[2] >= size then return end
+      local merged = false
+      for i = 0, n - 1 do
+        local o = bl_at(P, r, i)
+        s[3 + i] = r[o]
+        local c = min(r[o + 2], MAXLIMIT)
+        if i == n - 1 then
+          s[2] = r[o + 1]
+          bl_sethdr(s, n, c, merged)
+        else
+          local d, g = P[3] - c, r[bl_at(P, r, i + 1)] - r[o + 1]
+          s[3 + size + i], s[3 + 2 * size + i] = d, g
+          merged = merged or d ~= 0 or g ~= 0
+        end
+      end
+    end
+    ring = { record = ring_record, expand = bl_expand, pack = bl_pack }
+    return ring
+  end
+  return {
+    -- decide is Go's view, decide and append in one function (one closure
+    -- per call instead of four).
+    decide = function(P, s, now, cost, commit)
+      local limit, window, m, size = P[1], P[2], P[3], P[4]
+      local n, open, merged = bl_hdr(P, s)
+      now = clamp(now)
+      local drop, start, sum = 0, 0, 0
+      if n > 0 then
+        now = max(now, s[2])
+        local cut = now - window
+        -- Drop the entries whose last timestamp is at or before cut: entry
+        -- i ends where entry i+1 starts (less its gap when merged), the
+        -- newest at s[2].
+        if not merged then
+          while drop < n - 1 and s[4 + drop] <= cut do drop = drop + 1 end
+          if drop == n - 1 and s[2] <= cut then drop = n end
+        else
+          while drop < n do
+            local last = s[2]
+            if drop < n - 1 then last = s[4 + drop] - s[3 + 2 * size + drop] end
+            if last > cut then break end
+            drop = drop + 1
+          end
+        end
+        start = drop
+        if start < n and s[3 + start] <= cut then start = start + 1 end
+        if start < n then
+          sum = (n - 1 - start) * m + open
+          if merged then
+            for i = start, n - 2 do sum = sum - s[3 + size + i] end
+          end
+        end
+      end
+      local reset = 0
+      if start < n then reset = s[2 + n] + window - now end
+      local bc = badcost(cost, limit)
+      if bc then return 0, nonneg(limit - sum), reset, 0, 0, bc end
+      if sum + cost > limit then
+        local need, i = sum + cost - limit, start
+        if not merged then
+          i = min(start + idiv(need + m - 1, m) - 1, n - 1)
+        else
+          while i < n - 1 do
+            need = need - (m - s[3 + size + i])
+            if need <= 0 then break end
+            i = i + 1
+          end
+        end
+        return 0, nonneg(limit - sum), reset, s[3 + i] + window - now, 0, OVER
+      end
+      local first = now
+      if drop < n and s[2 + n] > now - window and open + cost <= m then first = s[2 + n] end
+      if commit then
+        local add = cost
+        if drop > 0 then
+          local left = n - drop
+          local regions = { 3 }
+          if merged then regions = { 3, 3 + size, 3 + 2 * size } end
+          for _, r in ipairs(regions) do
+            for i = 0, left - 1 do s[r + i] = s[r + drop + i] end
+            for i = left, n - 1 do s[r + i] = 0 end
+          end
+          n = left
+          if n == 0 then open, merged = 0, false end
+        end
+        if n > 0 and s[2 + n] > now - window and open < m then
+          local k = min(add, m - open)
+          open, add = open + k, add - k
+        end
+        -- Closing the open entry leaves its deficit and gap at 0 (see Go).
+        while add > 0 and n < size do
+          local k = min(add, m)
+          s[3 + n] = now
+          n, open, add = n + 1, k, add - k
+        end
+        bl_sethdr(s, n, open + add, merged)
+        s[2] = now
+      end
+      return 1, limit - sum - cost, first + window - now, 0, 0, OK
+    end,
+    record = function(P, s, now, cost)
+      if cost < 1 then return end
+      local words, R = 2 + 3 * P[4], ringfns()
+      local r = R.expand(P, s, words)
+      R.record(P, r, now, cost)
+      R.pack(P, r, s, words)
+    end,
+    -- fix runs on a freshly loaded state, which load did not pad: it pads
+    -- the words Decide reads (all of them for a merged key), clears a
+    -- state no bounded-log wrote, and converts the ring form, returning
+    -- true so the caller stores the converted state.
+    fix = function(P, s, words)
+      for j = #s + 1, 2 do s[j] = 0 end
+      local h = s[1]
+      if h ~= 0 and h < MARK then
+        for j = #s + 1, words do s[j] = 0 end
+        local r = {}
+        for j = 1, words do r[j] = s[j] end
+        ringfns().pack(P, r, s, words)
+        return true
+      end
+      local n, _, merged = bl_hdr(P, s)
+      if not n then
+        for j = 1, #s do s[j] = 0 end
+        return false
+      end
+      local upto = 2 + n
+      if merged then upto = words end
+      for j = #s + 1, upto do s[j] = 0 end
+      return false
     end,
   }
+end
 end
 
 -- State I/O: a key's value is its state words packed as little-endian
@@ -598,16 +762,48 @@ local CHUNK = 256
 -- records nothing.
 local raw = {}
 
-local function load(key, words)
+-- A bounded-log state of one entry whose units all came at one time (most
+-- keys of a flood: one request each) is stored as a decimal integer, the
+-- entry's count then the time in 16 digits, which Redis keeps as an integer:
+-- 88 bytes of MEMORY USAGE with a 34-byte key name, where the 24 bytes of
+-- three doubles take 120. It is never a multiple of 8 bytes long, so it
+-- cannot be mistaken for packed doubles. short8 returns it, or nil.
+local BL_MARK, BL_MERGED, BL_CUNIT = 4503599627370496, 131072, 262144
+local function short8(s, used)
+  if used ~= 3 or s[2] ~= s[3] then return nil end
+  local h = s[1] - BL_MARK
+  if h < 0 or h % BL_MERGED ~= 1 or floor(h / BL_MERGED) % 2 == 1 then return nil end
+  local c = floor(h / BL_CUNIT)
+  if c > 999 or s[2] > 9999999999999999 then return nil end
+  return string.format('%d%016d', c, s[2])
+end
+
+-- unshort8 returns the doubles of a state short8 wrote, or nil.
+local function unshort8(v)
+  if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
+  local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
+  return struct.pack('<ddd', BL_MARK + c * BL_CUNIT + 1, t, t)
+end
+
+local function load(key, words, code)
   local v = redis.call('GET', key)
   local s = {}
   if not v then v = '' end
+  if code == 8 and #v % 8 ~= 0 then v = unshort8(v) or v end
   raw[key] = v
   if #v % 8 ~= 0 or #v > 8 * words then
     return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want a multiple of 8 up to ' ..
       8 * words .. ' (' .. words .. ' state words); was it written by another program or version?'
   end
   local stored, pos, i = #v / 8, 1, 0
+  if stored <= CHUNK then
+    -- One C call fills the table; the position it also returns is cut off.
+    if stored > 0 then
+      s = { struct.unpack('<' .. string.rep('d', stored), v) }
+      s[stored + 1] = nil
+    end
+    i = stored
+  end
   while i < stored do
     local n = min(CHUNK, stored - i)
     local vals = { struct.unpack('<' .. string.rep('d', n), v, pos) }
@@ -615,7 +811,9 @@ local function load(key, words)
     pos = vals[n + 1]
     i = i + n
   end
-  for j = stored + 1, words do s[j] = 0 end
+  if code ~= 8 then -- bounded-log pads what it reads (see its fix)
+    for j = stored + 1, words do s[j] = 0 end
+  end
   return s
 end
 
@@ -630,19 +828,46 @@ local function save(key, s, ttl, code)
   -- mostly empty stays small.
   local used = #s
   while used > 0 and s[used] == 0 do used = used - 1 end
-  local parts, i = {}, 0
-  while i < used do
-    local n = min(CHUNK, used - i)
-    parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
-    i = i + n
-  end
-  local packed = table.concat(parts)
-  if ttl > 0 then
-    redis.call('SET', key, packed, 'PX', ttl)
+  local packed
+  if used <= CHUNK then
+    packed = struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
   else
-    redis.call('SET', key, packed)
+    local parts, i = {}, 0
+    while i < used do
+      local n = min(CHUNK, used - i)
+      parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
+      i = i + n
+    end
+    packed = table.concat(parts)
+  end
+  local stored = packed
+  if code == 8 then stored = short8(s, used) or packed end
+  if ttl > 0 then
+    redis.call('SET', key, stored, 'PX', ttl)
+  else
+    redis.call('SET', key, stored)
   end
   return packed
+end
+
+-- once is op 'S', a sync call that carries an identity: the node
+-- instance's record (a hash: 's' the highest batch-list number seen, 'c<n>'
+-- for each call of that list applied), the list's number and the call's
+-- place in it. It reports whether the call is new; a call sent again is
+-- not applied but still returns the states. Lists of one instance are sent
+-- in increasing order, each after the one before was applied, so a lower
+-- number than the record's is always a copy.
+local function once(rec, seq, chunk, remember)
+  local cur = tonumber(redis.call('HGET', rec, 's'))
+  if cur and seq < cur then return false end
+  if cur == seq then
+    if redis.call('HSETNX', rec, 'c' .. chunk, 1) == 0 then return false end
+  else
+    redis.call('DEL', rec)
+    redis.call('HSET', rec, 's', seq, 'c' .. chunk, 1)
+  end
+  redis.call('PEXPIRE', rec, remember)
+  return true
 end
 
 local op = ARGV[1]
@@ -663,6 +888,15 @@ local function nextarg()
   return v
 end
 
+local replay = false
+if op == 'S' then
+  local rec = table.remove(KEYS)
+  local seq = nextarg()
+  local chunk = nextarg()
+  replay = not once(rec, seq, chunk, nextarg())
+  op = 's'
+end
+
 local out = {}
 local states, meta, dirty, built = {}, {}, {}, {}
 local commit = true
@@ -671,8 +905,8 @@ for i = 1, #KEYS do
   local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
   local alg = built[code]
   if not alg then
-    if not BUILD[code] then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
-    alg = BUILD[code]()
+    alg = build(code)
+    if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
     built[code] = alg
   end
   local P = {}
@@ -680,8 +914,9 @@ for i = 1, #KEYS do
   local s = states[key]
   if not s then
     local err
-    s, err = load(key, words)
+    s, err = load(key, words, code)
     if not s then return redis.error_reply(err) end
+    if alg.fix and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code) end
     states[key] = s
     meta[key] = { ttl, code }
   end
@@ -689,12 +924,12 @@ for i = 1, #KEYS do
     local ne = nextarg()
     for _ = 1, ne do
       local t, c = nextarg(), nextarg()
-      alg.record(P, s, t, c)
+      if not replay then alg.record(P, s, t, c) end
     end
     -- The state goes back packed as it is stored (doubles, trailing zero
     -- words left out): one string per key instead of one reply integer per
     -- word, which for a log of a hundred words was most of a sync's cost.
-    if ne > 0 then
+    if ne > 0 and not replay then
       raw[key] = save(key, s, ttl, code)
     end
     out[#out + 1] = raw[key]

@@ -141,8 +141,8 @@ type Store struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Syncer = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.OnceSyncer = (*Store)(nil)
 )
 
 // ErrOutLength is returned by Decide when out and reqs differ in length.
@@ -805,6 +805,37 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 // however many keys; keys of one Cluster slot share a script call (at most
 // 256 keys and 4,096 events per call, so that no call holds Redis long).
 func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
+	return s.sync(ctx, now, nil, batches)
+}
+
+// SyncOnce is Sync that applies each script call of the batch list at most
+// once: every call carries id and its place in the list, and the script
+// keeps, per node instance and hash slot, a small record of the calls it
+// applied (the highest Seq seen and which calls of it), kept for
+// id.Remember after the last one. A call sent again is skipped but still
+// returns the current states. The calls of a list depend only on the
+// batches, so a list sent again splits into the same calls.
+func (s *Store) SyncOnce(ctx context.Context, now int64, id store.SyncID, batches []store.SyncBatch) error {
+	if id.Origin == "" {
+		return errors.New("redisstore: SyncOnce needs an id with an Origin")
+	}
+	return s.sync(ctx, now, &id, batches)
+}
+
+// onceKey returns the key holding the record of the calls applied from
+// origin, in the hash slot of key (every key this store writes has a hash
+// tag, so the record shares the slot of the call's keys in a Cluster).
+func (s *Store) onceKey(key, origin string) string {
+	tag := ""
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			tag = key[i+1 : i+1+j]
+		}
+	}
+	return s.prefix + ":{" + tag + "}:sync-once:" + origin
+}
+
+func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches []store.SyncBatch) error {
 	if len(batches) == 0 {
 		return nil
 	}
@@ -818,42 +849,7 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	t := s.now(now)
-	var calls []call
-	var parts [][]int // per call, the batch of each key it holds
-	for _, idx := range s.groups(rs) {
-		var c call
-		var part []int
-		events := 0
-		flush := func() {
-			if len(part) > 0 {
-				calls, parts = append(calls, c), append(parts, part)
-			}
-			c, part, events = call{args: []string{"s", t}}, nil, 0
-		}
-		flush()
-		for _, i := range idx {
-			evs := batches[i].Events
-			for first := true; first || len(evs) > 0; first = false {
-				if len(part) == maxBatchKeys || events >= maxBatchEvents {
-					flush()
-				}
-				// A key with more events than fit goes on in the next call
-				// of the same pipeline; the last call's state is the result.
-				n := min(len(evs), maxBatchEvents-events)
-				c.keys = append(c.keys, rs[i].key)
-				c.args = append(c.args, rs[i].sp.header...)
-				c.args = append(c.args, itoa(int64(n)))
-				for _, e := range evs[:n] {
-					c.args = append(c.args, itoa(floorDiv(e.Time, usec)), itoa(e.Cost))
-				}
-				part = append(part, i)
-				events += n
-				evs = evs[n:]
-			}
-		}
-		flush()
-	}
+	calls, parts := s.syncCalls(s.now(now), id, rs, batches)
 	res, err := s.exec(ctx, calls)
 	if err != nil {
 		return err
@@ -884,6 +880,58 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 		}
 	}
 	return nil
+}
+
+// syncCalls splits a sync into script calls: per group of keys (a Cluster
+// slot), at most maxBatchKeys keys and maxBatchEvents events per call. It
+// returns the calls and, per call, the batch of each key it holds. With an
+// id, each call is op 'S' with the id and its place in its group.
+func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []store.SyncBatch) ([]call, [][]int) {
+	var calls []call
+	var parts [][]int
+	for _, idx := range s.groups(rs) {
+		var c call
+		var part []int
+		events, chunk := 0, 0
+		flush := func() {
+			if len(part) > 0 {
+				if id != nil {
+					// The record's key goes last; the script takes it off.
+					c.keys = append(c.keys, s.onceKey(c.keys[0], id.Origin))
+				}
+				calls, parts = append(calls, c), append(parts, part)
+				chunk++
+			}
+			c, part, events = call{args: []string{"s", t}}, nil, 0
+			if id != nil {
+				remember := max(id.Remember.Milliseconds(), 1)
+				c.args = []string{"S", t, strconv.FormatUint(id.Seq, 10), strconv.Itoa(chunk), itoa(remember)}
+			}
+		}
+		flush()
+		for _, i := range idx {
+			evs := batches[i].Events
+			for first := true; first || len(evs) > 0; first = false {
+				if len(part) == maxBatchKeys || events >= maxBatchEvents {
+					flush()
+				}
+				// A key with more events than fit goes on in the next call
+				// of the same pipeline; the last call's state is the result.
+				n := min(len(evs), maxBatchEvents-events)
+				c.keys = append(c.keys, rs[i].key)
+				c.args = append(c.args, rs[i].sp.header...)
+				c.args = append(c.args, itoa(int64(n)))
+				for _, e := range evs[:n] {
+					c.args = append(c.args, itoa(floorDiv(e.Time, usec)), itoa(e.Cost))
+				}
+				part = append(part, i)
+				events += n
+				evs = evs[n:]
+			}
+		}
+		flush()
+	}
+	return calls, parts
 }
 
 // unpackState decodes a state as the script stores it, little-endian

@@ -43,93 +43,46 @@ type spec struct {
 
 const usec = int64(time.Microsecond)
 
-// wholeUS returns d in microseconds, or an error naming what if d is not a
-// whole number of them.
-func wholeUS(name, what string, d int64) (int64, error) {
-	if d%usec != 0 {
-		return 0, fmt.Errorf("%w: %s: %s %v is not a whole number of microseconds (the Redis scripts count time in µs)",
-			ErrUnsupported, name, what, time.Duration(d))
-	}
-	return d / usec, nil
+// scriptCodes maps an algorithm name to its function in floodgate.lua.
+var scriptCodes = map[string]int{
+	algorithm.FixedWindow:    codeFixed,
+	algorithm.SlidingWindow:  codeSliding,
+	algorithm.WeightedWindow: codeWeighted,
+	algorithm.SlidingLog:     codeSlidingLog,
+	algorithm.TokenBucket:    codeBucket,
+	algorithm.GCRA:           codeBucket,
+	algorithm.LeakyBucket:    codeLeaky,
+	algorithm.Concurrency:    codeConcurrency,
+	algorithm.BoundedLog:     codeBoundedLog,
 }
 
-// probeInterval returns the emission interval of a bucket-like algorithm in
-// whole microseconds, rounded up: a cost-1 request on a fresh state reports
-// exactly one interval as ResetAfter.
-func probeInterval(a algorithm.Algorithm) int64 {
-	st := make([]int64, a.Words())
-	d := a.Peek(st, 1<<40, 1)
-	ns := int64(d.ResetAfter)
-	return (ns + usec - 1) / usec
-}
-
-// newSpec builds the spec of a; ttlSlack is added to the key TTL.
+// newSpec builds the spec of a from its exported parameter form; ttlSlack
+// is added to the key TTL.
 func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
-	c := a.Config()
-	name := a.Name()
-	sp := &spec{goWords: a.Words(), limit: c.Limit}
-	var w int64
-	if name != algorithm.Concurrency || c.Window != 0 {
-		var err error
-		if w, err = wholeUS(name, "window", int64(c.Window)); err != nil {
-			return nil, err
-		}
+	p, ok := algorithm.ParamsOf(a)
+	if !ok {
+		return nil, fmt.Errorf("%w %q: not built by algorithm.New", ErrUnsupported, a.Name())
 	}
-	switch name {
-	case algorithm.FixedWindow:
-		sp.code, sp.params, sp.luaWords = codeFixed, []int64{c.Limit, w}, 2
-		sp.timeIdx = []bool{false, false}
-	case algorithm.SlidingWindow:
-		n := int64(c.Slices)
-		if w%n != 0 {
-			return nil, fmt.Errorf("%w: %s: window %v does not split into %d slices of whole microseconds",
-				ErrUnsupported, name, c.Window, n)
-		}
-		sp.code, sp.params, sp.luaWords = codeSliding, []int64{c.Limit, w / n, n}, 1+int(n)
-		sp.timeIdx = make([]bool, sp.luaWords)
-	case algorithm.WeightedWindow:
-		sp.code, sp.params, sp.luaWords = codeWeighted, []int64{c.Limit, w}, 3
-		sp.timeIdx = make([]bool, 3)
-	case algorithm.SlidingLog:
-		sp.code, sp.params, sp.luaWords = codeSlidingLog, []int64{c.Limit, w}, 2+int(c.Limit)
-		sp.timeIdx = make([]bool, sp.luaWords)
-		for i := 2; i < sp.luaWords; i++ {
-			sp.timeIdx[i] = true
-		}
-	case algorithm.TokenBucket, algorithm.GCRA:
-		capacity, limit := c.Capacity, c.Capacity
-		if name == algorithm.GCRA {
-			capacity, limit = c.Burst, c.Limit
-		}
-		iv := probeInterval(a)
-		sp.code, sp.params, sp.luaWords = codeBucket, []int64{limit, capacity, iv, capacity * iv}, 2
-		sp.limit = limit
-		sp.timeIdx = []bool{true, true}
-	case algorithm.LeakyBucket:
-		md, err := wholeUS(name, "max delay", int64(c.MaxDelay))
-		if err != nil {
-			return nil, err
-		}
-		sp.code, sp.params, sp.luaWords = codeLeaky, []int64{c.Limit, probeInterval(a), md}, 2
-		sp.timeIdx = []bool{true, true}
-	case algorithm.Concurrency:
-		sp.code, sp.params, sp.luaWords = codeConcurrency, []int64{c.Limit, w}, 2
-		sp.timeIdx = []bool{false, true}
-	case algorithm.BoundedLog:
-		m := max(1, int64(c.Tolerance*float64(c.Limit)))
-		size := int64(a.Words()-2) / 3
-		sp.code, sp.params, sp.luaWords = codeBoundedLog, []int64{c.Limit, w, m, size}, a.Words()
-		sp.timeIdx = make([]bool, sp.luaWords)
-		for i := 2; i < sp.luaWords; i += 3 {
-			sp.timeIdx[i], sp.timeIdx[i+1] = true, true
-		}
-	default:
-		return nil, fmt.Errorf("%w %q", ErrUnsupported, name)
+	code, ok := scriptCodes[p.Name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnsupported, p.Name)
 	}
-	if idle := a.IdleAfter(); idle > 0 {
-		sp.ttlMS = int64((idle+ttlSlack)+time.Millisecond-1) / int64(time.Millisecond)
+	params, err := p.ScriptArgs(time.Microsecond)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v (the Redis scripts count time in µs)", ErrUnsupported, err)
 	}
-	sp.tag = configTag(c)
+	sp := &spec{code: code, params: params, goWords: p.Words, luaWords: p.Words, limit: p.Limit}
+	if code == codeSliding {
+		sp.luaWords = 1 + p.Slices // one count per slice; Go packs them
+	}
+	sp.timeIdx = make([]bool, sp.luaWords)
+	for i := range sp.timeIdx {
+		sp.timeIdx[i] = code != codeSliding && p.TimeWord(i)
+	}
+	if p.IdleAfter > 0 {
+		sp.ttlMS = int64((p.IdleAfter+ttlSlack)+time.Millisecond-1) / int64(time.Millisecond)
+	}
+	sp.tag = configTag(a.Config())
 	sp.header = append(sp.header,
 		itoa(int64(sp.code)), itoa(sp.ttlMS), itoa(int64(sp.luaWords)), itoa(int64(len(sp.params))))
 	for _, p := range sp.params {

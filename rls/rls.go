@@ -50,6 +50,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -71,6 +72,12 @@ type Service struct {
 	log     *slog.Logger
 	shadow  *rules.ShadowLog
 }
+
+// UnmatchedHeader is the gRPC response header set when no rule applied to
+// a request, so it was not limited: its value is rules.UnmatchedDomain (no
+// rule set has the domain) or rules.UnmatchedRules (no rule of the domain
+// matches the descriptors). The response itself is unchanged.
+const UnmatchedHeader = "floodgate-unmatched"
 
 // New returns a Service that decides with c and logs to log (nil means
 // slog.Default()).
@@ -226,6 +233,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 			merged.Statuses = append(merged.Statuses, st)
 		}
 		merged.Rejected = append(merged.Rejected, res.Rejected...)
+		merged.Unmatched = res.Unmatched // the same in every group: one domain
 		if !res.Allowed {
 			merged.Allowed = false
 		}
@@ -233,6 +241,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	}
 	if !merged.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if len(merged.Statuses) == 0 && merged.Unmatched != "" {
+		// The answer stays what Envoy expects (every descriptor OK); the
+		// response header tells clients that look, such as floodgate load.
+		_ = grpc.SetHeader(ctx, metadata.Pairs(UnmatchedHeader, merged.Unmatched))
 	}
 	fields := httplimit.Fields(merged)
 	if len(fields) > 0 {

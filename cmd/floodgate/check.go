@@ -158,7 +158,7 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		} else {
-			fmt.Fprintf(stderr, "%s is not valid:\n", file)
+			fmt.Fprintf(stderr, "rule file %s is not valid:\n", file)
 			for _, e := range doc.Errors {
 				fmt.Fprintln(stderr, "  "+e)
 			}
@@ -267,7 +267,7 @@ func clampBig(n *big.Int) int64 {
 func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("--trace: trace file: %w", err)
 	}
 	defer f.Close()
 	rd := csv.NewReader(bufio.NewReader(f))
@@ -351,7 +351,7 @@ func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
 func readRoutes(path string) ([]checkRoute, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--routes: route file: %w", err)
 	}
 	defer f.Close()
 	var out []checkRoute

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/floodgate-dev/floodgate/internal/loadgen"
 )
@@ -41,6 +42,14 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: floodgate load [--target grpc://HOST:PORT | http://HOST:PORT] [--duration D] [--concurrency N]\n"+
+			"                     [--rate R] [--keys N] [--domain D] [--descriptor k=v,...]... [--json]\n\n"+
+			"Sends rate-limit checks to a running server's Envoy RLS (gRPC) or JSON API (HTTP) and prints\n"+
+			"throughput, latency and outcomes: allowed, over the limit, errors, and the share of calls no\n"+
+			"rule applied to (unmatched: allowed without being limited).\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,7 +59,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	// Zero means "default" to the library; on the command line it is a
 	// mistake.
 	if cfg.Keys < 1 || cfg.Concurrency < 1 || cfg.Duration <= 0 || cfg.Conns < 1 {
-		return fmt.Errorf("load: -keys, -concurrency, -conns and -duration must be positive")
+		return fmt.Errorf("load: --keys, --concurrency, --conns and --duration must be positive; got %d, %d, %d, %v", cfg.Keys, cfg.Concurrency, cfg.Conns, cfg.Duration)
 	}
 	if *hits > 1<<32-1 {
 		return fmt.Errorf("load: -hits %d is too large", *hits)
@@ -73,7 +82,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			return fmt.Errorf("load: %w", err)
+			return fmt.Errorf("load: --cpuprofile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
@@ -83,6 +92,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	}
 	s, err := loadgen.Run(ctx, cfg)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "target ") {
+			return fmt.Errorf("load: --target: %w", err)
+		}
 		return fmt.Errorf("load: %w", err)
 	}
 	if *asJSON {

@@ -24,11 +24,18 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	storeURL := fs.String("store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
 	logLevel := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
 	printConfig := fs.Bool("print-config", false, "print the documented default configuration and exit")
+	var ov serveOverrides
+	fs.StringVar(&ov.http, "http", "", "HTTP listener `address` host:port (JSON API, /json, metrics, health, status page), overriding the config; \"off\" disables it")
+	fs.StringVar(&ov.grpc, "grpc", "", "gRPC listener `address` host:port (Envoy Rate Limit Service), overriding the config; \"off\" disables it")
+	fs.StringVar(&ov.gateway, "gateway", "", "gateway listener `address` host:port, overriding the config (the gateway runs only with routes in the config)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--store URL] [--log-level LEVEL]\n\n"+
+		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--http ADDR] [--grpc ADDR] [--gateway ADDR]\n"+
+			"                      [--store URL] [--log-level LEVEL] [--print-config]\n\n"+
 			"Serves the Envoy Rate Limit Service (gRPC, default 127.0.0.1:8081), the JSON API, metrics,\n"+
 			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
 			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n"+
+			"Flags override the configuration file. In a container, listen on every interface:\n"+
+			"--http 0.0.0.0:8080 --grpc 0.0.0.0:8081.\n"+
 			"Exit status: 0 after a clean shutdown, %d when shutdown cut off requests or could not\n"+
 			"push unsynced counts, 2 for other errors.\n\n", exitUncleanShutdown)
 		fs.PrintDefaults()
@@ -55,29 +62,44 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *configFile != "" {
 		var err error
 		if cfg, err = server.LoadConfig(*configFile); err != nil {
-			return err
+			return fmt.Errorf("--config: configuration file: %w", err)
 		}
 	}
+	rulesFrom := "rules: in the configuration"
 	if *rulesFile != "" {
-		cfg.Rules = *rulesFile
+		cfg.Rules, rulesFrom = *rulesFile, "--rules"
 	}
 	if *logLevel != "" {
 		cfg.Log.Level = *logLevel
+	}
+	if err := ov.apply(&cfg); err != nil {
+		return err
 	}
 	if *storeURL != "" {
 		if err := cfg.Store.SetURL(*storeURL); err != nil {
 			return fmt.Errorf("--store: %v", err)
 		}
 	}
+	if cfg.Rules != "" {
+		if _, err := os.Stat(cfg.Rules); err != nil {
+			return fmt.Errorf("%s: rule file %s: %w", rulesFrom, cfg.Rules, errors.Unwrap(err))
+		}
+	}
 	log, err := server.NewLogger(cfg.Log, stderr)
 	if err != nil {
 		return fmt.Errorf("--log-level: %v", err)
+	}
+	// GOGC=400 lets the heap grow to five times what is live; the memory
+	// limit, from the store's bound in bytes, makes the collector run
+	// sooner when that would pass it (docs/operations.md).
+	if lim := cfg.Store.MemoryLimit(); lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(lim)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, cfg, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
 	if err := srv.Run(ctx); err != nil {
 		if errors.Is(err, server.ErrUncleanShutdown) {

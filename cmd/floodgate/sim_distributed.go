@@ -65,13 +65,13 @@ type distDoc struct {
 }
 
 // runSimDistributed drives N real limiter nodes (package distributed) under
-// a virtual clock through seed 000's distributed-counter experiment.
+// a virtual clock through the reference design's distributed-counter experiment.
 func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("floodgate sim distributed", flag.ContinueOnError)
 	var lf limitFlags
 	lf.register(fs, false)
 	fs.StringVar(&lf.algorithm, "algorithm", algorithm.FixedWindow,
-		"algorithm; fixed-window (one counter whose single window spans the run) is seed 000's global counter")
+		"algorithm; fixed-window (one counter whose single window spans the run) is the reference design's global counter")
 	nodes := fs.Int("nodes", 8, "limiter nodes: N")
 	rates := fs.String("rates", "10,90", "client rates in requests per second, comma-separated")
 	intervals := fs.String("intervals", "200ms,1s,2s,5s",
@@ -81,7 +81,7 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the tables as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim distributed [flags]")
-		fmt.Fprintln(stderr, "\nRuns seed 000's distributed-counter experiment with real limiter nodes under a")
+		fmt.Fprintln(stderr, "\nRuns the distributed-counter experiment of a published rate-limiter design (the\nreference design, whose tables it reproduces) with real limiter nodes under a")
 		fmt.Fprintln(stderr, "virtual clock: one client sending --rates requests per second for one window,")
 		fmt.Fprintln(stderr, "each request sent to a node picked by a seeded generator, through the centralized,")
 		fmt.Fprintln(stderr, "split and delayed arrangements, then a sweep of delayed-sync intervals.")
@@ -182,6 +182,26 @@ func (s *sharedStore) Sync(ctx context.Context, now int64, batches []store.SyncB
 	return s.syncer.Sync(ctx, now, batches)
 }
 
+// nodeSyncer is what the simulated nodes sync through: s, with SyncOnce
+// when the store has it (Redis), so that a push sent again after a timeout
+// is applied once there too.
+func (s *sharedStore) nodeSyncer() store.Syncer {
+	if _, ok := s.syncer.(store.OnceSyncer); ok {
+		return onceShared{s}
+	}
+	return s
+}
+
+// onceShared is a sharedStore over a store.OnceSyncer.
+type onceShared struct{ *sharedStore }
+
+func (o onceShared) SyncOnce(ctx context.Context, now int64, id store.SyncID, batches []store.SyncBatch) error {
+	if o.counting.Load() {
+		o.syncs.Add(1)
+	}
+	return o.syncer.(store.OnceSyncer).SyncOnce(ctx, now, id, batches)
+}
+
 // simDistributed runs every (rate, arrangement) and the interval sweep.
 func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 	doc := distDoc{
@@ -239,7 +259,7 @@ func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 	return doc, nil
 }
 
-// lcg is seed 000's 32-bit linear congruential generator.
+// lcg is the reference design's 32-bit linear congruential generator.
 type lcg uint32
 
 // node advances the generator and returns floor(u·n) for u = s/2^32.
@@ -267,12 +287,12 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 			Deadline:     5 * time.Second, // the simulator measures counts, not latency
 			SyncDeadline: 10 * time.Second,
 			Shared:       sh,
-			Syncer:       sh,
+			Syncer:       sh.nodeSyncer(),
 			StoreName:    sh.name,
 			ID:           fmt.Sprintf("%s-node%d", key, i),
 			Clock:        clock,
 			ManualSync:   true,
-			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the seed
+			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the reference design
 		})
 		if err != nil {
 			return distRow{}, err
@@ -301,7 +321,7 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 			}
 			// Every due node pushes and pulls (one touch each); then all but
 			// the last pull again, so each sees the whole round's counts,
-			// as the seed's model (one global snapshot per round) does.
+			// as the reference design's model (one global snapshot per round) does.
 			sh.counting.Store(true)
 			for _, k := range due {
 				if err := nodes[k].Sync(ctx); err != nil {
@@ -356,7 +376,7 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 	return row, nil
 }
 
-// seedFigures are seed 000's published tables (its defaults): accepted
+// seedFigures are the reference design's published tables (its defaults): accepted
 // per (rate, arrangement), and accepted per sync interval at 90/s.
 var seedFigures = struct {
 	accepted  map[string]int
@@ -376,7 +396,7 @@ var seedFigures = struct {
 	},
 }
 
-// seedDefaults reports whether p is seed 000's experiment.
+// seedDefaults reports whether p is the reference design's experiment.
 func seedDefaults(p distParams) bool {
 	return p.limit.Algorithm == algorithm.FixedWindow && p.limit.Limit == 600 &&
 		p.limit.Window == time.Minute && p.nodes == 8 && p.seed == 20260730
@@ -387,19 +407,19 @@ func seedDefaults(p distParams) bool {
 func distNotes(p distParams, doc distDoc) []string {
 	notes := []string{
 		fmt.Sprintf("Each arrangement runs %d real limiter nodes (package distributed) sharing one %s store under a virtual clock; "+
-			"request i is sent at floor(i*1e9/rate) ns to node floor(u*%d), u from the seed's 32-bit LCG.", p.nodes, doc.Store, p.nodes),
+			"request i is sent at floor(i*1e9/rate) ns to node floor(u*%d), u from the reference design's 32-bit LCG.", p.nodes, doc.Store, p.nodes),
 		"Centralized touches are the shared store's decision calls, one per request. Split nodes enforce " +
 			fmt.Sprintf("floor(%d/%d) = %d each and never touch the store.", p.limit.Limit, p.nodes, distributed.SplitConfig(p.limit, p.nodes).Limit),
 		"Delayed touches are counted Sync calls: each node's push-and-pull when its interval has passed, plus its final push on Close. " +
-			"To make each round one global snapshot as in the seed's model, every node but the last pulls once more after all have pushed; " +
+			"To make each round one global snapshot as in the reference design's model, every node but the last pulls once more after all have pushed; " +
 			"those refresh pulls (refresh_pulls in --json) are a simulator device and not counted.",
 	}
 	if p.limit.Algorithm == algorithm.FixedWindow {
 		notes = append(notes, fmt.Sprintf("fixed-window with a %v window aligned to virtual time zero: the run lasts one window, "+
-			"so the nodes share one global counter, which is seed 000's model.", p.limit.Window))
+			"so the nodes share one global counter, which is the reference design's model.", p.limit.Window))
 	}
 	if !seedDefaults(p) {
-		return append(notes, "The parameters differ from seed 000's (fixed-window, 600 per 60s, 8 nodes, seed 20260730), so its tables do not apply.")
+		return append(notes, "The parameters differ from the reference design's (fixed-window, 600 per 60s, 8 nodes, seed 20260730), so its tables do not apply.")
 	}
 	var diffs []string
 	for _, r := range doc.Arrangements {
@@ -422,11 +442,11 @@ func distNotes(p distParams, doc distDoc) []string {
 		}
 	}
 	if len(diffs) == 0 {
-		return append(notes, "Every figure equals seed 000's tables.")
+		return append(notes, "Every figure equals the reference design's tables.")
 	}
 	return append(notes,
-		"Figures that differ from seed 000: "+strings.Join(diffs, "; ")+".",
-		"Why: the seed keeps time in floating-point seconds (t = i/rate) and syncs when t - lastSync >= 0.2. At 90/s, 0.6 - 0.4 "+
+		"Figures that differ from the reference design: "+strings.Join(diffs, "; ")+".",
+		"Why: the reference design keeps time in floating-point seconds (t = i/rate) and syncs when t - lastSync >= 0.2. At 90/s, 0.6 - 0.4 "+
 			"evaluates to 0.19999999999999996, so from its third sync on each sync lands one request (11.1 ms) late and its nodes "+
 			"resync every 19 requests instead of every 18. The simulator keeps exact nanoseconds, syncing at 200 ms, 400 ms, 600 ms, ...; "+
 			"the blind stretches around the moment the count reaches the limit fall differently, which moves the delayed 200 ms figure "+

@@ -127,7 +127,7 @@ func writeWorstTrace(path, what string, res sim.WorstResult) error {
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].TimeMS < recs[j].TimeMS })
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("--trace-out: %w", err)
 	}
 	comments := []string{
 		"floodgate sim worst: " + what,

@@ -26,6 +26,7 @@ type httpCaller struct {
 type checkResponse struct {
 	Allowed     *bool  `json:"allowed"`
 	OverallCode string `json:"overall_code"`
+	Unmatched   string `json:"unmatched"`
 	// OverallCodeCamel is envoyproxy/ratelimit's POST /json spelling.
 	OverallCodeCamel string `json:"overallCode"`
 }
@@ -94,6 +95,8 @@ func (h *httpCaller) call(ctx context.Context, worker, key int) (Outcome, error)
 	switch {
 	case r.OverallCode == "OVER_LIMIT" || (r.Allowed != nil && !*r.Allowed):
 		return OverLimit, nil
+	case r.Unmatched != "":
+		return Unmatched, nil
 	case r.OverallCode == "OK" || (r.Allowed != nil && *r.Allowed):
 		return Allowed, nil
 	default:

@@ -210,6 +210,9 @@ const (
 	Allowed Outcome = iota
 	OverLimit
 	Failed
+	// Unmatched is an allowed call no rule applied to: it was not limited
+	// (a domain the rules do not have, or descriptors no rule matches).
+	Unmatched
 )
 
 // caller makes calls to one kind of front end. call must be safe for
@@ -265,6 +268,11 @@ type Summary struct {
 	Allowed   uint64 `json:"allowed"`
 	OverLimit uint64 `json:"over_limit"`
 	Errors    uint64 `json:"errors"`
+	// Unmatched counts the allowed calls no rule applied to, so they were
+	// not limited (included in Allowed). The server says so in the
+	// floodgate-unmatched gRPC response header and in /v1/check's
+	// "unmatched" field; an /json target does not say, and counts none.
+	Unmatched uint64 `json:"unmatched"`
 	// Missed counts open-loop calls that were scheduled but never sent
 	// because the run ended with them still queued.
 	Missed uint64 `json:"missed,omitempty"`
@@ -318,6 +326,10 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "allowed     %d (%.1f%%)\n", s.Allowed, pct(s.Allowed))
 	fmt.Fprintf(w, "over-limit  %d (%.1f%%)\n", s.OverLimit, pct(s.OverLimit))
 	fmt.Fprintf(w, "errors      %d\n", s.Errors)
+	fmt.Fprintf(w, "unmatched   %d (%.1f%%) allowed because no rule applied (not limited)\n", s.Unmatched, pct(s.Unmatched))
+	if s.Calls > 0 && s.Unmatched == s.Calls {
+		fmt.Fprintf(w, "warning     no rule applied to any call: check -domain and -descriptor against the rules (GET /v1/rules)\n")
+	}
 	if s.ClientCPU > 0 && s.Seconds > 0 {
 		per := ""
 		if s.Calls > 0 {
@@ -338,7 +350,7 @@ func (s *Summary) WriteText(w io.Writer) {
 
 // counters are the live totals the progress line reads.
 type counters struct {
-	allowed, over, failed atomic.Uint64
+	allowed, over, failed, unmatched atomic.Uint64
 }
 
 func (c *counters) total() uint64 { return c.allowed.Load() + c.over.Load() + c.failed.Load() }
@@ -422,6 +434,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		switch o {
 		case Allowed:
 			live.allowed.Add(1)
+		case Unmatched:
+			live.allowed.Add(1)
+			live.unmatched.Add(1)
 		case OverLimit:
 			live.over.Add(1)
 		default:
@@ -533,6 +548,7 @@ wait:
 		Allowed:     live.allowed.Load(),
 		OverLimit:   live.over.Load(),
 		Errors:      live.failed.Load(),
+		Unmatched:   live.unmatched.Load(),
 		ClientCPU:   cpu.Seconds(),
 	}
 	s.Calls = s.Allowed + s.OverLimit + s.Errors

@@ -91,6 +91,18 @@ type StoreHealth struct {
 	KeysScope string `json:"keys_scope,omitempty"`
 	// Detail is a short free-form note, such as the last error.
 	Detail string `json:"detail,omitempty"`
+	// Sync figures of a distributed node (zero otherwise): pushes sent
+	// again under their identity, requests merged or dropped because the
+	// pending queue was full, the queue's bytes, keys evicted from the
+	// node's table, and decisions whose store call missed the adaptive
+	// deadline with the deadline now.
+	SyncResends    uint64        `json:"sync_resends,omitempty"`
+	SyncMerged     uint64        `json:"sync_merged,omitempty"`
+	SyncDropped    uint64        `json:"sync_dropped,omitempty"`
+	PendingBytes   int64         `json:"pending_bytes,omitempty"`
+	Evictions      uint64        `json:"evictions,omitempty"`
+	DeadlineMisses uint64        `json:"deadline_misses,omitempty"`
+	Deadline       time.Duration `json:"deadline_ns,omitempty"`
 }
 
 // KeysLocalView is the KeysScope of a node sharing a Redis store: Keys
@@ -112,6 +124,10 @@ type Recorder struct {
 	lastLoad  prometheus.Gauge
 
 	reqAllowed, reqRejected, reqUnmatched, reqError prometheus.Counter
+
+	// unmatched counts requests no rule applied to by domain label
+	// (rules.UnmatchedLabel: a rule set's domain or "other").
+	unmatched *unmatchedCounts
 
 	// rules maps a rule name to its counters; it only grows (rule names
 	// are bounded by the rule file).
@@ -198,6 +214,7 @@ func New(opts ...Option) *Recorder {
 		Name: "floodgate_rule_reload_last_success_timestamp_seconds",
 		Help: "Unix time of the last successful rule reload (0 if none since start).",
 	})
+	r.unmatched = newUnmatchedCounts()
 	r.reqAllowed = r.requests.WithLabelValues(RequestAllowed)
 	r.reqRejected = r.requests.WithLabelValues(RequestRejected)
 	r.reqUnmatched = r.requests.WithLabelValues(RequestUnmatched)
@@ -239,7 +256,27 @@ func New(opts ...Option) *Recorder {
 		gauge("floodgate_keys_tracked", "Keys the counter store (or this node's local view) holds.",
 			func(h StoreHealth) float64 { return float64(h.Keys) }),
 	}
-	r.reg.MustRegister(r.decisions, r.requests, r.latency, r.reloads, r.lastLoad,
+	counter := func(name, help string, f func(StoreHealth) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(r.storeHealth())) })
+	}
+	storeCollectors = append(storeCollectors,
+		counter("floodgate_sync_resends_total", "Pushes to the shared store sent again under their identity after a failure or timeout (applied at most once).",
+			func(h StoreHealth) uint64 { return h.SyncResends }),
+		counter("floodgate_sync_merged_total", "Accepted requests merged into their key's last pending event because the pending queue was full.",
+			func(h StoreHealth) uint64 { return h.SyncMerged }),
+		counter("floodgate_sync_dropped_total", "Accepted requests whose count was dropped because the pending queue was full (never reaches the shared store).",
+			func(h StoreHealth) uint64 { return h.SyncDropped }),
+		gauge("floodgate_sync_pending_bytes", "Bytes of the queue of counts not yet pushed to the shared store.",
+			func(h StoreHealth) float64 { return float64(h.PendingBytes) }),
+		counter("floodgate_node_evictions_total", "Keys evicted from this node's table to stay within its bound.",
+			func(h StoreHealth) uint64 { return h.Evictions }),
+		counter("floodgate_store_deadline_misses_total", "Decisions whose store call missed the adaptive deadline below its ceiling and went to the failure policy.",
+			func(h StoreHealth) uint64 { return h.DeadlineMisses }),
+		gauge("floodgate_store_deadline_seconds", "The adaptive deadline a decision's store call gets now.",
+			func(h StoreHealth) float64 { return h.Deadline.Seconds() }),
+	)
+	r.reg.MustRegister(r.decisions, r.requests, r.unmatched.vec, r.latency, r.reloads, r.lastLoad,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.reg.MustRegister(storeCollectors...)
@@ -288,6 +325,7 @@ func (r *Recorder) Observe(res rules.Result, elapsed time.Duration) {
 	case len(res.Statuses) == 0:
 		r.reqUnmatched.Inc()
 		r.totals.unmatched.Add(1)
+		r.unmatched.add(res)
 	case res.Allowed:
 		r.reqAllowed.Inc()
 		r.totals.allowed.Add(1)
@@ -422,6 +460,10 @@ type RequestStats struct {
 	Rejected  uint64 `json:"rejected"`
 	Unmatched uint64 `json:"unmatched"`
 	Errors    uint64 `json:"errors"`
+	// ByDomain counts the unmatched requests (no rule applied, so not
+	// limited) by domain: the rule set's domain they were checked in, or
+	// "other" for domains no rule set has.
+	ByDomain []UnmatchedStats `json:"unmatched_by_domain"`
 	// PerSec is the recent rate of checked requests of every kind.
 	PerSec float64 `json:"per_s"`
 	// RejectedPerSec is the recent rate of rejected requests.
@@ -546,6 +588,7 @@ func (r *Recorder) Snapshot() Snapshot {
 			Rejected:  cur.rejected,
 			Unmatched: cur.unmatched,
 			Errors:    cur.errors,
+			ByDomain:  r.unmatched.snapshot(),
 		},
 		Store: r.storeHealth(),
 		Reloads: ReloadStats{

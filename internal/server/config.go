@@ -71,8 +71,23 @@ type Store struct {
 	// redis-sentinel://).
 	Addrs  []string `yaml:"addrs"`
 	Prefix string   `yaml:"prefix"`
+	// MaxKeys and MaxBytes bound the memory store (see memstore.Options);
+	// 0 means the store's own default for MaxKeys and no bound in bytes.
+	MaxKeys  int   `yaml:"max_keys"`
+	MaxBytes int64 `yaml:"max_bytes"`
 	// RedisConn holds authentication, database, TLS and Sentinel.
 	RedisConn `yaml:",inline"`
+}
+
+// MemoryLimit returns the Go runtime memory limit (GOMEMLIMIT) that suits
+// the memory store's bound in bytes: the bound, half as much again for
+// garbage and allocator slack, and 256 MiB for the rest of the server; 0
+// when the store has no bound in bytes.
+func (s Store) MemoryLimit() int64 {
+	if s.Type != StoreMemory || s.MaxBytes <= 0 {
+		return 0
+	}
+	return s.MaxBytes + s.MaxBytes/2 + 256<<20
 }
 
 // Store types.
@@ -95,6 +110,14 @@ type Arrangement struct {
 	// BreakerCooldown.
 	BreakerFailures int           `yaml:"breaker_failures"`
 	BreakerCooldown time.Duration `yaml:"breaker_cooldown"`
+	// MaxDeadline is the ceiling of the centralized adaptive deadline
+	// (Deadline is its floor; a ceiling below it is raised to it).
+	MaxDeadline time.Duration `yaml:"max_deadline"`
+	// MaxKeys and MaxBytes bound the node's table of keys; MaxPendingBytes
+	// bounds its queue of counts not yet pushed. Zero means the default.
+	MaxKeys         int   `yaml:"max_keys"`
+	MaxBytes        int64 `yaml:"max_bytes"`
+	MaxPendingBytes int64 `yaml:"max_pending_bytes"`
 }
 
 // Gateway configures the rate-limiting reverse proxy.
@@ -276,6 +299,9 @@ func (c *Config) validate(at func(string) string) error {
 			return fmt.Errorf("%s: %s.tls: %v", at(l.name+".tls"), l.name, err)
 		}
 	}
+	if c.Store.MaxKeys < 0 || c.Store.MaxBytes < 0 {
+		return fmt.Errorf("%s: store.max_keys and store.max_bytes must not be negative", at("store"))
+	}
 	switch c.Store.Type {
 	case StoreMemory:
 	case StoreRedis, StoreRedisCluster:
@@ -301,6 +327,9 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if c.Arrangement.Deadline <= 0 {
 		return fmt.Errorf("%s: arrangement.deadline must be positive, got %v", at("arrangement.deadline"), c.Arrangement.Deadline)
+	}
+	if c.Arrangement.MaxDeadline < 0 || c.Arrangement.MaxKeys < 0 || c.Arrangement.MaxBytes < 0 || c.Arrangement.MaxPendingBytes < 0 {
+		return fmt.Errorf("%s: arrangement.max_deadline, max_keys, max_bytes and max_pending_bytes must not be negative", at("arrangement"))
 	}
 	if c.Arrangement.SyncDeadline <= 0 {
 		return fmt.Errorf("%s: arrangement.sync_deadline must be positive, got %v", at("arrangement.sync_deadline"), c.Arrangement.SyncDeadline)

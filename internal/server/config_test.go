@@ -78,6 +78,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"http: [\n", "f.yaml:"},
 		{"max_body_bytes: 0\n", "f.yaml:1: max_body_bytes"},
 		{"arrangement:\n  breaker_failures: 0\n", "f.yaml:2: arrangement.breaker_failures"},
+		{"store:\n  max_bytes: -1\n", "f.yaml:2: store.max_keys and store.max_bytes must not be negative"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig("f.yaml", []byte(c.yaml))
@@ -104,5 +105,28 @@ func TestEmptyConfigFileIsDefaults(t *testing.T) {
 	}
 	if c.HTTP.Addr != DefaultConfig().HTTP.Addr {
 		t.Fatalf("empty file changed defaults")
+	}
+}
+
+// The memory store's bounds are read from the config, and the memory
+// limit serve sets follows max_bytes.
+func TestStoreBounds(t *testing.T) {
+	c, err := ParseConfig("f.yaml", []byte("store:\n  max_keys: 1000\n  max_bytes: 1048576\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.MaxKeys != 1000 || c.Store.MaxBytes != 1<<20 {
+		t.Fatalf("store bounds %d keys, %d bytes; want 1000 and 1 MiB", c.Store.MaxKeys, c.Store.MaxBytes)
+	}
+	if got, want := c.Store.MemoryLimit(), int64(1<<20+1<<19+256<<20); got != want {
+		t.Fatalf("MemoryLimit = %d, want %d", got, want)
+	}
+	d := DefaultConfig()
+	if d.Store.MaxKeys != 1<<22 || d.Store.MaxBytes != 1<<30 {
+		t.Fatalf("default store bounds %d keys, %d bytes", d.Store.MaxKeys, d.Store.MaxBytes)
+	}
+	d.Store.Type = StoreRedis
+	if d.Store.MemoryLimit() != 0 {
+		t.Fatal("a Redis store sets a memory limit")
 	}
 }

@@ -50,6 +50,7 @@ type Server struct {
 
 	handler   http.Handler // API, and admin unless it has its own listener
 	adminH    http.Handler // nil without an admin listener
+	envoyJSON http.Handler // POST /json, envoyproxy/ratelimit's JSON endpoint
 	access    *access
 	gatewayH  http.Handler // nil without routes
 	grpc      *grpc.Server
@@ -99,7 +100,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		engOpts = append(engOpts, rules.WithCharger(s.redis))
 	}
 	s.engine = rules.NewEngine(set, st, engOpts...)
-	s.check = &observed{engine: s.engine, rec: s.rec}
+	// Requests no rule applies to pass unlimited; they are counted by
+	// domain in metrics and logged at most once a minute with an example.
+	unmatched := rules.NewUnmatchedLog(log, time.Minute)
+	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched}
 	s.rec.SetStoreFunc(s.storeHealth)
 
 	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
@@ -109,6 +113,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	api, err := httpapi.New(httpapi.Options{Engine: s.check, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Shadow: cfg.Shadow})
 	if err != nil {
+		s.closeStore(ctx)
+		return nil, err
+	}
+	rlsSvc := rls.New(s.check, log)
+	// envoyproxy/ratelimit's JSON endpoint, on the public listener.
+	if s.envoyJSON, err = httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: rlsSvc, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}); err != nil {
 		s.closeStore(ctx)
 		return nil, err
 	}
@@ -124,7 +134,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			}
 			sources = append(sources, src)
 		}
-		mw, err := httplimit.Middleware(httplimit.Options{Checker: s.check, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log})
+		// The gateway's middleware logs its unmatched requests itself (with
+		// the path), as the middleware does anywhere.
+		gwCheck := &observed{engine: s.engine, rec: s.rec}
+		mw, err := httplimit.Middleware(httplimit.Options{Checker: gwCheck, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log,
+			Unmatched: unmatched})
 		if err != nil {
 			s.closeStore(ctx)
 			return nil, err
@@ -164,7 +178,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	gopts = append(gopts, cfg.Connections.grpcOptions()...)
 	gopts = append(gopts, grpc.ChainUnaryInterceptor(s.inflight.unary), rls.ServerOption())
 	s.grpc = grpc.NewServer(gopts...)
-	rls.New(s.check, log).Register(s.grpc)
+	rlsSvc.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
@@ -174,7 +188,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 	c := s.cfg.Store
 	if c.Type == StoreMemory {
-		s.mem = memstore.New(memstore.Options{})
+		s.mem = memstore.New(memstore.Options{MaxKeys: c.MaxKeys, MaxBytes: c.MaxBytes})
+		registerMemStore(s.rec.Registry(), s.mem)
 		return s.mem, nil
 	}
 	rs, err := s.connectRedis(ctx)
@@ -191,6 +206,10 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		SyncDeadline:    a.SyncDeadline,
 		BreakerFailures: a.BreakerFailures,
 		BreakerCooldown: a.BreakerCooldown,
+		MaxDeadline:     max(a.MaxDeadline, a.Deadline),
+		MaxKeys:         a.MaxKeys,
+		MaxBytes:        a.MaxBytes,
+		MaxPendingBytes: a.MaxPendingBytes,
 		Shared:          rs,
 		StoreName:       rs.Address(),
 		Logger:          s.log,
@@ -427,11 +446,13 @@ func (s *Server) closeStore(ctx context.Context) error {
 	var err error
 	if s.node != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.ShutdownTimeout, time.Second))
+		start := time.Now()
 		if err = s.node.Close(cctx); err != nil {
-			s.log.Error("closing the distributed node: unsynced counts may be lost", "err", err)
+			s.log.Error("closing the distributed node: counts lost", "err", err, "took", time.Since(start))
 			err = fmt.Errorf("unsynced counts could not be pushed: %w", err)
 		} else {
-			s.log.Info("distributed node closed; unsynced counts pushed")
+			s.log.Info("distributed node closed; unsynced counts pushed", "took", time.Since(start),
+				"dropped_while_queue_full", s.node.Health().DroppedEvents)
 		}
 		cancel()
 		s.node = nil
@@ -511,6 +532,14 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		Keys:        int64(s.node.LocalKeys()),
 		KeysScope:   metrics.KeysLocalView,
 		Detail:      currentError(nh, time.Now()),
+
+		SyncResends:    nh.SyncResends,
+		SyncMerged:     nh.MergedEvents,
+		SyncDropped:    nh.DroppedEvents,
+		PendingBytes:   nh.PendingBytes,
+		Evictions:      nh.Evictions,
+		DeadlineMisses: nh.DeadlineMisses,
+		Deadline:       nh.Deadline,
 	}
 	if s.redis != nil && !nh.BreakerOpen {
 		if err := s.redis.ConnectError(); err != nil {
@@ -534,6 +563,9 @@ func writeText(w http.ResponseWriter, code int, s string) {
 type observed struct {
 	engine *rules.Engine
 	rec    *metrics.Recorder
+	// unmatched logs requests no rule applied to; nil when the front end
+	// logs them itself.
+	unmatched *rules.UnmatchedLog
 }
 
 func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, error) {
@@ -544,6 +576,9 @@ func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, 
 		return res, err
 	}
 	o.rec.Observe(res, time.Since(start))
+	if res.Unmatched != "" && o.unmatched != nil {
+		o.unmatched.Record(req, res)
+	}
 	return res, nil
 }
 

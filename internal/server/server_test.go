@@ -164,6 +164,11 @@ func TestServeDefaults(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `rule="per-client"`) {
 		t.Fatalf("/metrics %d; no per-client decisions in:\n%.2000s", code, body)
 	}
+	for _, m := range []string{"floodgate_memstore_evictions_total 0", "floodgate_memstore_max_bytes 1.073741824e+09", "floodgate_memstore_charged_total 0"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("/metrics has no %q", m)
+		}
+	}
 	r.shutdown(t)
 	if _, err := http.Get(r.url("/healthz")); err == nil {
 		t.Fatal("HTTP listener still accepting after shutdown")

@@ -1,0 +1,109 @@
+package distributed
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// tableKeys returns how many entries n's table holds.
+func tableKeys(n *Node) int {
+	held := 0
+	for i := range n.table.shards {
+		s := &n.table.shards[i]
+		s.mu.Lock()
+		held += len(s.m)
+		s.mu.Unlock()
+	}
+	return held
+}
+
+// TestDelayedTableBoundNeverResetsAVictim: 100 clients at their limit of 5
+// per hour and 100 that used 2 of it, then a flood of 20,000 new keys
+// through a delayed node whose table holds 1,024 keys. The table stays
+// within its bound, the clients are evicted, and when they come back none
+// gets more than what it had left (the eviction summary charges them),
+// before or after the next sync.
+func TestDelayedTableBoundNeverResetsAVictim(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
+	clk := newVClock()
+	shared := newFaultStore()
+	const maxKeys = 1024
+	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxKeys: maxKeys})
+	decide := func(key string) bool {
+		d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: key, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	sync := func() {
+		clk.Add(time.Millisecond)
+		if err := n.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for v := range 200 {
+		for range 2 + 3*(v%2) { // odd: at the limit; even: 2 used
+			if !decide(fmt.Sprint("victim-", v)) {
+				t.Fatalf("victim %d rejected below its limit", v)
+			}
+		}
+	}
+	sync()
+	falseRejects, most := 0, 0
+	for i := range 20000 {
+		if !decide(fmt.Sprint("flood-", i)) {
+			falseRejects++
+		}
+		if i%500 == 499 {
+			sync()
+			most = max(most, tableKeys(n))
+		}
+	}
+	sync()
+	h := n.Health()
+	t.Logf("flood of 20,000 keys, table bound %d: most held %d, %d evicted, %d light keys rejected early",
+		maxKeys, most, n.table.evicted.Load(), falseRejects)
+	// Each shard holds its part of the bound; a key decided on but not yet
+	// synced cannot be evicted, so a shard may be over by a few.
+	if most > maxKeys+numShards*2 {
+		t.Fatalf("table held %d keys with a bound of %d", most, maxKeys)
+	}
+	if n.table.evicted.Load() == 0 {
+		t.Fatal("nothing evicted")
+	}
+	gone := 0
+	for v := range 200 {
+		s := &n.table.shards[n.table.shardOf(fmt.Sprint("victim-", v))]
+		s.mu.Lock()
+		if s.get(rule, fmt.Sprint("victim-", v), false, 0) == nil {
+			gone++
+		}
+		s.mu.Unlock()
+	}
+	if gone < 150 {
+		t.Fatalf("only %d of 200 clients evicted; the test needs most of them gone", gone)
+	}
+	for round := range 2 {
+		over := 0
+		for v := range 200 {
+			got := 0
+			for range 5 {
+				if decide(fmt.Sprint("victim-", v)) {
+					got++
+				}
+			}
+			if left := 3 * (1 - v%2); got > left-3*round*(1-v%2) {
+				over += got
+			}
+		}
+		if over != 0 {
+			t.Fatalf("round %d: %d requests admitted beyond what evicted clients had left (%+v)", round, over, h)
+		}
+		sync() // the second round decides on the pulled shared counts
+	}
+}

@@ -1,0 +1,221 @@
+package distributed
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/redisstore"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// floodDelayed runs a key flood through one delayed node on shared with
+// the sync deadline forced short: workers goroutines each decide batches
+// of perCall new keys (one hit each) for d. It returns the node, the keys
+// and the number of allowed requests.
+func floodDelayed(t *testing.T, shared *redisstore.Store, round, workers, perCall int, d time.Duration) (*Node, []string, int64) {
+	t.Helper()
+	n := mustNode(t, Options{
+		Arrangement: Delayed, Shared: shared, ID: fmt.Sprintf("flood-%d", round),
+		Interval: 20 * time.Millisecond, SyncDeadline: 3 * time.Millisecond,
+		BreakerCooldown: 20 * time.Millisecond,
+	})
+	rule := counterRule(t)
+	var allowed atomic.Int64
+	keys := make([][]string, workers)
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := make([]store.Request, perCall)
+			out := make([]algorithm.Decision, perCall)
+			for c := 0; time.Now().Before(stop); c++ {
+				for i := range reqs {
+					k := fmt.Sprintf("r%d/w%d/c%d/k%d", round, w, c, i)
+					keys[w] = append(keys[w], k)
+					reqs[i] = store.Request{Algorithm: rule, Key: k, Cost: 1}
+				}
+				if err := n.Decide(ctx, time.Now().UnixNano(), reqs, out); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, o := range out {
+					if o.Allowed {
+						allowed.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var all []string
+	for _, ks := range keys {
+		all = append(all, ks...)
+	}
+	return n, all, allowed.Load()
+}
+
+// redisTotal sums the counts Redis holds for keys, read in one pull.
+func redisTotal(t *testing.T, shared *redisstore.Store, keys []string) int64 {
+	t.Helper()
+	rule := counterRule(t)
+	var sum int64
+	for len(keys) > 0 {
+		part := keys[:min(len(keys), 4096)]
+		keys = keys[len(part):]
+		bs := make([]store.SyncBatch, len(part))
+		for i, k := range part {
+			bs[i] = store.SyncBatch{Algorithm: rule, Key: k}
+		}
+		now := time.Now().UnixNano()
+		if err := shared.Sync(context.Background(), now, bs); err != nil {
+			t.Fatalf("reading the counts: %v", err)
+		}
+		for _, b := range bs {
+			sum += used(rule, b.State, now)
+		}
+	}
+	return sum
+}
+
+// TestRedisDelayedFloodCountsOnce floods one delayed node with new keys (16
+// goroutines, 64 new keys per call, one hit each) while its sync deadline
+// is 3 ms, so syncs time out after Redis applied them and are sent again.
+// Once nothing is pending, Redis's total equals the node's allowed count
+// exactly, five rounds in a row.
+func TestRedisDelayedFloodCountsOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := redisShared(t, srv, false)
+	var resends uint64
+	for round := range 5 {
+		n, keys, allowed := floodDelayed(t, shared, round, 16, 64, 500*time.Millisecond)
+		// Let the node catch up with a deadline it can meet.
+		n.syncMu.Lock()
+		n.syncDL = 5 * time.Second
+		n.syncMu.Unlock()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n.syncMu.Lock()
+			settled := n.out == nil && n.pending.Load() == 0
+			n.syncMu.Unlock()
+			if settled {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: still %d events pending after 30 s: %+v", round, n.pending.Load(), n.Health())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		h := n.Health()
+		total := redisTotal(t, shared, keys)
+		t.Logf("round %d: %d keys, %d allowed, Redis total %d; %d resends, %d store errors, %d merged, %d dropped",
+			round, len(keys), allowed, total, h.SyncResends, h.StoreErrors, h.MergedEvents, h.DroppedEvents)
+		if h.DroppedEvents != 0 {
+			t.Fatalf("round %d: %d events dropped with a 64 MiB queue", round, h.DroppedEvents)
+		}
+		if total != allowed {
+			t.Fatalf("round %d: Redis holds %d for %d allowed requests", round, total, allowed)
+		}
+		resends += h.SyncResends
+		n.Close(ctx)
+	}
+	if resends == 0 {
+		t.Fatal("no sync was sent again: the short deadline did not bite, the test proves nothing")
+	}
+}
+
+// TestPendingQueueBound fills a small pending queue: a queued key's new
+// requests merge into its last event, a new key's count is dropped and
+// counted, and after a sync the shared store holds every count that was
+// not dropped.
+func TestPendingQueueBound(t *testing.T) {
+	count := counterRule(t)
+	clk := newVClock()
+	shared := newFaultStore()
+	// Room for 10 one-event keys of 2 bytes: 10*(16+64+2) = 820.
+	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxPendingBytes: 820})
+	decide := func(key string) {
+		d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: key, Cost: 1})
+		if err != nil || !d.Allowed {
+			t.Fatalf("%s: %+v %v", key, d, err)
+		}
+	}
+	for i := range 10 {
+		decide(fmt.Sprintf("k%d", i))
+	}
+	for range 5 {
+		decide("k3") // full: merged into k3's event
+	}
+	decide("zz") // full, nothing queued for zz: dropped
+	h := n.Health()
+	if h.PendingBytes != 820 || h.MergedEvents != 5 || h.DroppedEvents != 1 || h.DroppedCost != 1 || h.PendingEvents != 10 {
+		t.Fatalf("health after filling the queue: %+v", h)
+	}
+	clk.Add(100 * time.Millisecond)
+	if err := n.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedCount(t, shared.inner, count, "k3", clk.NS()); got != 6 {
+		t.Fatalf("k3: shared count %d, want 6 (one event and five merged)", got)
+	}
+	if got := sharedCount(t, shared.inner, count, "zz", clk.NS()); got != 0 {
+		t.Fatalf("zz: shared count %d, want 0 (dropped, and counted as dropped)", got)
+	}
+	if h := n.Health(); h.PendingBytes != 0 || h.PendingEvents != 0 {
+		t.Fatalf("after the sync: %+v", h)
+	}
+}
+
+// TestCloseIsBoundedAndHonest: a node whose store hangs closes within its
+// context and says how many accepted requests it could not push; once the
+// store answers, a node with more keys than one sync carries pushes them
+// all in one Close.
+func TestCloseIsBoundedAndHonest(t *testing.T) {
+	count := counterRule(t)
+	clk := newVClock()
+	shared := newFaultStore()
+	n, err := New(Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true,
+		SyncDeadline: 20 * time.Millisecond, MaxSyncKeys: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: fmt.Sprint("k", i), Cost: 1})
+	}
+	shared.startStall()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	start := time.Now()
+	err = n.Close(cctx)
+	took := time.Since(start)
+	cancel()
+	shared.endStall()
+	if err == nil || !strings.Contains(err.Error(), "1000 accepted requests not pushed") {
+		t.Fatalf("Close against a hung store: %v", err)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("Close took %v with a 300 ms context", took)
+	}
+
+	m := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxSyncKeys: 300})
+	for i := range 1000 {
+		m.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: fmt.Sprint("m", i), Cost: 1})
+	}
+	cctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.Close(cctx); err != nil {
+		t.Fatalf("Close with a store that answers: %v", err)
+	}
+	for _, k := range []string{"m0", "m500", "m999"} {
+		if got := sharedCount(t, shared.inner, count, k, clk.NS()); got != 1 {
+			t.Fatalf("%s: shared count %d after Close, want 1", k, got)
+		}
+	}
+}

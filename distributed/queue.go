@@ -1,0 +1,111 @@
+package distributed
+
+import (
+	"context"
+	"sync"
+
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// The pending queue is every entry's events not yet pushed. Its size is
+// accounted in bytes: eventBytes per event, plus queuedKeyBytes and the
+// key's length for each key that has any.
+const (
+	eventBytes     = 16
+	queuedKeyBytes = 64
+)
+
+// DefaultMaxPendingBytes is Options.MaxPendingBytes when left zero: 64 MiB,
+// about four million single-event keys of a few bytes each.
+const DefaultMaxPendingBytes = 64 << 20
+
+// enqueue records an allowed request's cost as an event to push, under the
+// queue's bound. The caller holds e's shard lock. When the queue is full the
+// event is merged into the key's last event not yet in flight (the later
+// time, the summed cost: the shared store counts it no earlier than it
+// happened, so nothing leaves a window early); a key with no such event has
+// nothing to merge into, and its event is dropped and counted (Health's
+// DroppedEvents and DroppedCost). Passing half the bound asks for a sync now.
+func (n *Node) enqueue(s *shard, e *entry, now, cost int64) {
+	need := int64(eventBytes)
+	if len(e.events) == 0 {
+		need += queuedKeyBytes + int64(len(e.key))
+	}
+	used := n.pendingBytes.Load()
+	if used+need > n.maxPending {
+		if len(e.events) > e.inflight {
+			last := &e.events[len(e.events)-1]
+			last.Time = max(last.Time, now)
+			last.Cost += cost
+			n.merged.Add(1)
+			s.markDirty(e)
+		} else {
+			n.dropped.Add(1)
+			n.droppedCost.Add(uint64(cost))
+		}
+		n.kickSync()
+		return
+	}
+	e.events = append(e.events, store.Event{Time: now, Cost: cost})
+	n.pending.Add(1)
+	if n.pendingBytes.Add(need) > n.maxPending/2 && used <= n.maxPending/2 {
+		n.kickSync()
+	}
+	s.markDirty(e)
+}
+
+// unqueue accounts for the first k events of e leaving the queue (pushed).
+// The caller holds e's shard lock and removes them.
+func (n *Node) unqueue(e *entry, k int) {
+	if k <= 0 {
+		return
+	}
+	freed := int64(k) * eventBytes
+	if k == len(e.events) {
+		freed += queuedKeyBytes + int64(len(e.key))
+	}
+	n.pendingBytes.Add(-freed)
+}
+
+// kickSync asks the background loop to sync now.
+func (n *Node) kickSync() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// localOnce gives a Syncer without store.OnceSyncer (an in-process store)
+// at-most-once pushes: a push whose call was abandoned at its deadline may
+// still run, and one sent again after it is then only a read. It relies on
+// the Syncer applying a call whole or not at all.
+type localOnce struct {
+	store.Syncer
+	mu   sync.Mutex
+	seq  uint64 // the highest Seq applied
+	done bool   // whether any was applied
+}
+
+// SyncOnce implements store.OnceSyncer.
+func (l *localOnce) SyncOnce(ctx context.Context, now int64, id store.SyncID, batches []store.SyncBatch) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done && id.Seq <= l.seq {
+		read := make([]store.SyncBatch, len(batches))
+		for i, b := range batches {
+			read[i] = store.SyncBatch{Algorithm: b.Algorithm, Key: b.Key}
+		}
+		if err := l.Syncer.Sync(ctx, now, read); err != nil {
+			return err
+		}
+		for i := range read {
+			batches[i].State = read[i].State
+		}
+		return nil
+	}
+	if err := l.Syncer.Sync(ctx, now, batches); err != nil {
+		return err
+	}
+	l.seq, l.done = id.Seq, true
+	return nil
+}

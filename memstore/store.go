@@ -1,0 +1,577 @@
+// Package memstore is Floodgate's in-memory counter store: the default store
+// of a Limiter, and the shared store that several delayed-synchronization
+// nodes in one process can exchange counts with.
+//
+// # Layout
+//
+// A Store is split into a power-of-two number of shards, each with its own
+// mutex. A key's shard is picked by the top bits of a 64-bit hash of the key
+// (hash/maphash, with a seed chosen per store, so outsiders cannot aim keys
+// at one shard or one probe chain).
+//
+// Inside a shard there is one table per distinct algorithm.Config: state
+// identity is (Config, key), so a rule reload that keeps a rule's Config keeps
+// its counters, and two rules with different Configs never share state.
+//
+// A table is one flat array of slots with open addressing (linear
+// probing, at most 3/4 full, any size, grown by a quarter). A slot is one
+// word holding 56 bits of the key's hash and 8 bits of bookkeeping (the
+// last-use time, whether the state is out of line, whether the eviction
+// summary charges the key), followed by the state: up to seven words in
+// the slot itself. A decision on a tracked key whose state fits
+// there reads and writes one place in memory: the hash, the last-use time
+// and the state lie side by side, usually within one cache line. A
+// fixed-window, token-bucket or gcra key takes a 24-byte slot.
+//
+// Larger states (algorithms whose Words() exceeds seven, such as
+// bounded-log and sliding-log) keep three words in the slot. The store
+// keeps a state only up to its last nonzero word and hands it back padded
+// with zeros, so a state whose words past the third are zero stays in the
+// slot (a bounded-log key with at most m units in its window); a longer
+// one keeps its first two words there and the rest in a buffer of its own
+// sized to its length (see state.go).
+//
+// # Identity by hash
+//
+// The store keeps the key's hash, not the key. Two distinct keys that hash
+// alike under the same Config share one counter. The slot keeps 56 bits of
+// the hash and the shard index fixes the top bits, so with n keys under one
+// Config the chance that any two collide is below n²/2⁵⁷: about one in 3
+// million for 200,000 keys, one in 9,000 for 4 million. A collision merges
+// two clients' counts (the pair is limited together); it never loses a
+// count. Because the seed is random per store and never leaves it,
+// collisions cannot be provoked on purpose.
+//
+// # Expiry, bounds and eviction
+//
+// A key whose last use is more than its algorithm's IdleAfter() ago is
+// equivalent to a never-seen key, so the store may drop it. Idle keys are
+// reclaimed lazily: a few are checked at each insertion, a table is swept
+// whole before it would grow and at least every half idle period, and
+// Sweep reclaims all of them on demand.
+//
+// Options.MaxKeys bounds the number of tracked keys and Options.MaxBytes
+// the bytes of the tables and out-of-line states together. A shard that is
+// full evicts before it inserts: of a small random sample, an idle key,
+// else the one that has used the fewest units, the least recently used
+// among equals. Eviction never hands out allowance: what an evicted key had
+// used, and until when, goes into a small conservative summary per table
+// (see sketch.go), and a key created later is charged what the summary
+// says for its hash. A returning evicted key is therefore never
+// under-counted; a new key whose hash meets evicted keys' entries in the
+// summary may be charged more than it used, so under a flood some light
+// clients lose part of their allowance for up to two windows.
+// Stats counts evictions and charges.
+package memstore
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// DefaultMaxKeys is the key bound of a Store whose Options.MaxKeys is zero.
+// At 35 to 48 bytes a key (fixed-window, token-bucket, gcra,
+// weighted-window) it holds 4 million keys in about 200 MB.
+const DefaultMaxKeys = 1 << 22
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// Shards is the number of independently locked shards, rounded up to a
+	// power of two. Zero means 16 per CPU (GOMAXPROCS), at least 64.
+	Shards int
+	// MaxKeys bounds the number of keys the store tracks, over all limits
+	// together. Each shard holds at most MaxKeys/Shards (rounded up) keys,
+	// and evicts before inserting beyond that, so eviction can begin
+	// slightly before the store as a whole holds MaxKeys keys. Zero means
+	// DefaultMaxKeys. Store.MaxKeys reports the bound in force.
+	MaxKeys int
+	// MaxBytes bounds the memory of the store's tables, out-of-line states
+	// and eviction summary, over all limits together, in bytes. Each shard
+	// may use MaxBytes/Shards. Zero means no bound in bytes (MaxKeys still
+	// applies). The Go runtime's own overhead (garbage not yet collected,
+	// allocator slack) comes on top; see docs/operations.md.
+	MaxBytes int64
+}
+
+// Store is an in-memory store.Store and store.Syncer. It is safe for
+// concurrent use. The zero value is not usable; call New.
+type Store struct {
+	seed      maphash.Seed
+	shards    []shard
+	shift     uint // shard index = hash >> shift
+	maxKeys   int
+	maxBytes  int64
+	recent    atomic.Pointer[limitCache]
+	limitsMu  sync.Mutex
+	limits    map[algorithm.Config]*limit
+	batchPool sync.Pool // *batch
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Syncer = (*Store)(nil)
+)
+
+// Errors returned for bad requests.
+var (
+	// ErrNoAlgorithm is returned for a request whose Algorithm is nil.
+	ErrNoAlgorithm = errors.New("memstore: request has no algorithm")
+	// ErrOutLength is returned by Decide when out and reqs differ in length.
+	ErrOutLength = errors.New("memstore: Decide needs len(out) == len(reqs)")
+)
+
+// New returns an empty store configured by o.
+func New(o Options) *Store {
+	n := o.Shards
+	if n <= 0 {
+		n = max(64, 16*runtime.GOMAXPROCS(0))
+	}
+	n = min(n, 1<<16)
+	shardBits := uint(bits.Len(uint(n - 1)))
+	n = 1 << shardBits
+	maxKeys := o.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	perShard := (maxKeys + n - 1) / n
+	s := &Store{
+		seed:     maphash.MakeSeed(),
+		shards:   make([]shard, n),
+		shift:    64 - shardBits,
+		maxKeys:  perShard * n,
+		maxBytes: max(0, o.MaxBytes),
+		limits:   make(map[algorithm.Config]*limit),
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.maxKeys = perShard
+		sh.maxBytes = -1
+		if s.maxBytes > 0 {
+			// The summaries' room is set aside from the start, so making
+			// them later cannot push the shard over its share.
+			sh.sketchRoom = s.maxBytes / int64(n) / sketchReserve
+			sh.maxBytes = s.maxBytes/int64(n) - sh.sketchRoom
+		}
+		sh.rng = uint64(i)*0x9e3779b97f4a7c15 | 1
+	}
+	s.batchPool.New = func() any { return new(batch) }
+	return s
+}
+
+// MaxKeys returns the most keys the store will track at once.
+func (s *Store) MaxKeys() int { return s.maxKeys }
+
+// MaxBytes returns the store's bound in bytes, or 0 if it has none.
+func (s *Store) MaxBytes() int64 { return s.maxBytes }
+
+// Len returns the number of keys the store tracks now, over all limits,
+// including idle keys not yet reclaimed.
+func (s *Store) Len() int { return int(s.Stats().Keys) }
+
+// Stats is a snapshot of a Store's size and of what its bounds cost.
+type Stats struct {
+	// Keys is the number of keys tracked, idle ones not yet reclaimed
+	// included.
+	Keys int64
+	// Bytes is the memory of the tables, out-of-line states and eviction
+	// summary, as the store accounts it against MaxBytes.
+	Bytes int64
+	// Evicted counts keys dropped to keep within MaxKeys or MaxBytes while
+	// not idle; their use went into the eviction summary.
+	Evicted int64
+	// Expired counts idle keys reclaimed (each equivalent to a fresh key).
+	Expired int64
+	// Charged counts keys the eviction summary charged units when they
+	// were created.
+	Charged int64
+}
+
+// Stats returns the store's counters, summed over its shards.
+func (s *Store) Stats() Stats {
+	var st Stats
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += int64(sh.n)
+		st.Bytes += sh.bytes + sh.sketchBytes
+		st.Evicted += sh.evicted
+		st.Expired += sh.expired
+		st.Charged += sh.charged
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// Sweep drops every key that has been idle longer than its algorithm's
+// IdleAfter() as of now (Unix nanoseconds), releases memory that tables no
+// longer need, and returns the number of keys dropped. The store reclaims
+// idle keys by itself as it inserts new ones; Sweep is for callers that want
+// memory back sooner, such as a periodic janitor.
+func (s *Store) Sweep(now int64) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, t := range sh.tables {
+			if t != nil {
+				n += t.advance(now)
+				n += t.sweepAll()
+				t.shrink()
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// shardIndex returns the shard of hash h. With one shard the shift is 64,
+// which Go defines to yield 0.
+func (s *Store) shardIndex(h uint64) int { return int(h >> s.shift) }
+
+func (s *Store) shardOf(h uint64) *shard { return &s.shards[s.shardIndex(h)] }
+
+// hash returns key's hash with its low byte cleared for the slot's
+// bookkeeping and never zero above it (zero marks an empty slot).
+func (s *Store) hash(key string) uint64 {
+	h := maphash.String(s.seed, key) &^ metaMask
+	if h == 0 {
+		h = 1 << metaBits
+	}
+	return h
+}
+
+// DecideOne decides req at time now and counts it if allowed. It allocates
+// nothing when the key is already tracked. ctx is not consulted: an
+// in-memory decision never blocks for long.
+func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
+	if req.Algorithm == nil {
+		return algorithm.Decision{}, ErrNoAlgorithm
+	}
+	l, err := s.limitFor(req.Algorithm)
+	if err != nil {
+		return algorithm.Decision{}, err
+	}
+	return s.decide(l, req.Algorithm, now, req.Key, req.Cost), nil
+}
+
+// decide is DecideOne once the request's limit is known.
+func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, cost int64) algorithm.Decision {
+	h := s.hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	t := sh.table(l)
+	t.advance(now)
+	if sl := t.find(h); sl >= 0 {
+		t.touch(sl)
+		if t.slots[sl*t.stride]&charged == 0 {
+			if st := t.inPlace(sl); st != nil {
+				d := a.Decide(st, now, cost)
+				sh.mu.Unlock()
+				return d
+			}
+		}
+		st := t.load(sl, sh.scratch[:l.words])
+		var d algorithm.Decision
+		if t.slots[sl*t.stride]&charged == 0 {
+			d = a.Decide(st, now, cost)
+		} else {
+			d = sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
+		}
+		clear(st[:t.put(sl, st)]) // put knows where the nonzero words end
+		sh.mu.Unlock()
+		return d
+	}
+	// A never-seen key: decide on a zero state, charged what the eviction
+	// summary holds for its hash, and keep the key only if the decision
+	// was allowed, so rejected first requests cost no memory.
+	st := sh.scratch[:l.words]
+	c := t.chargeOf(h, now)
+	d := sh.decideCharged(a, st, c, now, cost)
+	if d.Allowed && !allZero(st) {
+		sl := t.insert(h)
+		t.mark(sl, c)
+		t.put(sl, st)
+	}
+	clear(st)
+	sh.mu.Unlock()
+	return d
+}
+
+// decideCharged decides a request on st as if c more units had been
+// counted at now, and if it is allowed counts it in st (without c).
+func (sh *shard) decideCharged(a algorithm.Algorithm, st []int64, c, now, cost int64) algorithm.Decision {
+	if c <= 0 {
+		return a.Decide(st, now, cost)
+	}
+	cp := sh.chargeScratch[:len(st)]
+	copy(cp, st)
+	a.Record(cp, now, c)
+	d := a.Decide(cp, now, cost)
+	clear(cp)
+	if d.Allowed {
+		a.Decide(st, now, cost)
+	}
+	return d
+}
+
+// A Bound is a Store bound to one Algorithm, for a caller that always
+// decides with the same one (a floodgate.Limiter): its Decide skips the
+// lookup of the algorithm's limit that DecideOne makes on every call.
+type Bound struct {
+	s *Store
+	a algorithm.Algorithm
+	l *limit
+}
+
+// Bind returns s bound to a. It fails only as DecideOne would for a.
+func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
+	if a == nil {
+		return nil, ErrNoAlgorithm
+	}
+	l, err := s.limitFor(a)
+	if err != nil {
+		return nil, err
+	}
+	return &Bound{s: s, a: a, l: l}, nil
+}
+
+// Decide decides a request of cost for key at time now and counts it if
+// allowed; it is DecideOne for the bound algorithm and allocates nothing
+// when the key is already tracked.
+func (b *Bound) Decide(now int64, key string, cost int64) algorithm.Decision {
+	return b.s.decide(b.l, b.a, now, key, cost)
+}
+
+// Release gives back the units of reqs (see algorithm.Algorithm.Release).
+// Keys the store does not track hold nothing, so they are skipped.
+func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) error {
+	for i := range reqs {
+		a := reqs[i].Algorithm
+		l, h, err := s.resolve("request", i, a, reqs[i].Key)
+		if err != nil {
+			return err
+		}
+		sh := s.shardOf(h)
+		sh.mu.Lock()
+		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
+			t := sh.tables[l.id]
+			t.advance(now)
+			if sl := t.find(h); sl >= 0 {
+				st := t.load(sl, sh.scratch[:l.words])
+				a.Release(st, now, reqs[i].Cost)
+				t.touch(sl)
+				clear(st[:t.put(sl, st)])
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// Sync merges each batch's events into the store with Algorithm.Record (at
+// each event's own time) and sets the batch's State to a copy of the merged
+// state. A batch without events only reads. It is the shared-store side of
+// delayed synchronization when the nodes share one process.
+func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
+	for i := range batches {
+		b := &batches[i]
+		l, h, err := s.resolve("batch", i, b.Algorithm, b.Key)
+		if err != nil {
+			return err
+		}
+		if cap(b.State) >= l.words {
+			b.State = b.State[:l.words]
+		} else {
+			b.State = make([]int64, l.words)
+		}
+		clear(b.State)
+		sh := s.shardOf(h)
+		sh.mu.Lock()
+		t := sh.table(l)
+		t.advance(now)
+		sl := t.find(h)
+		var c int64
+		if sl >= 0 {
+			t.load(sl, b.State)
+			c = t.chargeFor(sl, now)
+		} else {
+			c = t.chargeOf(h, now)
+		}
+		for _, e := range b.Events {
+			b.Algorithm.Record(b.State, e.Time, e.Cost)
+		}
+		if len(b.Events) > 0 {
+			if sl < 0 {
+				sl = t.insert(h)
+				t.mark(sl, c)
+			} else {
+				t.touch(sl)
+			}
+			t.put(sl, b.State)
+		}
+		if c > 0 {
+			// The node decides on what it reads: it must see the charge,
+			// also for a key the store no longer holds.
+			b.Algorithm.Record(b.State, now, c)
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+func allZero(st []int64) bool {
+	for _, w := range st {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Decide decides every request in reqs at time now, writing one decision per
+// request into out. Every request is decided first on a copy of its key's
+// state; only if every non-Shadow request is allowed are the new states
+// written back, so either all allowed requests are counted or none is.
+// Requests that name the same limit and key see each other's effect, in
+// order. The shards involved are locked together, in a fixed order, so the
+// check and the commit are one atomic step.
+func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	if len(out) != len(reqs) {
+		return ErrOutLength
+	}
+	switch len(reqs) {
+	case 0:
+		return nil
+	case 1:
+		d, err := s.DecideOne(ctx, now, reqs[0])
+		out[0] = d
+		return err
+	}
+	b := s.batchPool.Get().(*batch)
+	defer s.batchPool.Put(b)
+	if err := b.resolve(s, reqs); err != nil {
+		return err
+	}
+	// Lock each involved shard once, in index order, which rules out
+	// deadlock between concurrent multi-shard decisions.
+	for _, si := range b.locked {
+		s.shards[si].mu.Lock()
+	}
+	defer func() {
+		for _, si := range b.locked {
+			s.shards[si].mu.Unlock()
+		}
+	}()
+	b.load(reqs, now)
+	commit := true
+	for i := range reqs {
+		it := &b.items[i]
+		out[i] = it.sh.decideCharged(reqs[i].Algorithm, b.words[it.off:it.off+it.l.words], it.charge, now, reqs[i].Cost)
+		if !out[i].Allowed && !reqs[i].Shadow {
+			commit = false
+		}
+	}
+	if commit {
+		b.commit()
+	}
+	return nil
+}
+
+// batch is the scratch space of one multi-request Decide.
+type batch struct {
+	items  []item
+	locked []int // shard indexes, sorted
+	words  []int64
+}
+
+type item struct {
+	l      *limit
+	h      uint64
+	sh     *shard
+	off    int   // offset of the state copy in batch.words
+	same   int   // index of an earlier item with the same limit and key, or -1
+	charge int64 // what the eviction summary charges the key
+}
+
+// resolve fills b's items and the sorted set of shards to lock.
+func (b *batch) resolve(s *Store, reqs []store.Request) error {
+	b.items = b.items[:0]
+	b.locked = b.locked[:0]
+	for i := range reqs {
+		l, h, err := s.resolve("request", i, reqs[i].Algorithm, reqs[i].Key)
+		if err != nil {
+			return err
+		}
+		si := s.shardIndex(h)
+		b.items = append(b.items, item{l: l, h: h, sh: &s.shards[si], same: -1})
+		b.locked = append(b.locked, si)
+	}
+	slices.Sort(b.locked)
+	b.locked = slices.Compact(b.locked)
+	return nil
+}
+
+// load copies each distinct (limit, key) state into b.words (a new key's
+// charged as DecideOne would); duplicates share a copy.
+func (b *batch) load(reqs []store.Request, now int64) {
+	b.words = b.words[:0]
+	for i := range b.items {
+		it := &b.items[i]
+		it.same, it.charge = -1, 0
+		for j := range i {
+			if b.items[j].l == it.l && b.items[j].h == it.h {
+				it.same = j
+				it.off = b.items[j].off
+				it.charge = b.items[j].charge
+				break
+			}
+		}
+		if it.same >= 0 {
+			continue
+		}
+		it.off = len(b.words)
+		b.words = slices.Grow(b.words, it.l.words)[:it.off+it.l.words]
+		st := b.words[it.off:]
+		clear(st)
+		t := it.sh.table(it.l)
+		t.advance(now)
+		if sl := t.find(it.h); sl >= 0 {
+			t.load(sl, st)
+			it.charge = t.chargeFor(sl, now)
+		} else {
+			it.charge = t.chargeOf(it.h, now)
+		}
+	}
+}
+
+// commit writes each distinct state back, inserting new keys.
+func (b *batch) commit() {
+	for i := range b.items {
+		it := &b.items[i]
+		if it.same >= 0 {
+			continue
+		}
+		st := b.words[it.off : it.off+it.l.words]
+		t := it.sh.table(it.l)
+		sl := t.find(it.h)
+		if sl < 0 {
+			if allZero(st) {
+				continue
+			}
+			sl = t.insert(it.h)
+			t.mark(sl, it.charge)
+		} else {
+			t.touch(sl)
+		}
+		t.put(sl, st)
+	}
+}
