@@ -145,7 +145,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	h.o.ShadowLog.Record(res, "path", r.URL.Path)
+	if shadowRejected(res) {
+		h.o.ShadowLog.Record(res, "path", r.URL.Path)
+	}
 	if res.Unmatched != "" {
 		h.o.Unmatched.Record(req, res, "path", r.URL.Path)
 	}
@@ -217,4 +219,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// shadowRejected reports whether a shadow rule in res would have rejected:
+// whether Record has anything to log (checked first, so the common request
+// does not box Record's arguments).
+func shadowRejected(res rules.Result) bool {
+	for i := range res.Statuses {
+		if st := &res.Statuses[i]; st.Shadow && !st.Decision.Allowed {
+			return true
+		}
+	}
+	return false
 }

@@ -45,6 +45,7 @@ func parseLoadArgs(args []string, stderr io.Writer) (loadgen.Config, loadOutput,
 	hits := fs.Uint("hits", 0, "hits per call (0 means 1)")
 	fs.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "deadline of each call")
 	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections shared by the clients")
+	fs.StringVar(&cfg.KeyHeader, "key-header", "", "plain HTTP load (e.g. through the gateway): GET the target URL with this header set to key-N")
 	fs.BoolVar(&out.asJSON, "json", false, "print the summary as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	fs.StringVar(&out.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")

@@ -108,6 +108,11 @@ type Config struct {
 	ProgressCR    bool
 	// Seed makes the key sequence reproducible; zero picks one at random.
 	Seed uint64
+	// KeyHeader, with an http(s) target, switches to plain requests: GET
+	// Target (path as given) with this header set to "key-N" for the call's
+	// key number N, as clients of a gateway send. 2xx is allowed, 429 over
+	// limit.
+	KeyHeader string
 }
 
 func (c *Config) fill() error {
@@ -234,6 +239,9 @@ func newCaller(c *Config) (caller, error) {
 	case "http", "https":
 		if u.Host == "" {
 			return nil, fmt.Errorf("target %q: want http://HOST:PORT", c.Target)
+		}
+		if c.KeyHeader != "" {
+			return newPlainCaller(c, u.String()), nil
 		}
 		if u.Path == "" || u.Path == "/" {
 			u.Path = "/v1/check"

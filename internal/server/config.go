@@ -131,8 +131,20 @@ type Gateway struct {
 
 // Route sends requests whose path starts with Prefix to Upstream.
 type Route struct {
-	Prefix   string `yaml:"prefix"`
-	Upstream string `yaml:"upstream"`
+	Prefix    string         `yaml:"prefix"`
+	Upstream  string         `yaml:"upstream"`
+	Transport RouteTransport `yaml:"transport"`
+}
+
+// RouteTransport tunes a route's pool of upstream connections; zero values
+// take the defaults gateway.Transport documents.
+type RouteTransport struct {
+	MaxIdleConns          int           `yaml:"max_idle_conns"`
+	MaxConns              int           `yaml:"max_conns"`
+	DialTimeout           time.Duration `yaml:"dial_timeout"`
+	TLSHandshakeTimeout   time.Duration `yaml:"tls_handshake_timeout"`
+	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
+	IdleConnTimeout       time.Duration `yaml:"idle_conn_timeout"`
 }
 
 // Log configures the structured logger.
@@ -396,6 +408,10 @@ func (c *Config) validateGateway(at func(string) string) error {
 		u, err := url.Parse(r.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%s: gateway route upstream %q: want an absolute http:// or https:// URL", at(p+".upstream"), r.Upstream)
+		}
+		if t := r.Transport; t.MaxIdleConns < 0 || t.MaxConns < 0 || t.DialTimeout < 0 || t.TLSHandshakeTimeout < 0 ||
+			t.ResponseHeaderTimeout < 0 || t.IdleConnTimeout < 0 {
+			return fmt.Errorf("%s: gateway route transport: values must not be negative (0 takes the default)", at(p+".transport"))
 		}
 	}
 	return nil

@@ -133,16 +133,19 @@ func (s *Server) buildFrontEnds(unmatched *rules.UnmatchedLog) error {
 	}
 	s.handler, s.adminH = s.buildMuxes(api, s.access)
 	if len(cfg.Gateway.Routes) > 0 {
-		if s.gatewayH, err = s.buildGateway(proxies, unmatched); err != nil {
+		gw, err := s.buildGateway(proxies, unmatched)
+		if err != nil {
 			return err
 		}
+		s.gatewayH = gw
+		s.rec.Registry().MustRegister(gatewayCollector{gw})
 	}
 	return s.buildGRPC(rlsSvc)
 }
 
 // buildGateway builds the reverse proxy of cfg.Gateway with its rate
 // limiting middleware.
-func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.UnmatchedLog) (http.Handler, error) {
+func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.UnmatchedLog) (*gateway.Gateway, error) {
 	cfg, log := s.cfg, s.log
 	var sources []httplimit.Source
 	for _, d := range cfg.Gateway.Descriptors {
@@ -166,7 +169,7 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.Unmat
 		if err != nil {
 			return nil, fmt.Errorf("gateway route %s: %v", r.Prefix, err)
 		}
-		routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u})
+		routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u, Transport: gateway.Transport(r.Transport)})
 	}
 	return gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
 }
