@@ -108,7 +108,20 @@ var middlewares = []struct {
 	{"bare", func(*testing.B) http.Handler { return noop }},
 	{"floodgate-httplimit", floodgateMiddleware},
 	{"sethvargo-httplimit", sethvargoMiddleware},
+	{"floodgate-limitby", limitByMiddleware},
 	{"floodgate-limiter-minimal", minimalMiddleware},
+}
+
+// limitByMiddleware is Floodgate's counterpart of go-limiter's middleware:
+// httplimit.LimitBy over a single-limit Limiter, keyed by the client
+// address, with every header the rule-set middleware writes (X-RateLimit-*,
+// RateLimit and RateLimit-Policy).
+func limitByMiddleware(b *testing.B) http.Handler {
+	l, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.TokenBucket, Limit: 1 << 30, Window: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return httplimit.LimitBy(l, httplimit.KeyByIP(nil))(noop)
 }
 
 // minimalMiddleware is the smallest experiment against go-limiter's

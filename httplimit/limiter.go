@@ -151,7 +151,8 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	res := DecisionResult(h.o.Name, h.algorithm, h.o.Window, d)
+	var st [1]rules.Status // the result's one status, kept off the heap
+	res := decisionResult(st[:], h.o.Name, h.algorithm, h.o.Window, d)
 	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
 		SetHeaders(w.Header(), res)
 	}
@@ -185,19 +186,25 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // its algorithm (empty for unknown) and window its window (0 for a
 // concurrency limit or one not known).
 func DecisionResult(name, alg string, window time.Duration, d algorithm.Decision) rules.Result {
+	return decisionResult(make([]rules.Status, 1), name, alg, window, d)
+}
+
+// decisionResult is DecisionResult writing its status into st[0].
+func decisionResult(st []rules.Status, name, alg string, window time.Duration, d algorithm.Decision) rules.Result {
 	if alg == "" && window <= 0 {
 		alg = algorithm.Concurrency
+	}
+	st[0] = rules.Status{
+		Rule:      strings.TrimSpace(name),
+		Limit:     d.Limit,
+		Window:    window,
+		Algorithm: alg,
+		Decision:  d,
 	}
 	return rules.Result{
 		Allowed:  d.Allowed,
 		Tightest: 0,
-		Statuses: []rules.Status{{
-			Rule:      strings.TrimSpace(name),
-			Limit:     d.Limit,
-			Window:    window,
-			Algorithm: alg,
-			Decision:  d,
-		}},
+		Statuses: st[:1],
 		Rejected: rejected(name, d),
 	}
 }
