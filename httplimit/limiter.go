@@ -143,12 +143,7 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d, err := h.o.Limiter.Allow(ctx, key)
 	if err != nil {
-		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
-		if h.o.FailClosed {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
-			return
-		}
-		h.next.ServeHTTP(w, r)
+		checkFailed(w, r, h.next, h.o.Logger, h.o.FailClosed, err)
 		return
 	}
 	var st [1]rules.Status // the result's one status, kept off the heap

@@ -137,12 +137,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	res, err := h.o.Checker.Check(ctx, req)
 	if err != nil {
-		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
-		if h.o.FailClosed {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
-			return
-		}
-		h.next.ServeHTTP(w, r)
+		checkFailed(w, r, h.next, h.o.Logger, h.o.FailClosed, err)
 		return
 	}
 	if shadowRejected(res) {
@@ -207,6 +202,18 @@ func NewRejection(res rules.Result) Rejection {
 		rej.Message = worst.Message()
 	}
 	return rej
+}
+
+// checkFailed answers a request whose rate-limit check failed (the store
+// could not decide): 503 when the limit fails closed, else the request goes
+// on to next. Either way the failure is logged.
+func checkFailed(w http.ResponseWriter, r *http.Request, next http.Handler, log *slog.Logger, failClosed bool, err error) {
+	log.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", failClosed)
+	if failClosed {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
+		return
+	}
+	next.ServeHTTP(w, r)
 }
 
 // ProblemQuotaExceeded is the problem type of a 429 body.
