@@ -59,6 +59,27 @@ func docLayers(t *testing.T) map[string]int {
 	return layers
 }
 
+// walkModule calls f with the path of every file of the main module:
+// directories of other modules (bench), hidden ones and testdata are
+// skipped.
+func walkModule(f func(path string) error) error {
+	return filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return f(path)
+		}
+		if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != "." {
+			return filepath.SkipDir // another module
+		}
+		return nil
+	})
+}
+
 // packageImports returns, for every package directory of the main module,
 // the module's own packages its files import, split into non-test and test
 // imports. Directories of other modules (bench) and testdata are skipped.
@@ -66,19 +87,7 @@ func packageImports(t *testing.T) (code, tests map[string][]string) {
 	t.Helper()
 	code, tests = map[string][]string{}, map[string][]string{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != "." {
-				return filepath.SkipDir // another module
-			}
-			return nil
-		}
+	err := walkModule(func(path string) error {
 		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
@@ -177,19 +186,7 @@ const longMarker = "Long because"
 // its doc comment says "Long because ..." and why.
 func TestFunctionLength(t *testing.T) {
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != "." {
-				return filepath.SkipDir // another module
-			}
-			return nil
-		}
+	err := walkModule(func(path string) error {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
