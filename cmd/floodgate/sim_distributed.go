@@ -277,26 +277,9 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 	}
 	epoch := sim.Epoch(p.limit.Window)
 	var now time.Time
-	clock := func() time.Time { return now }
-	nodes := make([]*distributed.Node, p.nodes)
-	for i := range nodes {
-		nodes[i], err = distributed.New(distributed.Options{
-			Arrangement:  arr,
-			Nodes:        p.nodes,
-			Interval:     interval,
-			Deadline:     5 * time.Second, // the simulator measures counts, not latency
-			SyncDeadline: 10 * time.Second,
-			Shared:       sh,
-			Syncer:       sh.nodeSyncer(),
-			StoreName:    sh.name,
-			ID:           fmt.Sprintf("%s-node%d", key, i),
-			Clock:        clock,
-			ManualSync:   true,
-			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the reference design
-		})
-		if err != nil {
-			return distRow{}, err
-		}
+	nodes, err := simNodes(p, sh, arr, interval, key, func() time.Time { return now })
+	if err != nil {
+		return distRow{}, err
 	}
 	n := int(int64(rate) * int64(p.limit.Window) / int64(time.Second))
 	row := distRow{Rate: rate, Arrangement: arr, Requests: n}
@@ -312,29 +295,11 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 		now = epoch.Add(t)
 		j := g.node(p.nodes)
 		if arr == distributed.Delayed {
-			var due []int
-			for k := range nodes {
-				if t-lastSync[k] >= interval {
-					due = append(due, k)
-					lastSync[k] = t
-				}
+			pulls, err := syncDue(ctx, nodes, sh, lastSync, t, interval)
+			if err != nil {
+				return row, fmt.Errorf("%s %w", arr, err)
 			}
-			// Every due node pushes and pulls (one touch each); then all but
-			// the last pull again, so each sees the whole round's counts,
-			// as the reference design's model (one global snapshot per round) does.
-			sh.counting.Store(true)
-			for _, k := range due {
-				if err := nodes[k].Sync(ctx); err != nil {
-					return row, fmt.Errorf("%s node %d sync at %v: %w", arr, k, t, err)
-				}
-			}
-			sh.counting.Store(false)
-			for x := 0; x+1 < len(due); x++ {
-				if err := nodes[due[x]].Sync(ctx); err != nil {
-					return row, fmt.Errorf("%s node %d sync at %v: %w", arr, due[x], t, err)
-				}
-				row.RefreshPulls++
-			}
+			row.RefreshPulls += pulls
 		}
 		d, err := nodes[j].DecideOne(ctx, now.UnixNano(), req)
 		if err != nil {
@@ -348,32 +313,103 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 		}
 	}
 	now = epoch.Add(p.limit.Window)
-	sh.counting.Store(true)
-	for k, nd := range nodes {
-		if err := nd.Close(ctx); err != nil {
-			return row, fmt.Errorf("%s node %d final push: %w", arr, k, err)
-		}
-		if h := nd.Health(); h.StoreErrors > 0 {
-			return row, fmt.Errorf("%s node %d saw %d store errors, last: %s", arr, k, h.StoreErrors, h.LastError)
-		}
+	if err := closeSimNodes(ctx, nodes, sh, arr); err != nil {
+		return row, err
 	}
-	sh.counting.Store(false)
 	switch arr {
 	case distributed.Centralized:
 		row.Touches = sh.decides.Load()
 	case distributed.Delayed:
 		row.Touches = sh.syncs.Load()
 	}
+	row.score(p, accepted)
+	return row, nil
+}
+
+// simNodes makes p.nodes nodes of the arrangement on sh, synchronized by
+// hand (Sync) and reading time from clock.
+func simNodes(p distParams, sh *sharedStore, arr string, interval time.Duration, key string, clock func() time.Time) ([]*distributed.Node, error) {
+	nodes := make([]*distributed.Node, p.nodes)
+	for i := range nodes {
+		var err error
+		nodes[i], err = distributed.New(distributed.Options{
+			Arrangement:  arr,
+			Nodes:        p.nodes,
+			Interval:     interval,
+			Deadline:     5 * time.Second, // the simulator measures counts, not latency
+			SyncDeadline: 10 * time.Second,
+			Shared:       sh,
+			Syncer:       sh.nodeSyncer(),
+			StoreName:    sh.name,
+			ID:           fmt.Sprintf("%s-node%d", key, i),
+			Clock:        clock,
+			ManualSync:   true,
+			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the reference design
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nodes, nil
+}
+
+// syncDue synchronizes, at t, the delayed nodes whose interval has passed
+// since their last sync, and returns the extra pulls made.
+func syncDue(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, lastSync []time.Duration, t, interval time.Duration) (pulls int64, err error) {
+	var due []int
+	for k := range nodes {
+		if t-lastSync[k] >= interval {
+			due = append(due, k)
+			lastSync[k] = t
+		}
+	}
+	// Every due node pushes and pulls (one touch each); then all but
+	// the last pull again, so each sees the whole round's counts,
+	// as the reference design's model (one global snapshot per round) does.
+	sh.counting.Store(true)
+	for _, k := range due {
+		if err := nodes[k].Sync(ctx); err != nil {
+			return pulls, fmt.Errorf("node %d sync at %v: %w", k, t, err)
+		}
+	}
+	sh.counting.Store(false)
+	for x := 0; x+1 < len(due); x++ {
+		if err := nodes[due[x]].Sync(ctx); err != nil {
+			return pulls, fmt.Errorf("node %d sync at %v: %w", due[x], t, err)
+		}
+		pulls++
+	}
+	return pulls, nil
+}
+
+// closeSimNodes closes the nodes (their final push counts as touches) and
+// fails if any saw a store error.
+func closeSimNodes(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, arr string) error {
+	sh.counting.Store(true)
+	defer sh.counting.Store(false)
+	for k, nd := range nodes {
+		if err := nd.Close(ctx); err != nil {
+			return fmt.Errorf("%s node %d final push: %w", arr, k, err)
+		}
+		if h := nd.Health(); h.StoreErrors > 0 {
+			return fmt.Errorf("%s node %d saw %d store errors, last: %s", arr, k, h.StoreErrors, h.LastError)
+		}
+	}
+	return nil
+}
+
+// score sets the row's figures from the accepted requests: the busiest
+// window, the overshoot, false rejects and whether it passes.
+func (row *distRow) score(p distParams, accepted []sim.Event) {
 	limit := p.limit.Limit
 	row.Busiest = sim.Busiest(accepted, p.limit.Window)
 	row.Overshoot = max(0, row.Busiest-limit)
 	row.Ratio = math.Round(float64(row.Busiest)/float64(limit)*1000) / 1000
-	if int64(n) <= limit {
+	if int64(row.Requests) <= limit {
 		row.FalseRejects = row.Rejected
 	}
 	row.TouchesPerS = math.Round(float64(row.Touches)/p.limit.Window.Seconds()*10) / 10
 	row.Passes = float64(row.Busiest) <= 1.1*float64(limit)
-	return row, nil
 }
 
 // seedFigures are the reference design's published tables (its defaults): accepted

@@ -63,7 +63,9 @@ type Options struct {
 type CheckRequest struct {
 	Domain      string       `json:"domain"`
 	Descriptors []Descriptor `json:"descriptors"`
-	Hits        int64        `json:"hits"`
+	// Hits is left out when 0 (which means 1), so a plain request is also
+	// a valid envoyproxy/ratelimit POST /json body.
+	Hits int64 `json:"hits,omitempty"`
 	// Peek checks without counting: see rules.Request.Peek.
 	Peek bool `json:"peek,omitempty"`
 }

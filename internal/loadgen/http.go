@@ -27,6 +27,8 @@ type checkResponse struct {
 	Allowed     *bool  `json:"allowed"`
 	OverallCode string `json:"overall_code"`
 	Unmatched   string `json:"unmatched"`
+	// OverallCodeCamel is envoyproxy/ratelimit's POST /json spelling.
+	OverallCodeCamel string `json:"overallCode"`
 }
 
 func newHTTPCaller(c *Config, url string) (*httpCaller, error) {
@@ -86,6 +88,9 @@ func (h *httpCaller) call(ctx context.Context, worker, key int) (Outcome, error)
 	var r checkResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		return Failed, fmt.Errorf("decoding /v1/check answer: %v", err)
+	}
+	if r.OverallCode == "" {
+		r.OverallCode = r.OverallCodeCamel
 	}
 	switch {
 	case r.OverallCode == "OVER_LIMIT" || (r.Allowed != nil && !*r.Allowed):
