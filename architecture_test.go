@@ -2,6 +2,7 @@ package floodgate_test
 
 import (
 	"bufio"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -58,6 +59,27 @@ func docLayers(t *testing.T) map[string]int {
 	return layers
 }
 
+// walkModule calls f with the path of every file of the main module:
+// directories of other modules (bench), hidden ones and testdata are
+// skipped.
+func walkModule(f func(path string) error) error {
+	return filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return f(path)
+		}
+		if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != "." {
+			return filepath.SkipDir // another module
+		}
+		return nil
+	})
+}
+
 // packageImports returns, for every package directory of the main module,
 // the module's own packages its files import, split into non-test and test
 // imports. Directories of other modules (bench) and testdata are skipped.
@@ -65,19 +87,7 @@ func packageImports(t *testing.T) (code, tests map[string][]string) {
 	t.Helper()
 	code, tests = map[string][]string{}, map[string][]string{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != "." {
-				return filepath.SkipDir // another module
-			}
-			return nil
-		}
+	err := walkModule(func(path string) error {
 		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
@@ -160,5 +170,45 @@ func TestArchitecture(t *testing.T) {
 	if t.Failed() {
 		names := slices.Sorted(maps.Keys(code))
 		t.Logf("packages found: %s", strings.Join(names, " "))
+	}
+}
+
+// maxFunctionLines is the length, in lines from "func" to the closing brace,
+// above which a function must say in its doc comment why it is long.
+const maxFunctionLines = 80
+
+// longMarker is what the doc comment of a longer function must contain,
+// followed by the reason.
+const longMarker = "Long because"
+
+// TestFunctionLength keeps functions short: every non-test function of the
+// main module longer than maxFunctionLines lines is cut into named steps, or
+// its doc comment says "Long because ..." and why.
+func TestFunctionLength(t *testing.T) {
+	fset := token.NewFileSet()
+	err := walkModule(func(path string) error {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			lines := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
+			if lines <= maxFunctionLines || strings.Contains(fn.Doc.Text(), longMarker) {
+				continue
+			}
+			t.Errorf("%s: %s is %d lines (over %d): cut it into named steps, or say %q and why in its doc comment",
+				fset.Position(fn.Pos()), fn.Name.Name, lines, maxFunctionLines, longMarker+" ...")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

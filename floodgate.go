@@ -42,6 +42,7 @@ type Limiter struct {
 	mem   *memstore.Bound  // store bound to alg, when it is a memory store
 	clock func() time.Time // nil: start plus the monotonic time since
 	start time.Time
+	unix0 int64 // start in Unix nanoseconds
 }
 
 // Option configures a Limiter.
@@ -77,7 +78,8 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{alg: alg, start: time.Now()}
+	start := time.Now()
+	l := &Limiter{alg: alg, start: start, unix0: start.UnixNano()}
 	for _, o := range opts {
 		o(l)
 	}
@@ -98,7 +100,11 @@ func (l *Limiter) Limit() Limit { return l.alg.Config() }
 // Allow reports whether one request for key may proceed now, and counts it
 // if so. It is AllowN(ctx, key, 1). Keys are any strings; the limiter does
 // not keep them, only a hash of them.
-func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
+	if l.mem != nil {
+		l.mem.DecideInto(&d, l.now(), key, 1)
+		return d, nil
+	}
 	return l.AllowN(ctx, key, 1)
 }
 
@@ -108,7 +114,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // could not decide; the memory store never fails.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if l.mem != nil {
-		return l.mem.Decide(l.now(), key, n), nil
+		var d Decision
+		l.mem.DecideInto(&d, l.now(), key, n)
+		return d, nil
 	}
 	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
 }
@@ -147,5 +155,5 @@ func (l *Limiter) now() int64 {
 	}
 	// time.Since reads only the monotonic clock when start carries a
 	// monotonic reading, which time.Now's result does.
-	return l.start.UnixNano() + int64(time.Since(l.start))
+	return l.unix0 + int64(time.Since(l.start))
 }

@@ -37,7 +37,7 @@
 //
 // sliding-window (1 + ceil(N/4) words when L < 2^16, else 1 + ceil(N/2);
 // 4 and 7 for the default 12 slices): N slices of floor(W/N), counting the
-// current slice and the N-1 before it as seed 000 does; counts are packed
+// current slice and the N-1 before it, as the classic sliding window counter does; counts are packed
 // four 16-bit or two 32-bit fields to a word, and Record saturates a slice's
 // count at its field's maximum. The counted span is
 // shorter than W by up to one slice, so an adversary piling L units at the

@@ -22,16 +22,7 @@ func newAlgorithm(c Config) (Algorithm, error) {
 	case FixedWindow:
 		return newFixedWindow(c), nil
 	case SlidingWindow:
-		if c.Slices == 0 {
-			c.Slices = 12
-		}
-		if c.Slices < 1 || c.Slices > MaxSlices {
-			return nil, fmt.Errorf("%s: slices must be between 1 and %d, got %d", c.Algorithm, MaxSlices, c.Slices)
-		}
-		if int64(c.Window) < int64(c.Slices) {
-			return nil, fmt.Errorf("%s: window %v is too short for %d slices", c.Algorithm, c.Window, c.Slices)
-		}
-		return newSlidingWindow(c), nil
+		return checkedSlidingWindow(c)
 	case WeightedWindow:
 		return newWeightedWindow(c), nil
 	case SlidingLog:
@@ -41,64 +32,98 @@ func newAlgorithm(c Config) (Algorithm, error) {
 		}
 		return newSlidingLog(c), nil
 	case LeakyBucket:
-		if c.MaxDelay < 0 || c.MaxDelay > MaxWindow {
-			return nil, fmt.Errorf("%s: max delay must be between 0 and %v, got %v", c.Algorithm, MaxWindow, c.MaxDelay)
-		}
-		if c.MaxDelay == 0 {
-			c.MaxDelay = c.Window
-		}
-		interval, err := emissionInterval(&c)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkSpan(c.Algorithm, "limit × leak interval", c.Limit, interval); err != nil {
-			return nil, err
-		}
-		return newLeakyBucket(c, interval), nil
+		return checkedLeakyBucket(c)
 	case Concurrency:
 		return newConcurrency(c), nil
 	case TokenBucket:
-		if c.Capacity < 0 || c.Capacity > MaxLimit {
-			return nil, fmt.Errorf("%s: capacity must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Capacity)
-		}
-		if c.Capacity == 0 {
-			c.Capacity = c.Limit
-		}
-		interval, err := emissionInterval(&c)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkSpan(c.Algorithm, "capacity × refill interval", c.Capacity, interval); err != nil {
-			return nil, err
-		}
-		return newBucket(c, c.Capacity, c.Capacity, interval), nil
+		return checkedTokenBucket(c)
 	case GCRA:
-		if c.Burst < 0 || c.Burst > MaxLimit {
-			return nil, fmt.Errorf("%s: burst must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Burst)
-		}
-		if c.Burst == 0 {
-			c.Burst = 1
-		}
-		interval := ceilDiv(int64(c.Window), c.Limit)
-		if err := checkSpan(c.Algorithm, "burst × emission interval", c.Burst, interval); err != nil {
-			return nil, err
-		}
-		return newBucket(c, c.Limit, c.Burst, interval), nil
+		return checkedGCRA(c)
 	case BoundedLog:
-		if math.IsNaN(c.Tolerance) || c.Tolerance < 0 || c.Tolerance > 1 {
-			return nil, fmt.Errorf("%s: tolerance must be between 0 and 1, got %v", c.Algorithm, c.Tolerance)
-		}
-		if c.Tolerance == 0 {
-			c.Tolerance = 0.05
-		}
-		if _, size := boundedLogSize(c.Limit, c.Tolerance); size > MaxLogSize {
-			return nil, fmt.Errorf("%s: limit %d with tolerance %v needs %d entries, more than %d; raise the tolerance",
-				c.Algorithm, c.Limit, c.Tolerance, size, MaxLogSize)
-		}
-		return newBoundedLog(c), nil
+		return checkedBoundedLog(c)
 	default:
 		return nil, fmt.Errorf("%w %q: want one of %v", ErrUnknown, c.Algorithm, Names)
 	}
+}
+
+// checkedSlidingWindow checks and defaults c.Slices (12).
+func checkedSlidingWindow(c Config) (Algorithm, error) {
+	if c.Slices == 0 {
+		c.Slices = 12
+	}
+	if c.Slices < 1 || c.Slices > MaxSlices {
+		return nil, fmt.Errorf("%s: slices must be between 1 and %d, got %d", c.Algorithm, MaxSlices, c.Slices)
+	}
+	if int64(c.Window) < int64(c.Slices) {
+		return nil, fmt.Errorf("%s: window %v is too short for %d slices", c.Algorithm, c.Window, c.Slices)
+	}
+	return newSlidingWindow(c), nil
+}
+
+// checkedLeakyBucket checks and defaults c.MaxDelay (the window) and c.Rate.
+func checkedLeakyBucket(c Config) (Algorithm, error) {
+	if c.MaxDelay < 0 || c.MaxDelay > MaxWindow {
+		return nil, fmt.Errorf("%s: max delay must be between 0 and %v, got %v", c.Algorithm, MaxWindow, c.MaxDelay)
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = c.Window
+	}
+	interval, err := emissionInterval(&c)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpan(c.Algorithm, "limit × leak interval", c.Limit, interval); err != nil {
+		return nil, err
+	}
+	return newLeakyBucket(c, interval), nil
+}
+
+// checkedTokenBucket checks and defaults c.Capacity (the limit) and c.Rate.
+func checkedTokenBucket(c Config) (Algorithm, error) {
+	if c.Capacity < 0 || c.Capacity > MaxLimit {
+		return nil, fmt.Errorf("%s: capacity must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Capacity)
+	}
+	if c.Capacity == 0 {
+		c.Capacity = c.Limit
+	}
+	interval, err := emissionInterval(&c)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpan(c.Algorithm, "capacity × refill interval", c.Capacity, interval); err != nil {
+		return nil, err
+	}
+	return newBucket(c, c.Capacity, c.Capacity, interval), nil
+}
+
+// checkedGCRA checks and defaults c.Burst (1).
+func checkedGCRA(c Config) (Algorithm, error) {
+	if c.Burst < 0 || c.Burst > MaxLimit {
+		return nil, fmt.Errorf("%s: burst must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Burst)
+	}
+	if c.Burst == 0 {
+		c.Burst = 1
+	}
+	interval := ceilDiv(int64(c.Window), c.Limit)
+	if err := checkSpan(c.Algorithm, "burst × emission interval", c.Burst, interval); err != nil {
+		return nil, err
+	}
+	return newBucket(c, c.Limit, c.Burst, interval), nil
+}
+
+// checkedBoundedLog checks and defaults c.Tolerance (0.05).
+func checkedBoundedLog(c Config) (Algorithm, error) {
+	if math.IsNaN(c.Tolerance) || c.Tolerance < 0 || c.Tolerance > 1 {
+		return nil, fmt.Errorf("%s: tolerance must be between 0 and 1, got %v", c.Algorithm, c.Tolerance)
+	}
+	if c.Tolerance == 0 {
+		c.Tolerance = 0.05
+	}
+	if _, size := boundedLogSize(c.Limit, c.Tolerance); size > MaxLogSize {
+		return nil, fmt.Errorf("%s: limit %d with tolerance %v needs %d entries, more than %d; raise the tolerance",
+			c.Algorithm, c.Limit, c.Tolerance, size, MaxLogSize)
+	}
+	return newBoundedLog(c), nil
 }
 
 // emissionInterval returns the nanoseconds per unit of c.Rate, rounded up,

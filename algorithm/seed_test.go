@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Seed 000's window model: L = 600 per 60 s, 12 slices of 5 s, a token
+// The reference design's window model: L = 600 per 60 s, 12 slices of 5 s, a token
 // bucket of 60 refilled at 10 per second, 180 s of traffic with integer
 // millisecond timestamps.
 const (
@@ -16,7 +16,7 @@ const (
 	seedDuration = 180_000
 )
 
-// seedPatterns builds the seed's three request patterns, in milliseconds.
+// seedPatterns builds the reference design's three request patterns, in milliseconds.
 func seedPatterns() map[string][]int64 {
 	uniform := []int64{}
 	for t := int64(0); t < seedDuration; t += seedWindowMS / (2 * seedLimit) {
@@ -41,7 +41,7 @@ func seedPatterns() map[string][]int64 {
 }
 
 // busiest returns the most timestamps inside any window-long interval, as
-// the seed measures it; times must be sorted.
+// the reference design measures it; times must be sorted.
 func busiest(times []int64, window int64) int {
 	peak := 0
 	for i, j := 0, 0; i < len(times); i++ {
@@ -98,14 +98,14 @@ func TestSeedWindowTable(t *testing.T) {
 		}
 		acc, rej, peak := runSeed(t, alg, patterns[w.pattern])
 		if acc != w.acc || rej != w.rej || peak != w.peak {
-			t.Errorf("%s on %q: accepted/rejected/busiest = %d/%d/%d, seed 000 says %d/%d/%d",
+			t.Errorf("%s on %q: accepted/rejected/busiest = %d/%d/%d, the reference design says %d/%d/%d",
 				w.alg, w.pattern, acc, rej, peak, w.acc, w.rej, w.peak)
 		}
 	}
 }
 
-// TestSeedPatternsPromises runs the seed's patterns through the algorithms
-// that promise more than seed 000's three: the exact log and bounded-log keep
+// TestSeedPatternsPromises runs the reference design's patterns through the algorithms
+// that promise more than the reference design's three: the exact log and bounded-log keep
 // the busiest window within L and (1+e)·L, and accept every request of the
 // compliant "spaced at the limit" pattern.
 func TestSeedPatternsPromises(t *testing.T) {

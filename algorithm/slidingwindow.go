@@ -3,7 +3,7 @@ package algorithm
 import "time"
 
 // slidingWindow counts units in N slices of Window/N each and counts the
-// current slice and the N-1 before it, as seed 000's sliding window counter
+// current slice and the N-1 before it, as the classic sliding window counter
 // does. The counted span is therefore between (N-1)/N of Window and Window.
 //
 // State: [0] the number of the newest slice (time/slice), then the N slice

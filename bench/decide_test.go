@@ -3,7 +3,7 @@
 // of Floodgate's go.mod.
 //
 // Every benchmark decides one request on a key that already exists, with
-// 200,000 keys (the seed's tracked-client count) visited in a scattered
+// 200,000 keys (the reference design's tracked-client count) visited in a scattered
 // order: a random permutation, fixed by seed, with each parallel goroutine
 // starting at its own offset. Visiting keys in the order they were inserted
 // would keep the limiter's working set in cache and flatter every
@@ -222,6 +222,9 @@ var implementations = []struct {
 	{"floodgate/bounded-log", newFloodgate(algorithm.BoundedLog)},
 	{"floodgate/sliding-window", newFloodgate(algorithm.SlidingWindow)},
 	{"floodgate/weighted-window", newFloodgate(algorithm.WeightedWindow)},
+	// Not a peer: the experiment of prototype_test.go, the floor a memory
+	// table reaches in this harness.
+	{"experiment/one-slot-fixed-window", newPrototype},
 	{"x-time-rate/mutex-map", func() limiter { return &xrateMutex{m: make(map[string]*rate.Limiter)} }},
 	{"x-time-rate/sync-map", func() limiter { return &xrateSyncMap{} }},
 	{"sethvargo-go-limiter/memorystore", newSethvargo},

@@ -127,7 +127,8 @@ type Options struct {
 	// last Refresh, not only those it decided on since its last sync. Zero
 	// pulls only the keys touched since the last sync, which is enough to
 	// bound the overshoot; the simulator sets it to the window so every node
-	// refreshes its whole view every interval, as seed 000's model does.
+	// refreshes its whole view every interval, as the simulator's model does
+	// (docs/distributed.md).
 	Refresh time.Duration
 	// MaxPendingBytes bounds the queue of accepted requests not yet pushed
 	// to the shared store, in bytes (16 per event, plus the key and 64 per

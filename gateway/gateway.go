@@ -3,6 +3,13 @@
 // forwarding, so one placement in front of several services limits them
 // all — for the requests that pass through it (see docs/serving.md on
 // coverage).
+//
+// Each route keeps its own bounded pool of upstream connections
+// (Transport). Requests without a body to a plain-HTTP upstream are
+// forwarded on it directly from the handler (direct.go); the rest — request
+// bodies, upgrades such as WebSocket, https upstreams — go through
+// httputil.ReverseProxy. Streamed responses are flushed as they arrive and
+// hop-by-hop headers stop at the gateway either way.
 package gateway
 
 import (
@@ -10,12 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/floodgate-dev/floodgate/httplimit"
 )
@@ -25,6 +34,9 @@ import (
 type Route struct {
 	Prefix   string
 	Upstream *url.URL
+	// Transport tunes the route's own pool of upstream connections; the
+	// zero value takes the defaults. Ignored when Options.Transport is set.
+	Transport Transport
 }
 
 // Options configures a Gateway.
@@ -34,8 +46,14 @@ type Options struct {
 	// Limit wraps the proxy: every request goes through it before it is
 	// routed (typically httplimit.Middleware). Nil forwards everything.
 	Limit func(http.Handler) http.Handler
-	// Transport sends requests upstream; nil means http.DefaultTransport.
+	// Transport, when set, sends every route's requests upstream instead of
+	// the route's own pooled transport (its connections are not counted).
 	Transport http.RoundTripper
+	// NoDirect sends every request through httputil.ReverseProxy and the
+	// route's http.Transport, instead of sending bodiless requests to a
+	// plain-HTTP upstream on the gateway's own pooled HTTP/1.1 connections
+	// (for comparison; see direct.go).
+	NoDirect bool
 	// Logger receives upstream errors; nil means slog.Default().
 	Logger *slog.Logger
 	// Proxies are the trusted proxies in front of the gateway. When a
@@ -47,14 +65,33 @@ type Options struct {
 
 // Gateway is an http.Handler that limits and forwards requests.
 type Gateway struct {
-	routes  []route
+	routes  []*route
 	handler http.Handler
 	log     *slog.Logger
+	buffers *bufferPool
+}
+
+// hostPort is u's host with the scheme's default port when it has none.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
 }
 
 type route struct {
-	prefix string
-	proxy  *httputil.ReverseProxy
+	prefix   string
+	upstream string
+	up       *url.URL
+	proxy    *httputil.ReverseProxy
+	conns    *connCounter
+	tr       *http.Transport // nil when Options.Transport is used
+	// pool, for a plain-HTTP upstream with the route's own transport,
+	// serves the direct forwarder (direct.go).
+	pool          *pool
+	headerTimeout time.Duration
+	proxies       *httplimit.Proxies
+	buffers       *bufferPool
 }
 
 // New returns a gateway for o, or an error if a route is malformed.
@@ -62,7 +99,7 @@ func New(o Options) (*Gateway, error) {
 	if len(o.Routes) == 0 {
 		return nil, errors.New("gateway: no routes")
 	}
-	g := &Gateway{log: o.Logger}
+	g := &Gateway{log: o.Logger, buffers: &bufferPool{}}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -78,24 +115,7 @@ func New(o Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: route prefix %q appears twice", r.Prefix)
 		}
 		seen[r.Prefix] = true
-		up := r.Upstream
-		prefix := r.Prefix
-		p := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(up)
-				if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 && o.Proxies.Trusted(peer(pr.In)) {
-					pr.Out.Header["X-Forwarded-For"] = xff
-				}
-				pr.SetXForwarded()
-				pr.Out.Host = up.Host
-			},
-			Transport: o.Transport,
-			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-				g.log.Warn("gateway: upstream failed", "route", prefix, "upstream", up.String(), "err", err)
-				writeError(w, http.StatusBadGateway, "upstream for "+prefix+" failed")
-			},
-		}
-		g.routes = append(g.routes, route{prefix: r.Prefix, proxy: p})
+		g.routes = append(g.routes, g.newRoute(r, o))
 	}
 	sort.Slice(g.routes, func(i, j int) bool { return len(g.routes[i].prefix) > len(g.routes[j].prefix) })
 	var h http.Handler = http.HandlerFunc(g.forward)
@@ -104,6 +124,72 @@ func New(o Options) (*Gateway, error) {
 	}
 	g.handler = h
 	return g, nil
+}
+
+// newRoute builds the reverse proxy of r.
+func (g *Gateway) newRoute(r Route, o Options) *route {
+	up, prefix := r.Upstream, r.Prefix
+	rt := &route{prefix: prefix, upstream: up.String(), up: up, conns: &connCounter{}, proxies: o.Proxies, buffers: g.buffers,
+		headerTimeout: orDefault(r.Transport.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)}
+	transport := o.Transport
+	if transport == nil {
+		rt.tr = newTransport(r.Transport, rt.conns)
+		transport = rt.tr
+		if up.Scheme == "http" && !o.NoDirect {
+			rt.pool = newPool(hostPort(up), r.Transport, rt.conns)
+		}
+	}
+	rt.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 && o.Proxies.Trusted(peer(pr.In)) {
+				pr.Out.Header["X-Forwarded-For"] = xff
+			}
+			pr.SetXForwarded()
+			pr.Out.Host = up.Host
+			addVia(pr.Out.Header, pr.In)
+		},
+		Transport:  transport,
+		BufferPool: g.buffers,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.log.Warn("gateway: upstream failed", "route", prefix, "upstream", rt.upstream, "err", err)
+			writeError(w, http.StatusBadGateway, "upstream for "+prefix+" failed")
+		},
+	}
+	return rt
+}
+
+// addVia appends the gateway to the request's Via header, as RFC 9110
+// section 7.6.3 asks of a gateway forwarding a request.
+func addVia(h http.Header, in *http.Request) {
+	via := viaToken(in)
+	if prior := h["Via"]; len(prior) > 0 {
+		h["Via"] = append(prior[:len(prior):len(prior)], via)
+		return
+	}
+	h["Via"] = []string{via}
+}
+
+// Upstreams returns each route's upstream connection counts, in route
+// order (longest prefix first).
+func (g *Gateway) Upstreams() []UpstreamStats {
+	out := make([]UpstreamStats, len(g.routes))
+	for i, rt := range g.routes {
+		out[i] = UpstreamStats{Prefix: rt.prefix, Upstream: rt.upstream, Opened: rt.conns.opened.Load(), Open: rt.conns.open.Load()}
+	}
+	return out
+}
+
+// CloseIdleConnections closes the idle upstream connections of every route.
+func (g *Gateway) CloseIdleConnections() {
+	for _, rt := range g.routes {
+		if rt.tr != nil {
+			rt.tr.CloseIdleConnections()
+		}
+		if rt.pool != nil {
+			rt.pool.closeIdle()
+		}
+	}
 }
 
 // ServeHTTP limits r and forwards it to its route's upstream.
@@ -124,7 +210,11 @@ func (g *Gateway) Route(path string) (string, bool) {
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range g.routes {
 		if strings.HasPrefix(r.URL.Path, rt.prefix) {
-			rt.proxy.ServeHTTP(w, r)
+			if rt.pool != nil && canDirect(r) {
+				rt.forwardDirect(w, r)
+			} else {
+				rt.proxy.ServeHTTP(w, r)
+			}
 			return
 		}
 	}

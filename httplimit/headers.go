@@ -44,16 +44,32 @@ type Field struct {
 // should not pace itself by them. A rule that applied to several descriptors
 // is described once, by its most restrictive status.
 func Fields(res rules.Result) []Field {
+	var ends [len(fieldNames)]int
+	buf, n := appendFields(nil, &ends, res)
+	if n == 0 {
+		return nil
+	}
+	all := string(buf)
+	out := make([]Field, n)
+	from := 0
+	for i := 0; i < n; i++ {
+		out[i] = Field{fieldNames[i], all[from:ends[i]]}
+		from = ends[i]
+	}
+	return out
+}
+
+// appendFields appends the values of the fields Fields returns, one after
+// the other, to buf, records where each ends in ends, and returns how many
+// there are. Every value is cut out of one string by the callers: a
+// handful of allocations per response instead of one per number.
+func appendFields(buf []byte, ends *[len(fieldNames)]int, res rules.Result) ([]byte, int) {
 	var arr [8]rules.Status
 	sts := visible(res, arr[:0])
 	if len(sts) == 0 {
-		return nil
+		return buf, 0
 	}
 	tight := tightest(res, sts)
-	// Every value is written into one buffer and cut out of one string: a
-	// handful of allocations per response instead of one per number.
-	buf := make([]byte, 0, 64+len(sts)*96)
-	var ends [len(fieldNames)]int
 	n := 0
 	buf = strconv.AppendInt(buf, tight.Limit, 10)
 	ends[n], n = len(buf), n+1
@@ -99,41 +115,38 @@ func Fields(res rules.Result) []Field {
 		buf = strconv.AppendInt(buf, retryAfterSeconds(res), 10)
 		ends[n], n = len(buf), n+1
 	}
-	all := string(buf)
-	out := make([]Field, n)
-	from := 0
-	for i := 0; i < n; i++ {
-		out[i] = Field{fieldNames[i], all[from:ends[i]]}
-		from = ends[i]
-	}
-	return out
+	return buf, n
 }
 
 // fieldNames are the names Fields writes, in its order.
 var fieldNames = [...]string{HeaderXRateLimitLimit, HeaderXRateLimitRemain, HeaderXRateLimitReset,
 	HeaderRateLimitPolicy, HeaderRateLimit, HeaderRetryAfter}
 
-// canonicalNames maps each field name to its canonical MIME form, the key
+// canonicalNames are fieldNames in canonical MIME form, the keys
 // http.Header uses.
-var canonicalNames = func() map[string]string {
-	m := make(map[string]string, len(fieldNames))
-	for _, n := range fieldNames {
-		m[n] = http.CanonicalHeaderKey(n)
+var canonicalNames = func() (c [len(fieldNames)]string) {
+	for i, n := range fieldNames {
+		c[i] = http.CanonicalHeaderKey(n)
 	}
-	return m
+	return c
 }()
 
 // SetHeaders sets the fields Fields returns on h, replacing any values they
-// had.
+// had. It allocates twice: the values' one string and their one slice.
 func SetHeaders(h http.Header, res rules.Result) {
-	fs := Fields(res)
-	if len(fs) == 0 {
+	var stack [256]byte
+	var ends [len(fieldNames)]int
+	buf, n := appendFields(stack[:0], &ends, res)
+	if n == 0 {
 		return
 	}
-	vals := make([]string, len(fs))
-	for i, f := range fs {
-		vals[i] = f.Value
-		h[canonicalNames[f.Name]] = vals[i : i+1 : i+1]
+	all := string(buf)
+	vals := make([]string, n)
+	from := 0
+	for i := 0; i < n; i++ {
+		vals[i] = all[from:ends[i]]
+		from = ends[i]
+		h[canonicalNames[i]] = vals[i : i+1 : i+1]
 	}
 }
 

@@ -143,15 +143,11 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d, err := h.o.Limiter.Allow(ctx, key)
 	if err != nil {
-		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
-		if h.o.FailClosed {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
-			return
-		}
-		h.next.ServeHTTP(w, r)
+		checkFailed(w, r, h.next, h.o.Logger, h.o.FailClosed, err)
 		return
 	}
-	res := DecisionResult(h.o.Name, h.algorithm, h.o.Window, d)
+	var st [1]rules.Status // the result's one status, kept off the heap
+	res := decisionResult(st[:], h.o.Name, h.algorithm, h.o.Window, d)
 	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
 		SetHeaders(w.Header(), res)
 	}
@@ -185,19 +181,25 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // its algorithm (empty for unknown) and window its window (0 for a
 // concurrency limit or one not known).
 func DecisionResult(name, alg string, window time.Duration, d algorithm.Decision) rules.Result {
+	return decisionResult(make([]rules.Status, 1), name, alg, window, d)
+}
+
+// decisionResult is DecisionResult writing its status into st[0].
+func decisionResult(st []rules.Status, name, alg string, window time.Duration, d algorithm.Decision) rules.Result {
 	if alg == "" && window <= 0 {
 		alg = algorithm.Concurrency
+	}
+	st[0] = rules.Status{
+		Rule:      strings.TrimSpace(name),
+		Limit:     d.Limit,
+		Window:    window,
+		Algorithm: alg,
+		Decision:  d,
 	}
 	return rules.Result{
 		Allowed:  d.Allowed,
 		Tightest: 0,
-		Statuses: []rules.Status{{
-			Rule:      strings.TrimSpace(name),
-			Limit:     d.Limit,
-			Window:    window,
-			Algorithm: alg,
-			Decision:  d,
-		}},
+		Statuses: st[:1],
 		Rejected: rejected(name, d),
 	}
 }

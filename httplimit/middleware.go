@@ -47,6 +47,11 @@ type Options struct {
 	// ShadowLog logs shadow rejections; nil means one record per rule per
 	// second to Logger.
 	ShadowLog *rules.ShadowLog
+	// Unmatched counts and logs the requests no rule applied to (a
+	// mistyped Domain, or rules on entries the Sources never produce): they
+	// pass unlimited. Nil means a new rules.UnmatchedLog writing at most one
+	// record a minute to Logger; read its Counts to watch them.
+	Unmatched *rules.UnmatchedLog
 }
 
 // Middleware returns net/http middleware that checks every request against
@@ -73,6 +78,9 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 	}
 	if o.ShadowLog == nil {
 		o.ShadowLog = rules.NewShadowLog(o.Logger, time.Second)
+	}
+	if o.Unmatched == nil {
+		o.Unmatched = rules.NewUnmatchedLog(o.Logger, time.Minute)
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{o: o, next: next}
@@ -129,15 +137,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	res, err := h.o.Checker.Check(ctx, req)
 	if err != nil {
-		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
-		if h.o.FailClosed {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
-			return
-		}
-		h.next.ServeHTTP(w, r)
+		checkFailed(w, r, h.next, h.o.Logger, h.o.FailClosed, err)
 		return
 	}
-	h.o.ShadowLog.Record(res, "path", r.URL.Path)
+	if shadowRejected(res) {
+		h.o.ShadowLog.Record(res, "path", r.URL.Path)
+	}
+	if res.Unmatched != "" {
+		h.o.Unmatched.Record(req, res, "path", r.URL.Path)
+	}
 	SetHeaders(w.Header(), res)
 	if !res.Allowed {
 		w.Header().Set("Content-Type", "application/problem+json")
@@ -196,6 +204,18 @@ func NewRejection(res rules.Result) Rejection {
 	return rej
 }
 
+// checkFailed answers a request whose rate-limit check failed (the store
+// could not decide): 503 when the limit fails closed, else the request goes
+// on to next. Either way the failure is logged.
+func checkFailed(w http.ResponseWriter, r *http.Request, next http.Handler, log *slog.Logger, failClosed bool, err error) {
+	log.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", failClosed)
+	if failClosed {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "rate limiter unavailable: " + err.Error()})
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
 // ProblemQuotaExceeded is the problem type of a 429 body.
 const ProblemQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
@@ -206,4 +226,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// shadowRejected reports whether a shadow rule in res would have rejected:
+// whether Record has anything to log (checked first, so the common request
+// does not box Record's arguments).
+func shadowRejected(res rules.Result) bool {
+	for i := range res.Statuses {
+		if st := &res.Statuses[i]; st.Shadow && !st.Decision.Allowed {
+			return true
+		}
+	}
+	return false
 }

@@ -657,6 +657,19 @@ func TestBoundSharesStateWithDecideOne(t *testing.T) {
 	if allocs := testing.AllocsPerRun(1000, func() { b.Decide(now, "a", 1) }); allocs != 0 {
 		t.Fatalf("Bound.Decide on a known key allocates %v times", allocs)
 	}
+	// DecideInto writes the same decision Decide returns.
+	var d algorithm.Decision
+	b.DecideInto(&d, now, "a", 1)
+	if want := b.Decide(now, "a", 1); d != want || d.Allowed {
+		t.Fatalf("Bound.DecideInto: %+v, Decide: %+v, want both rejected alike", d, want)
+	}
+	b.DecideInto(&d, now, "b", 1)
+	if !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("Bound.DecideInto on a new key: %+v, want allowed with 2 remaining", d)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() { b.DecideInto(&d, now, "a", 1) }); allocs != 0 {
+		t.Fatalf("Bound.DecideInto on a known key allocates %v times", allocs)
+	}
 	if _, err := s.Bind(nil); !errors.Is(err, ErrNoAlgorithm) {
 		t.Fatalf("Bind(nil) = %v, want ErrNoAlgorithm", err)
 	}

@@ -31,11 +31,16 @@ type shard struct {
 }
 
 func (sh *shard) table(l *limit) *table {
-	if l.id < len(sh.tables) {
+	if uint(l.id) < uint(len(sh.tables)) {
 		if t := sh.tables[l.id]; t != nil {
 			return t
 		}
 	}
+	return sh.newTable(l)
+}
+
+// newTable makes l's table in the shard; table calls it the first time.
+func (sh *shard) newTable(l *limit) *table {
 	if l.id >= len(sh.tables) {
 		sh.tables = append(sh.tables, make([]*table, l.id+1-len(sh.tables))...)
 	}

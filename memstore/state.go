@@ -38,6 +38,8 @@ func (t *table) inPlace(sl int) []int64 {
 func (t *table) load(sl int, dst []int64) []int64 {
 	b := sl * t.stride
 	switch {
+	case t.packed:
+		unpackState(dst, t.slots[b+1:b+t.stride])
 	case t.slots[b]&outOfLine == 0:
 		copy(dst, t.slots[b+1:b+t.stride])
 	case t.l.words > hugeState:
@@ -68,6 +70,13 @@ func stateLen(st []int64) int {
 // is the last use of sl).
 func (t *table) put(sl int, st []int64) int {
 	b := sl * t.stride
+	if t.packed {
+		if packState(t.slots[b+1:b+t.stride], st) {
+			return len(st)
+		}
+		t.unpackAll() // the slots keep their places: sl stays valid
+		b = sl * t.stride
+	}
 	if t.inline == t.l.words {
 		copy(t.slots[b+1:b+t.stride], st)
 		return len(st)

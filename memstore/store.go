@@ -21,7 +21,9 @@
 // the slot itself. A decision on a tracked key whose state fits
 // there reads and writes one place in memory: the hash, the last-use time
 // and the state lie side by side, usually within one cache line. A
-// fixed-window, token-bucket or gcra key takes a 24-byte slot.
+// token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
+// 16-byte one and a weighted-window key a 24-byte one, their state words
+// packed two to a word (see pack.go).
 //
 // Larger states (algorithms whose Words() exceeds seven, such as
 // bounded-log and sliding-log) keep three words in the slot. The store
@@ -183,7 +185,8 @@ type Stats struct {
 	// included.
 	Keys int64
 	// Bytes is the memory of the tables, out-of-line states and eviction
-	// summary, as the store accounts it against MaxBytes.
+	// summary, as the store accounts it against MaxBytes (a packed table
+	// at its plain size; see pack.go).
 	Bytes int64
 	// Evicted counts keys dropped to keep within MaxKeys or MaxBytes while
 	// not idle; their use went into the eviction summary.
@@ -264,38 +267,69 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 }
 
 // decide is DecideOne once the request's limit is known.
-func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, cost int64) algorithm.Decision {
+func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, cost int64) (d algorithm.Decision) {
+	s.decideInto(&d, l, a, now, key, cost)
+	return d
+}
+
+// decideInto is decide writing its decision into *d. The decision goes
+// straight from the algorithm's registers into *d: passed back by value
+// through the store's frames, the 64-byte Decision is copied several
+// times, which costs a tracked key's decision about a tenth of its time.
+func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorithm, now int64, key string, cost int64) {
 	h := s.hash(key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	t := sh.table(l)
-	t.advance(now)
+	// t.advance(now), by hand: the common case is two comparisons.
+	sh.now = max(sh.now, now)
+	if tick := now >> t.unitShift; tick > t.latest {
+		t.advanceTo(tick)
+	}
 	if sl := t.find(h); sl >= 0 {
-		t.touch(sl)
-		if t.slots[sl*t.stride]&charged == 0 {
-			if st := t.inPlace(sl); st != nil {
-				d := a.Decide(st, now, cost)
+		b := sl * t.stride
+		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
+		t.slots[b] = head
+		if head&charged == 0 {
+			if t.packed {
+				st := sh.scratch[:l.words:l.words]
+				packed := t.slots[b+1 : b+t.stride : b+t.stride]
+				unpackState(st, packed)
+				*d = a.Decide(st, now, cost)
+				if !packState(packed, st) {
+					t.put(sl, st) // converts the table
+				}
+				clear(st)
 				sh.mu.Unlock()
-				return d
+				return
+			}
+			if t.inline == l.words { // t.inPlace(sl), the common case
+				*d = a.Decide(t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
+				sh.mu.Unlock()
+				return
+			}
+			if st := t.inPlace(sl); st != nil {
+				*d = a.Decide(st, now, cost)
+				sh.mu.Unlock()
+				return
 			}
 		}
 		st := t.load(sl, sh.scratch[:l.words])
-		var d algorithm.Decision
 		if t.slots[sl*t.stride]&charged == 0 {
-			d = a.Decide(st, now, cost)
+			*d = a.Decide(st, now, cost)
 		} else {
-			d = sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
+			*d = sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
 		}
 		clear(st[:t.put(sl, st)]) // put knows where the nonzero words end
 		sh.mu.Unlock()
-		return d
+		return
 	}
 	// A never-seen key: decide on a zero state, charged what the eviction
 	// summary holds for its hash, and keep the key only if the decision
 	// was allowed, so rejected first requests cost no memory.
 	st := sh.scratch[:l.words]
 	c := t.chargeOf(h, now)
-	d := sh.decideCharged(a, st, c, now, cost)
+	*d = sh.decideCharged(a, st, c, now, cost)
 	if d.Allowed && !allZero(st) {
 		sl := t.insert(h)
 		t.mark(sl, c)
@@ -303,7 +337,6 @@ func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, c
 	}
 	clear(st)
 	sh.mu.Unlock()
-	return d
 }
 
 // decideCharged decides a request on st as if c more units had been
@@ -349,6 +382,12 @@ func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
 // when the key is already tracked.
 func (b *Bound) Decide(now int64, key string, cost int64) algorithm.Decision {
 	return b.s.decide(b.l, b.a, now, key, cost)
+}
+
+// DecideInto is Decide writing the decision into *d, which saves copying
+// it on the way back (see decideInto).
+func (b *Bound) DecideInto(d *algorithm.Decision, now int64, key string, cost int64) {
+	b.s.decideInto(d, b.l, b.a, now, key, cost)
 }
 
 // Release gives back the units of reqs (see algorithm.Algorithm.Release).

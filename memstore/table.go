@@ -43,9 +43,14 @@ const (
 
 // table holds one limit's keys within one shard.
 type table struct {
-	sh        *shard
-	l         *limit
-	inline    int // state words kept in the slot
+	sh     *shard
+	l      *limit
+	inline int  // state words kept in the slot
+	packed bool // state words packed two to a slot word (pack.go)
+	// slotBytes is what a slot is accounted against the shard's bytes:
+	// a packed table's is its plain size, so that converting it never
+	// takes the shard past its bound.
+	slotBytes int64
 	stride    int // 1 + inline
 	cap       int // slots
 	n         int // keys
@@ -63,10 +68,18 @@ type table struct {
 
 func newTable(sh *shard, l *limit) *table {
 	t := &table{sh: sh, l: l, inline: l.words, unitShift: lruShift}
-	if l.words > maxInline {
+	switch {
+	case l.words > maxInline:
 		t.inline = bigInline
+	case l.words >= 2:
+		// Two words to a slot word until a state does not fit; see pack.go.
+		t.packed, t.inline = true, (l.words+1)/2
 	}
 	t.stride = 1 + t.inline
+	t.slotBytes = int64(t.stride) * 8
+	if t.packed {
+		t.slotBytes = int64(1+l.words) * 8
+	}
 	if l.idle > 0 {
 		// The smallest power-of-two unit that puts idle within idleSpan
 		// units; idleUnits rounds up so no key is dropped early.
@@ -123,9 +136,8 @@ func (t *table) expired(sl int) bool { return t.idleUnits > 0 && t.age(sl) > t.i
 // than an idle time past the newest use, the idle ones when the table is
 // due for its periodic sweep. A clock behind the table's does nothing.
 func (t *table) advance(now int64) int {
-	if now > t.sh.now {
-		t.sh.now = now
-	}
+	sh := t.sh
+	sh.now = max(sh.now, now)
 	if tick := now >> t.unitShift; tick > t.latest {
 		return t.advanceTo(tick)
 	}
@@ -163,7 +175,7 @@ func (t *table) insert(h uint64) int {
 	swept := false
 	for (t.n+1)*loadDen > t.cap*loadNum {
 		newCap := max(minCap, t.cap+t.cap/growDiv)
-		grow := int64(newCap-t.cap) * int64(t.stride) * 8
+		grow := int64(newCap-t.cap) * t.slotBytes
 		if t.n > 0 && !sh.fits(grow) {
 			sh.evictOne(t) // no room to grow: make room in this table
 			continue
@@ -191,7 +203,7 @@ func (t *table) insert(h uint64) int {
 // rebuild moves the slots into a new array of size slots.
 func (t *table) rebuild(size int) {
 	old, oldCap := t.slots, t.cap
-	t.sh.bytes += int64(size-oldCap) * int64(t.stride) * 8
+	t.sh.bytes += int64(size-oldCap) * t.slotBytes
 	t.slots, t.cap, t.cursor = make([]int64, size*t.stride), size, 0
 	if size == 0 {
 		t.slots = nil

@@ -33,7 +33,7 @@ var diffConfigs = []algorithm.Config{
 	{Algorithm: algorithm.Concurrency, Limit: 4},
 	{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
 	{Algorithm: algorithm.BoundedLog, Limit: 5, Window: 700 * time.Millisecond, Tolerance: 0.01},
-	// Seed 000's limit (600 per 60 s) for the algorithms it compares.
+	// The reference design's limit (600 per 60 s) for the algorithms it compares.
 	{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute},
 	{Algorithm: algorithm.SlidingWindow, Limit: 600, Window: time.Minute, Slices: 12},
 	{Algorithm: algorithm.WeightedWindow, Limit: 600, Window: time.Minute},
@@ -150,7 +150,7 @@ func TestDifferentialRandom(t *testing.T) {
 	}
 }
 
-// TestDifferentialSeed replays seed 000's client (one window at 10 and at
+// TestDifferentialSeed replays the reference design's client (one window at 10 and at
 // 90 requests per second against 600 per 60 s, request i at i/rate seconds,
 // here rounded down to the millisecond) and its boundary burst, and requires
 // identical decisions and identical totals.

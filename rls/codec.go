@@ -58,16 +58,10 @@ func (c bytesCodec) Unmarshal(data mem.BufferSlice, v any) error {
 func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) error {
 	var rest []byte
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+		num, typ, field, val, err := nextField(&b)
+		if err != nil {
+			return err
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		field, val := b[:n+m], b[n:n+m]
-		b = b[n+m:]
 		switch {
 		case num == 1 && typ == protowire.BytesType: // domain
 			s, _ := protowire.ConsumeBytes(val)
@@ -90,16 +84,10 @@ func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) error {
 func decodeDescriptor(b []byte, d *commonv3.RateLimitDescriptor) error {
 	var rest []byte
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+		num, typ, field, val, err := nextField(&b)
+		if err != nil {
+			return err
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		field, val := b[:n+m], b[n:n+m]
-		b = b[n+m:]
 		if num != 1 || typ != protowire.BytesType { // not entries
 			rest = append(rest, field...)
 			continue
@@ -118,16 +106,10 @@ func decodeDescriptor(b []byte, d *commonv3.RateLimitDescriptor) error {
 func decodeEntry(b []byte, e *commonv3.RateLimitDescriptor_Entry) error {
 	var rest []byte
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+		num, typ, field, val, err := nextField(&b)
+		if err != nil {
+			return err
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		field, val := b[:n+m], b[n:n+m]
-		b = b[n+m:]
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			s, _ := protowire.ConsumeBytes(val)
@@ -140,6 +122,22 @@ func decodeEntry(b []byte, e *commonv3.RateLimitDescriptor_Entry) error {
 		}
 	}
 	return mergeRest(rest, e)
+}
+
+// nextField takes the next field off *b: its number, wire type, the whole
+// field (tag included) and its value.
+func nextField(b *[]byte) (num protowire.Number, typ protowire.Type, field, val []byte, err error) {
+	num, typ, n := protowire.ConsumeTag(*b)
+	if n < 0 {
+		return 0, 0, nil, nil, protowire.ParseError(n)
+	}
+	m := protowire.ConsumeFieldValue(num, typ, (*b)[n:])
+	if m < 0 {
+		return 0, 0, nil, nil, protowire.ParseError(m)
+	}
+	field, val = (*b)[:n+m], (*b)[n:n+m]
+	*b = (*b)[n+m:]
+	return num, typ, field, val, nil
 }
 
 // mergeRest decodes the fields without strings with the standard decoder.

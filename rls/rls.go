@@ -50,6 +50,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -71,6 +72,12 @@ type Service struct {
 	log     *slog.Logger
 	shadow  *rules.ShadowLog
 }
+
+// UnmatchedHeader is the gRPC response header set when no rule applied to
+// a request, so it was not limited: its value is rules.UnmatchedDomain (no
+// rule set has the domain) or rules.UnmatchedRules (no rule of the domain
+// matches the descriptors). The response itself is unchanged.
+const UnmatchedHeader = "floodgate-unmatched"
 
 // New returns a Service that decides with c and logs to log (nil means
 // slog.Default()).
@@ -101,24 +108,61 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	if len(descs) > rules.MaxDescriptors {
 		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: the most is %d", len(descs), rules.MaxDescriptors)
 	}
-	hits := int64(in.GetHitsAddend())
-	// Descriptors are grouped by their weight: one Check per distinct weight,
-	// so each descriptor is counted with its own hits_addend.
-	type group struct {
-		hits int64
-		idx  []int
-	}
-	var groups []group
-	var first int64
-	mixed := false
 	var wbuf [8]int64
 	weights := wbuf[:0]
 	if len(descs) > len(wbuf) {
 		weights = make([]int64, 0, len(descs))
 	}
 	weights = weights[:len(descs)]
-	var overrides []rules.Override // one per descriptor once any has a limit
-	out := make([]rules.Descriptor, len(descs))
+	p, err := parseDescriptors(descs, int64(in.GetHitsAddend()), weights)
+	if err != nil {
+		return nil, err
+	}
+
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs)),
+	}
+	var merged rules.Result
+	if !p.mixed {
+		// The common case: one weight, one check, no regrouping.
+		res, err := s.check(ctx, weighted(rules.Request{Domain: in.GetDomain(), Descriptors: p.out, Overrides: p.overrides}, weights[0]))
+		if err != nil {
+			return nil, err
+		}
+		for i := range p.out {
+			resp.Statuses[i] = descriptorStatus(res, i)
+		}
+		s.logShadow(in.GetDomain(), res)
+		merged = res
+	} else if merged, err = s.checkGroups(ctx, in.GetDomain(), p, groupByWeight(weights), resp); err != nil {
+		return nil, err
+	}
+	if !merged.Allowed {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if len(merged.Statuses) == 0 && merged.Unmatched != "" {
+		// The answer stays what Envoy expects (every descriptor OK); the
+		// response header tells clients that look, such as floodgate load.
+		_ = grpc.SetHeader(ctx, metadata.Pairs(UnmatchedHeader, merged.Unmatched))
+	}
+	resp.ResponseHeadersToAdd = responseHeaders(merged)
+	return resp, nil
+}
+
+// parsedDescriptors are a request's descriptors in the rule engine's form.
+type parsedDescriptors struct {
+	out       []rules.Descriptor
+	overrides []rules.Override // nil, or one per descriptor once any has a limit
+	mixed     bool             // the descriptors' weights differ
+}
+
+// parseDescriptors converts descs to the rule engine's form and fills
+// weights (len(descs) long) with each descriptor's weight: its own
+// hits_addend, else the request's hits, else 1 (peekWeight for an explicit
+// 0).
+func parseDescriptors(descs []*commonv3.RateLimitDescriptor, hits int64, weights []int64) (parsedDescriptors, error) {
+	p := parsedDescriptors{out: make([]rules.Descriptor, len(descs))}
 	n := 0
 	for _, d := range descs {
 		n += len(d.GetEntries())
@@ -130,25 +174,25 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		slab = slab[len(entries):]
 		for j, e := range entries {
 			if e.GetKey() == "" {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d entry %d has an empty key", i, j)
+				return p, status.Errorf(codes.InvalidArgument, "descriptor %d entry %d has an empty key", i, j)
 			}
 			rd[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
-		out[i] = rd
+		p.out[i] = rd
 		if lo := d.GetLimit(); lo != nil {
 			o, err := override(i, lo)
 			if err != nil {
-				return nil, err
+				return p, err
 			}
-			if overrides == nil {
-				overrides = make([]rules.Override, len(descs))
+			if p.overrides == nil {
+				p.overrides = make([]rules.Override, len(descs))
 			}
-			overrides[i] = o
+			p.overrides[i] = o
 		}
 		h := hits
 		if ha := d.GetHitsAddend(); ha != nil {
 			if ha.GetValue() > math.MaxInt64 {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d hits_addend %d is too large", i, ha.GetValue())
+				return p, status.Errorf(codes.InvalidArgument, "descriptor %d hits_addend %d is too large", i, ha.GetValue())
 			}
 			h = int64(ha.GetValue())
 			if h == 0 {
@@ -158,63 +202,60 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		if h == 0 {
 			h = 1
 		}
-		if i == 0 {
-			first = h
-		} else if h != first {
-			mixed = true
+		if i > 0 && h != weights[0] {
+			p.mixed = true
 		}
 		weights[i] = h
 	}
-	if mixed {
-		for i, h := range weights {
-			found := false
-			for k := range groups {
-				if groups[k].hits == h {
-					groups[k].idx = append(groups[k].idx, i)
-					found = true
-					break
-				}
-			}
-			if !found {
-				groups = append(groups, group{hits: h, idx: []int{i}})
-			}
-		}
-	}
+	return p, nil
+}
 
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs)),
-	}
-	var merged rules.Result
-	if !mixed {
-		// The common case: one weight, one check, no regrouping.
-		res, err := s.check(ctx, weighted(rules.Request{Domain: in.GetDomain(), Descriptors: out, Overrides: overrides}, first))
-		if err != nil {
-			return nil, err
+// weightGroup is the descriptors (by index) that share one weight.
+type weightGroup struct {
+	hits int64
+	idx  []int
+}
+
+// groupByWeight groups descriptor indices by weight, in order of first
+// appearance: one Check per distinct weight, so each descriptor is counted
+// with its own hits_addend.
+func groupByWeight(weights []int64) []weightGroup {
+	var groups []weightGroup
+	for i, h := range weights {
+		found := false
+		for k := range groups {
+			if groups[k].hits == h {
+				groups[k].idx = append(groups[k].idx, i)
+				found = true
+				break
+			}
 		}
-		for i := range out {
-			resp.Statuses[i] = descriptorStatus(res, i)
+		if !found {
+			groups = append(groups, weightGroup{hits: h, idx: []int{i}})
 		}
-		s.logShadow(in.GetDomain(), res)
-		merged = res
-	} else {
-		merged.Allowed = true
-		merged.Tightest = -1
 	}
+	return groups
+}
+
+// checkGroups runs one check per weight group, fills resp's statuses and
+// returns the groups' results merged, with descriptor indices in the
+// request's own order.
+func (s *Service) checkGroups(ctx context.Context, domain string, p parsedDescriptors, groups []weightGroup, resp *rlsv3.RateLimitResponse) (rules.Result, error) {
+	merged := rules.Result{Allowed: true, Tightest: -1}
 	for _, g := range groups {
-		req := weighted(rules.Request{Domain: in.GetDomain(), Descriptors: make([]rules.Descriptor, len(g.idx))}, g.hits)
-		if overrides != nil {
+		req := weighted(rules.Request{Domain: domain, Descriptors: make([]rules.Descriptor, len(g.idx))}, g.hits)
+		if p.overrides != nil {
 			req.Overrides = make([]rules.Override, len(g.idx))
 		}
 		for k, i := range g.idx {
-			req.Descriptors[k] = out[i]
-			if overrides != nil {
-				req.Overrides[k] = overrides[i]
+			req.Descriptors[k] = p.out[i]
+			if p.overrides != nil {
+				req.Overrides[k] = p.overrides[i]
 			}
 		}
 		res, err := s.check(ctx, req)
 		if err != nil {
-			return nil, err
+			return merged, err
 		}
 		for k, i := range g.idx {
 			resp.Statuses[i] = descriptorStatus(res, k)
@@ -226,24 +267,29 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 			merged.Statuses = append(merged.Statuses, st)
 		}
 		merged.Rejected = append(merged.Rejected, res.Rejected...)
+		merged.Unmatched = res.Unmatched // the same in every group: one domain
 		if !res.Allowed {
 			merged.Allowed = false
 		}
-		s.logShadow(in.GetDomain(), res)
+		s.logShadow(domain, res)
 	}
-	if !merged.Allowed {
-		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	return merged, nil
+}
+
+// responseHeaders is the rate limit header fields of res, for Envoy to add
+// to the response (nil if none).
+func responseHeaders(res rules.Result) []*corev3.HeaderValue {
+	fields := httplimit.Fields(res)
+	if len(fields) == 0 {
+		return nil
 	}
-	fields := httplimit.Fields(merged)
-	if len(fields) > 0 {
-		hv := make([]corev3.HeaderValue, len(fields)) // one allocation for all
-		resp.ResponseHeadersToAdd = make([]*corev3.HeaderValue, len(fields))
-		for i, f := range fields {
-			hv[i].Key, hv[i].Value = f.Name, f.Value
-			resp.ResponseHeadersToAdd[i] = &hv[i]
-		}
+	hv := make([]corev3.HeaderValue, len(fields)) // one allocation for all
+	out := make([]*corev3.HeaderValue, len(fields))
+	for i, f := range fields {
+		hv[i].Key, hv[i].Value = f.Name, f.Value
+		out[i] = &hv[i]
 	}
-	return resp, nil
+	return out
 }
 
 // peekWeight stands for a descriptor hits_addend of 0 among the weights.

@@ -98,6 +98,7 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 		return res, err
 	}
 	if len(apps) == 0 {
+		res.Domain, res.Unmatched = set.unmatched(req.Domain)
 		return res, nil
 	}
 	if req.Peek || lateCharged(apps) {

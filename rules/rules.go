@@ -189,6 +189,14 @@ type Result struct {
 	Tightest int
 	// Unlimited reports that rules applied and all of them were unlimited.
 	Unlimited bool
+	// Unmatched is set when no rule applied, so the request passed without
+	// being limited: UnmatchedDomain when no rule set has the request's
+	// domain, UnmatchedRules when the domain's rules match none of its
+	// descriptors. It is empty when some rule (or override) applied.
+	Unmatched string
+	// Domain is the rule set's domain an unmatched request was checked in;
+	// empty for UnmatchedDomain. It is set only with Unmatched.
+	Domain string
 }
 
 // RuleInfo describes one rule for listings: GET /v1/rules, the status page,

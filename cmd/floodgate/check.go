@@ -107,16 +107,26 @@ type checkDoc struct {
 	Notes     []string     `json:"notes,omitempty"`
 }
 
-// runCheck validates a rule file and shows each rule's effective cap and,
-// with --routes, which rules cover each route.
-func runCheck(args []string, stdout, stderr io.Writer) error {
+// checkOptions are check's arguments.
+type checkOptions struct {
+	file      string
+	card      cardinalityFlag
+	routes    string
+	tracePath string
+	strict    bool
+	asJSON    bool
+}
+
+// parseCheckArgs reads check's arguments; RULES may come before or after
+// the flags.
+func parseCheckArgs(args []string, stderr io.Writer) (checkOptions, error) {
+	o := checkOptions{card: cardinalityFlag{}}
 	fs := flag.NewFlagSet("floodgate check", flag.ContinueOnError)
-	card := cardinalityFlag{}
-	fs.Var(card, "cardinality", "how many distinct values entry `KEY=N` takes, such as member=5000 (repeatable)")
-	routes := fs.String("routes", "", "`FILE` of routes, one per line, optionally with a method (GET /loan/list): show the rules covering each")
-	tracePath := fs.String("trace", "", "count the buckets each rule creates from a CSV `FILE` of requests (header row of entry keys)")
-	strict := fs.Bool("strict", false, "exit with status 1 when a route is covered by no rule")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.Var(o.card, "cardinality", "how many distinct values entry `KEY=N` takes, such as member=5000 (repeatable)")
+	fs.StringVar(&o.routes, "routes", "", "`FILE` of routes, one per line, optionally with a method (GET /loan/list): show the rules covering each")
+	fs.StringVar(&o.tracePath, "trace", "", "count the buckets each rule creates from a CSV `FILE` of requests (header row of entry keys)")
+	fs.BoolVar(&o.strict, "strict", false, "exit with status 1 when a route is covered by no rule")
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate check RULES [--routes FILE] [--cardinality key=N ...] [--trace FILE] [--strict] [--json]")
 		fmt.Fprintln(stderr, "\nValidates a rule file (Floodgate or envoyproxy/ratelimit format) and prints each rule:")
@@ -125,63 +135,91 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	fs.SetOutput(stderr)
-	// RULES may come before or after the flags.
-	var file string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
+		o.file, args = args[0], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, err
 	}
 	rest := fs.Args()
-	if file == "" && len(rest) > 0 {
-		file, rest = rest[0], rest[1:]
+	if o.file == "" && len(rest) > 0 {
+		o.file, rest = rest[0], rest[1:]
 		if err := fs.Parse(rest); err != nil {
-			return err
+			return o, err
 		}
 		rest = fs.Args()
 	}
-	if file == "" {
+	if o.file == "" {
 		fs.Usage()
-		return errors.New("check: name a rule file")
+		return o, errors.New("check: name a rule file")
 	}
 	if len(rest) > 0 {
-		return fmt.Errorf("check: unexpected argument %q", rest[0])
+		return o, fmt.Errorf("check: unexpected argument %q", rest[0])
 	}
+	return o, nil
+}
 
-	doc := checkDoc{File: file}
-	set, err := rules.Load(file)
+// runCheck validates a rule file and shows each rule's effective cap and,
+// with --routes, which rules cover each route.
+func runCheck(args []string, stdout, stderr io.Writer) error {
+	o, err := parseCheckArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	doc := checkDoc{File: o.file}
+	set, err := rules.Load(o.file)
 	if err != nil {
 		doc.Errors = strings.Split(err.Error(), "\n")
-		if *asJSON {
+		if o.asJSON {
 			if err := writeJSON(stdout, doc); err != nil {
 				return err
 			}
 		} else {
-			fmt.Fprintf(stderr, "%s is not valid:\n", file)
+			fmt.Fprintf(stderr, "rule file %s is not valid:\n", o.file)
 			for _, e := range doc.Errors {
 				fmt.Fprintln(stderr, "  "+e)
 			}
 		}
 		return exitError{1}
 	}
+	if err := buildCheck(&doc, set, o); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	if o.asJSON {
+		if err := writeJSON(stdout, doc); err != nil {
+			return err
+		}
+	} else {
+		printCheck(stdout, doc)
+	}
+	if o.strict && len(doc.Uncovered) > 0 {
+		if !o.asJSON {
+			fmt.Fprintf(stderr, "check: %d route(s) covered by no rule (--strict)\n", len(doc.Uncovered))
+		}
+		return exitError{1}
+	}
+	return nil
+}
+
+// buildCheck fills doc with the valid rule set's rules, their buckets and
+// caps (from --cardinality or --trace), the routes' coverage and notes.
+func buildCheck(doc *checkDoc, set *rules.Set, o checkOptions) error {
 	doc.Valid, doc.Format, doc.Domain, doc.Shadow = true, set.Format(), set.Domain(), set.Shadow()
 	doc.Domains = set.Domains()
-	infos := set.Rules()
-	for _, info := range infos {
-		doc.Rules = append(doc.Rules, newCheckRule(info, card))
+	for _, info := range set.Rules() {
+		doc.Rules = append(doc.Rules, newCheckRule(info, o.card))
 	}
-	if *tracePath != "" {
-		n, err := countTrace(*tracePath, set, doc.Rules)
+	if o.tracePath != "" {
+		n, err := countTrace(o.tracePath, set, doc.Rules)
 		if err != nil {
-			return fmt.Errorf("check: %w", err)
+			return err
 		}
-		doc.Trace, doc.Requests = *tracePath, n
+		doc.Trace, doc.Requests = o.tracePath, n
 	}
-	if *routes != "" {
-		rs, err := readRoutes(*routes)
+	if o.routes != "" {
+		rs, err := readRoutes(o.routes)
 		if err != nil {
-			return fmt.Errorf("check: %w", err)
+			return err
 		}
 		for _, r := range rs {
 			r.Rules = set.Covering(r.Method, r.Path)
@@ -192,23 +230,11 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 			doc.Routes = append(doc.Routes, r)
 		}
 	}
-	doc.Notes = checkNotes(doc)
-	if *asJSON {
-		if err := writeJSON(stdout, doc); err != nil {
-			return err
-		}
-	} else {
-		printCheck(stdout, doc)
-	}
-	if *strict && len(doc.Uncovered) > 0 {
-		if !*asJSON {
-			fmt.Fprintf(stderr, "check: %d route(s) covered by no rule (--strict)\n", len(doc.Uncovered))
-		}
-		return exitError{1}
-	}
+	doc.Notes = checkNotes(*doc)
 	return nil
 }
 
+// newCheckRule is info in check's report, with buckets and cap from card.
 func newCheckRule(info rules.RuleInfo, card cardinalityFlag) checkRule {
 	r := checkRule{
 		Name: info.Name, Domain: info.Domain, Line: info.Line, Match: info.Match, CountBy: info.CountBy, Key: info.Key,
@@ -267,7 +293,7 @@ func clampBig(n *big.Int) int64 {
 func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("--trace: trace file: %w", err)
 	}
 	defer f.Close()
 	rd := csv.NewReader(bufio.NewReader(f))
@@ -282,12 +308,7 @@ func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
 			return 0, fmt.Errorf("%s:1: column %d has no entry key", path, i+1)
 		}
 	}
-	type stats struct {
-		keys map[string]struct{}
-		cap  int64
-		inf  bool
-	}
-	byRule := map[string]*stats{}
+	byRule := map[string]*traceStats{}
 	n := 0
 	for {
 		row, err := rd.Read()
@@ -312,20 +333,38 @@ func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
 		for _, k := range keys {
 			st := byRule[k.Rule]
 			if st == nil {
-				st = &stats{keys: map[string]struct{}{}}
+				st = &traceStats{keys: map[string]struct{}{}}
 				byRule[k.Rule] = st
 			}
-			if _, seen := st.keys[k.Key]; seen {
-				continue
-			}
-			st.keys[k.Key] = struct{}{}
-			if k.Unlimited {
-				st.inf = true
-			} else if st.cap < math.MaxInt64-k.Limit {
-				st.cap += k.Limit
-			}
+			st.add(k)
 		}
 	}
+	setTraceCaps(out, byRule)
+	return n, nil
+}
+
+// traceStats are the distinct keys a rule created in a trace.
+type traceStats struct {
+	keys map[string]struct{}
+	cap  int64 // the sum of each key's limit (saturating)
+	inf  bool  // a key was unlimited
+}
+
+// add counts k once.
+func (st *traceStats) add(k rules.RuleKey) {
+	if _, seen := st.keys[k.Key]; seen {
+		return
+	}
+	st.keys[k.Key] = struct{}{}
+	if k.Unlimited {
+		st.inf = true
+	} else if st.cap < math.MaxInt64-k.Limit {
+		st.cap += k.Limit
+	}
+}
+
+// setTraceCaps sets each rule's buckets and cap from the trace's keys.
+func setTraceCaps(out []checkRule, byRule map[string]*traceStats) {
 	for i := range out {
 		r := &out[i]
 		st := byRule[r.Name]
@@ -343,7 +382,6 @@ func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
 			r.Cap = &c
 		}
 	}
-	return n, nil
 }
 
 // readRoutes reads one route per line: "PATH" or "METHOD PATH"; '#' starts
@@ -351,7 +389,7 @@ func countTrace(path string, set *rules.Set, out []checkRule) (int, error) {
 func readRoutes(path string) ([]checkRoute, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--routes: route file: %w", err)
 	}
 	defer f.Close()
 	var out []checkRoute
@@ -432,6 +470,8 @@ func fmtDuration(d time.Duration) string {
 	return rules.FormatWindow(d)
 }
 
+// printCheck writes doc as text: the rule table, then details, routes and
+// notes.
 func printCheck(w io.Writer, doc checkDoc) {
 	if len(doc.Domains) > 1 {
 		fmt.Fprintf(w, "%s: valid, %d rule(s) in domains %s\n", doc.File, len(doc.Rules), strings.Join(doc.Domains, ", "))
@@ -445,47 +485,78 @@ func printCheck(w io.Writer, doc checkDoc) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tMATCHES\tCOUNT BY\tLIMIT\tALGORITHM\tBUCKETS\tEFFECTIVE CAP")
 	for _, r := range doc.Rules {
-		limit := fmt.Sprintf("%d / %s", r.Limit, r.Window)
-		switch {
-		case r.Unlimited:
-			limit = "unlimited"
-		case r.Block:
-			limit = "0 (blocks)"
-		}
 		alg := r.Algorithm
 		if alg == "" {
 			alg = "-"
 		}
-		buckets, capText := "?", "?"
+		buckets := "?"
 		if r.Buckets != nil {
 			buckets = strconv.FormatInt(*r.Buckets, 10)
-		}
-		switch {
-		case r.Unlimited:
-			capText = "unlimited"
-		case r.Cap != nil && r.Buckets != nil && r.BucketsFrom == "trace" && *r.Buckets > 0 && *r.Cap != r.Limit**r.Buckets:
-			capText = fmt.Sprintf("%d / %s (per-bucket limits summed)", *r.Cap, r.Window)
-		case r.Cap != nil:
-			capText = fmt.Sprintf("%d / %s", *r.Cap, r.Window)
-		case r.BucketsFrom == "trace":
-			capText = "unlimited (a traced bucket is unlimited)"
-		default:
-			n := big.NewInt(r.Limit)
-			if r.partial != nil {
-				n = r.partial
-			}
-			capText = fmt.Sprintf("%s × buckets(%s)", n, strings.Join(r.Missing, "×"))
 		}
 		name := r.Name
 		if len(doc.Domains) > 1 {
 			name = r.Domain + "/" + r.Name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.Match, r.Key, limit, alg, buckets, capText)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.Match, r.Key, r.limitText(), alg, buckets, r.capText())
 	}
 	tw.Flush()
+	printCheckDetails(w, doc.Rules)
+	if len(doc.Routes) > 0 {
+		fmt.Fprintln(w, "\nroutes:")
+		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+		for _, r := range doc.Routes {
+			covered := strings.Join(r.Rules, ", ")
+			if covered == "" {
+				covered = "NOT COVERED by any rule"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Method, r.Path, covered)
+		}
+		tw.Flush()
+	}
+	if len(doc.Notes) > 0 {
+		fmt.Fprintln(w, "\nnotes:")
+		for _, n := range doc.Notes {
+			fmt.Fprintln(w, "  - "+n)
+		}
+	}
+}
 
+// limitText is the rule's limit column: "N / window", unlimited or blocks.
+func (r *checkRule) limitText() string {
+	switch {
+	case r.Unlimited:
+		return "unlimited"
+	case r.Block:
+		return "0 (blocks)"
+	}
+	return fmt.Sprintf("%d / %s", r.Limit, r.Window)
+}
+
+// capText is the rule's effective cap column; without enough to compute it,
+// the formula with the missing cardinalities.
+func (r *checkRule) capText() string {
+	switch {
+	case r.Unlimited:
+		return "unlimited"
+	case r.Cap != nil && r.Buckets != nil && r.BucketsFrom == "trace" && *r.Buckets > 0 && *r.Cap != r.Limit**r.Buckets:
+		return fmt.Sprintf("%d / %s (per-bucket limits summed)", *r.Cap, r.Window)
+	case r.Cap != nil:
+		return fmt.Sprintf("%d / %s", *r.Cap, r.Window)
+	case r.BucketsFrom == "trace":
+		return "unlimited (a traced bucket is unlimited)"
+	}
+	n := big.NewInt(r.Limit)
+	if r.partial != nil {
+		n = r.partial
+	}
+	return fmt.Sprintf("%s × buckets(%s)", n, strings.Join(r.Missing, "×"))
+}
+
+// printCheckDetails writes what the table leaves out of each rule: shadow,
+// failure policy, cost and overrides.
+func printCheckDetails(w io.Writer, rs []checkRule) {
 	var details []string
-	for _, r := range doc.Rules {
+	for _, r := range rs {
 		var parts []string
 		if r.Shadow {
 			parts = append(parts, "shadow (reports, never rejects)")
@@ -507,24 +578,6 @@ func printCheck(w io.Writer, doc checkDoc) {
 		fmt.Fprintln(w, "\ndetails:")
 		for _, d := range details {
 			fmt.Fprintln(w, d)
-		}
-	}
-	if len(doc.Routes) > 0 {
-		fmt.Fprintln(w, "\nroutes:")
-		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-		for _, r := range doc.Routes {
-			covered := strings.Join(r.Rules, ", ")
-			if covered == "" {
-				covered = "NOT COVERED by any rule"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Method, r.Path, covered)
-		}
-		tw.Flush()
-	}
-	if len(doc.Notes) > 0 {
-		fmt.Fprintln(w, "\nnotes:")
-		for _, n := range doc.Notes {
-			fmt.Fprintln(w, "  - "+n)
 		}
 	}
 }

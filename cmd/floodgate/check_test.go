@@ -67,9 +67,9 @@ func TestCheckEffectiveCapFromCardinality(t *testing.T) {
 	}
 }
 
-// Counted from a trace, the seed's stream makes 5 member buckets: cap 100.
+// Counted from a trace, the gateway study's stream makes 5 member buckets: cap 100.
 func TestCheckBucketsFromTrace(t *testing.T) {
-	doc := checkJSON(t, "../../examples/seed003-gateway.yaml", "--trace", "../../examples/seed003-trace.csv")
+	doc := checkJSON(t, "../../examples/gateway-prefix.yaml", "--trace", "../../examples/gateway-trace.csv")
 	r := ruleByName(t, doc, "loan-per-member")
 	if doc.Requests != 70 || *r.Buckets != 5 || *r.Cap != 100 || r.BucketsFrom != "trace" {
 		t.Fatalf("trace: requests %d, rule %+v", doc.Requests, r)
@@ -90,9 +90,9 @@ func TestCheckBucketsFromTrace(t *testing.T) {
 	}
 }
 
-// Seed 003: the prefix /loan/ misses /loan-bulk/list; --strict fails.
+// The gateway study: the prefix /loan/ misses /loan-bulk/list; --strict fails.
 func TestCheckRoutes(t *testing.T) {
-	args := []string{"../../examples/seed003-gateway.yaml", "--routes", "../../examples/seed003-routes.txt"}
+	args := []string{"../../examples/gateway-prefix.yaml", "--routes", "../../examples/gateway-routes.txt"}
 	doc := checkJSON(t, args...)
 	if strings.Join(doc.Uncovered, ";") != "GET /loan-bulk/list;GET /catalog/search" {
 		t.Fatalf("uncovered: %v", doc.Uncovered)

@@ -27,7 +27,7 @@ func TestRulesDocShowsRealOutput(t *testing.T) {
 		{"check", "examples/rules.yaml", "--routes", "examples/routes.txt",
 			"--cardinality", "ip=20000", "--cardinality", "header:x-api-key=3000",
 			"--cardinality", "member=5000", "--cardinality", "tenant=40", "--cardinality", "client=3"},
-		{"check", "examples/seed003-gateway.yaml", "--routes", "examples/seed003-routes.txt"},
+		{"check", "examples/gateway-prefix.yaml", "--routes", "examples/gateway-routes.txt"},
 		{"sim", "keys"},
 	} {
 		// Run from this directory, then show paths as from the repository

@@ -10,13 +10,21 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/floodgate-dev/floodgate/internal/loadgen"
 )
 
-// runLoad is "floodgate load": it drives the gRPC RLS or HTTP JSON front end
-// of a running server and prints throughput, latency and outcomes.
-func runLoad(args []string, stdout, stderr io.Writer) error {
+// loadOutput is how load reports: as JSON, and where to write its own CPU
+// profile.
+type loadOutput struct {
+	asJSON     bool
+	cpuProfile string
+}
+
+// parseLoadArgs reads load's flags into the generator's configuration.
+func parseLoadArgs(args []string, stderr io.Writer) (loadgen.Config, loadOutput, error) {
+	var out loadOutput
 	fs := flag.NewFlagSet("floodgate load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg loadgen.Config
@@ -37,29 +45,47 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	hits := fs.Uint("hits", 0, "hits per call (0 means 1)")
 	fs.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "deadline of each call")
 	fs.IntVar(&cfg.Conns, "conns", 2, "gRPC connections shared by the clients")
-	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	fs.StringVar(&cfg.KeyHeader, "key-header", "", "plain HTTP load (e.g. through the gateway): GET the target URL with this header set to key-N")
+	fs.BoolVar(&out.asJSON, "json", false, "print the summary as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
-	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file")
+	fs.StringVar(&out.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: floodgate load [--target grpc://HOST:PORT | http://HOST:PORT] [--duration D] [--concurrency N]\n"+
+			"                     [--rate R] [--keys N] [--domain D] [--descriptor k=v,...]... [--json]\n\n"+
+			"Sends rate-limit checks to a running server's Envoy RLS (gRPC) or JSON API (HTTP) and prints\n"+
+			"throughput, latency and outcomes: allowed, over the limit, errors, and the share of calls no\n"+
+			"rule applied to (unmatched: allowed without being limited).\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cfg, out, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("load: unexpected argument %q (flags only; see floodgate load -h)", fs.Arg(0))
+		return cfg, out, fmt.Errorf("load: unexpected argument %q (flags only; see floodgate load -h)", fs.Arg(0))
 	}
 	// Zero means "default" to the library; on the command line it is a
 	// mistake.
 	if cfg.Keys < 1 || cfg.Concurrency < 1 || cfg.Duration <= 0 || cfg.Conns < 1 {
-		return fmt.Errorf("load: -keys, -concurrency, -conns and -duration must be positive")
+		return cfg, out, fmt.Errorf("load: --keys, --concurrency, --conns and --duration must be positive; got %d, %d, %d, %v", cfg.Keys, cfg.Concurrency, cfg.Conns, cfg.Duration)
 	}
 	if *hits > 1<<32-1 {
-		return fmt.Errorf("load: -hits %d is too large", *hits)
+		return cfg, out, fmt.Errorf("load: -hits %d is too large", *hits)
 	}
 	cfg.Hits = uint32(*hits)
 	if !*quiet {
 		cfg.Progress = stderr
 		cfg.ProgressCR = isTerminal(stderr)
 	}
+	return cfg, out, nil
+}
 
+// runLoad is "floodgate load": it drives the gRPC RLS or HTTP JSON front end
+// of a running server and prints throughput, latency and outcomes.
+func runLoad(args []string, stdout, stderr io.Writer) error {
+	cfg, out, err := parseLoadArgs(args, stderr)
+	if err != nil {
+		return err
+	}
 	// The generator's heap is small and short-lived (a few MB of encoded
 	// requests and histograms), so collecting it less often costs little
 	// memory and leaves more CPU to the server it shares a machine with.
@@ -69,10 +95,10 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if out.cpuProfile != "" {
+		f, err := os.Create(out.cpuProfile)
 		if err != nil {
-			return fmt.Errorf("load: %w", err)
+			return fmt.Errorf("load: --cpuprofile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
@@ -82,9 +108,12 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	}
 	s, err := loadgen.Run(ctx, cfg)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "target ") {
+			return fmt.Errorf("load: --target: %w", err)
+		}
 		return fmt.Errorf("load: %w", err)
 	}
-	if *asJSON {
+	if out.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)

@@ -22,19 +22,20 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"serve":  {"run the rate-limit server (HTTP, gRPC RLS, gateway)", runServe},
-	"check":  {"validate a rule file and show each rule's effective cap and route coverage", runCheck},
-	"load":   {"generate load against a gRPC or HTTP front end", runLoad},
-	"verify": {"replay a CSV trace through an algorithm and report the promise's measures", runVerify},
-	"sim":    {"simulations: window, worst, keys, distributed, coverage, tokens", runSim},
+	"serve":   {"run the rate-limit server (HTTP, gRPC RLS, gateway)", runServe},
+	"version": {"print the module version, source revision and Go version", runVersion},
+	"check":   {"validate a rule file and show each rule's effective cap and route coverage", runCheck},
+	"load":    {"generate load against a gRPC or HTTP front end", runLoad},
+	"verify":  {"replay a CSV trace through an algorithm and report the promise's measures", runVerify},
+	"sim":     {"simulations: window, worst, keys, distributed, coverage, tokens", runSim},
 }
 
 var simCommands = map[string]command{
-	"window":      {"seed 000's three patterns through every algorithm", runSimWindow},
+	"window":      {"three traffic patterns (uniform 2x, piled at boundary, spaced at the limit) through every algorithm", runSimWindow},
 	"worst":       {"search for traffic that breaks an algorithm's promises", runSimWorst},
-	"keys":        {"seed 003's key-selection table through the rule engine", runSimKeys},
-	"distributed": {"seed 000's distributed arrangements with real limiter nodes", runSimDistributed},
-	"coverage":    {"seed 003's coverage table with the real gateway and middleware", runSimCoverage},
+	"keys":        {"which entry to count by: a published key-selection table through the rule engine", runSimKeys},
+	"distributed": {"centralized, split and delayed arrangements with real limiter nodes", runSimDistributed},
+	"coverage":    {"which requests a gateway and a middleware limit see, with the real ones", runSimCoverage},
 	"tokens":      {"a token budget charged after the response: forgiven, settled, reserved", runSimTokens},
 }
 
@@ -47,9 +48,10 @@ func main() {
 	if errors.As(err, &exit) {
 		os.Exit(exit.code)
 	}
-	if !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "floodgate:", err)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // -h: the command printed its synopsis
 	}
+	fmt.Fprintln(os.Stderr, "floodgate:", err)
 	os.Exit(2)
 }
 
@@ -59,9 +61,17 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// dispatch runs the command args name. Without a command it prints the
+// usage and fails (exit status 2); "help", -h and --help print it and
+// succeed, as "version" and --version print the version.
 func dispatch(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "help" {
-		args = nil
+	if len(args) > 0 {
+		switch args[0] {
+		case "help":
+			args[0] = "-h"
+		case "--version", "-version":
+			return runVersion(args[1:], stdout, stderr)
+		}
 	}
 	return runCommand(args, stdout, stderr, "floodgate", "command", commands)
 }
@@ -71,11 +81,15 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 }
 
 // runCommand runs the command of cmds that args[0] names with the rest of
-// args; with no name, or -h, it lists cmds. what names a command in the
-// error for an unknown one.
+// args; with -h it lists cmds, and with no name it lists them and fails.
+// what names a command in the error for an unknown one.
 func runCommand(args []string, stdout, stderr io.Writer, prefix, what string, cmds map[string]command) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(stderr, prefix, cmds)
+		return exitError{2}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		usage(stdout, prefix, cmds)
 		return nil
 	}
 	c, ok := cmds[args[0]]

@@ -14,31 +14,87 @@ import (
 	"github.com/floodgate-dev/floodgate/internal/server"
 )
 
-// runServe runs the rate-limit server until SIGINT or SIGTERM, then shuts
-// it down gracefully.
-func runServe(args []string, stdout, stderr io.Writer) error {
+// serveFlags are serve's command line.
+type serveFlags struct {
+	configFile, rulesFile, storeURL, logLevel string
+	printConfig                               bool
+	ov                                        serveOverrides
+}
+
+// parseServeArgs reads serve's flags.
+func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
+	var f serveFlags
 	fs := flag.NewFlagSet("floodgate serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configFile := fs.String("config", "", "configuration `file` (YAML); without it, the defaults printed by --print-config")
-	rulesFile := fs.String("rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
-	storeURL := fs.String("store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
-	logLevel := fs.String("log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
-	printConfig := fs.Bool("print-config", false, "print the documented default configuration and exit")
+	fs.StringVar(&f.configFile, "config", "", "configuration `file` (YAML); without it, the defaults printed by --print-config")
+	fs.StringVar(&f.rulesFile, "rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
+	fs.StringVar(&f.storeURL, "store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
+	fs.StringVar(&f.logLevel, "log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
+	fs.BoolVar(&f.printConfig, "print-config", false, "print the documented default configuration and exit")
+	fs.StringVar(&f.ov.http, "http", "", "HTTP listener `address` host:port (JSON API, /json, metrics, health, status page), overriding the config; \"off\" disables it")
+	fs.StringVar(&f.ov.grpc, "grpc", "", "gRPC listener `address` host:port (Envoy Rate Limit Service), overriding the config; \"off\" disables it")
+	fs.StringVar(&f.ov.gateway, "gateway", "", "gateway listener `address` host:port, overriding the config (the gateway runs only with routes in the config)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--store URL] [--log-level LEVEL]\n\n"+
+		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--http ADDR] [--grpc ADDR] [--gateway ADDR]\n"+
+			"                      [--store URL] [--log-level LEVEL] [--print-config]\n\n"+
 			"Serves the Envoy Rate Limit Service (gRPC, default 127.0.0.1:8081), the JSON API, metrics,\n"+
 			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
 			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n"+
+			"Flags override the configuration file. In a container, listen on every interface:\n"+
+			"--http 0.0.0.0:8080 --grpc 0.0.0.0:8081.\n"+
 			"Exit status: 0 after a clean shutdown, %d when shutdown cut off requests or could not\n"+
 			"push unsynced counts, 2 for other errors.\n\n", exitUncleanShutdown)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return f, err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("serve takes no arguments; got %q", fs.Args())
+		return f, fmt.Errorf("serve takes no arguments; got %q", fs.Args())
+	}
+	return f, nil
+}
+
+// config is the server configuration: the file's (or the defaults), with
+// the flags' overrides.
+func (f serveFlags) config() (server.Config, error) {
+	cfg := server.DefaultConfig()
+	if f.configFile != "" {
+		var err error
+		if cfg, err = server.LoadConfig(f.configFile); err != nil {
+			return cfg, fmt.Errorf("--config: configuration file: %w", err)
+		}
+	}
+	rulesFrom := "rules: in the configuration"
+	if f.rulesFile != "" {
+		cfg.Rules, rulesFrom = f.rulesFile, "--rules"
+	}
+	if f.logLevel != "" {
+		cfg.Log.Level = f.logLevel
+	}
+	if err := f.ov.apply(&cfg); err != nil {
+		return cfg, err
+	}
+	if f.storeURL != "" {
+		if err := cfg.Store.SetURL(f.storeURL); err != nil {
+			return cfg, fmt.Errorf("--store: %v", err)
+		}
+	}
+	if cfg.Rules != "" {
+		if _, err := os.Stat(cfg.Rules); err != nil {
+			return cfg, fmt.Errorf("%s: rule file %s: %w", rulesFrom, cfg.Rules, errors.Unwrap(err))
+		}
+	}
+	return cfg, nil
+}
+
+// runServe runs the rate-limit server until SIGINT or SIGTERM, then shuts
+// it down gracefully.
+func runServe(args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeArgs(args, stderr)
+	if err != nil {
+		return err
 	}
 	// The server's heap is small and short-lived per call, so collecting
 	// less often buys throughput for little memory: 28,300 calls/s against
@@ -47,27 +103,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	if *printConfig {
+	if f.printConfig {
 		_, err := stdout.Write(server.DefaultYAML())
 		return err
 	}
-	cfg := server.DefaultConfig()
-	if *configFile != "" {
-		var err error
-		if cfg, err = server.LoadConfig(*configFile); err != nil {
-			return err
-		}
-	}
-	if *rulesFile != "" {
-		cfg.Rules = *rulesFile
-	}
-	if *logLevel != "" {
-		cfg.Log.Level = *logLevel
-	}
-	if *storeURL != "" {
-		if err := cfg.Store.SetURL(*storeURL); err != nil {
-			return fmt.Errorf("--store: %v", err)
-		}
+	cfg, err := f.config()
+	if err != nil {
+		return err
 	}
 	log, err := server.NewLogger(cfg.Log, stderr)
 	if err != nil {
@@ -87,7 +129,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	srv, err := server.New(ctx, cfg, log)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
 	if err := srv.Run(ctx); err != nil {
 		if errors.Is(err, server.ErrUncleanShutdown) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// seed003Coverage is seed 003's coverage table.
-const seed003Coverage = `-- coverage: which placement counts a request --
+// gatewayStudyCoverage is the gateway study's coverage table.
+const gatewayStudyCoverage = `-- coverage: which placement counts a request --
 path                access        gateway  middle layer
 /loan/borrow        gateway       counted       counted
 /loan/borrow        direct        skipped       counted
@@ -20,13 +20,13 @@ path                access        gateway  middle layer
 of 8 path-access pairs, the gateway sees 2, the middle layer sees 6; 2 pairs are outside every placement
 `
 
-func TestSimCoverageReproducesSeed003(t *testing.T) {
+func TestSimCoverageReproducesGatewayStudy(t *testing.T) {
 	var out, errb strings.Builder
 	if err := runSimCoverage(nil, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	if !strings.HasPrefix(out.String(), seed003Coverage) {
-		t.Fatalf("table differs from seed 003's:\n%s\nwant:\n%s", out.String(), seed003Coverage)
+	if !strings.HasPrefix(out.String(), gatewayStudyCoverage) {
+		t.Fatalf("table differs from the gateway study's:\n%s\nwant:\n%s", out.String(), gatewayStudyCoverage)
 	}
 	for _, want := range []string{
 		"GET  /loan-bulk/list  NOT COVERED by any rule",

@@ -65,13 +65,13 @@ type distDoc struct {
 }
 
 // runSimDistributed drives N real limiter nodes (package distributed) under
-// a virtual clock through seed 000's distributed-counter experiment.
+// a virtual clock through the reference design's distributed-counter experiment.
 func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("floodgate sim distributed", flag.ContinueOnError)
 	var lf limitFlags
 	lf.register(fs, false)
 	fs.StringVar(&lf.algorithm, "algorithm", algorithm.FixedWindow,
-		"algorithm; fixed-window (one counter whose single window spans the run) is seed 000's global counter")
+		"algorithm; fixed-window (one counter whose single window spans the run) is the reference design's global counter")
 	nodes := fs.Int("nodes", 8, "limiter nodes: N")
 	rates := fs.String("rates", "10,90", "client rates in requests per second, comma-separated")
 	intervals := fs.String("intervals", "200ms,1s,2s,5s",
@@ -81,7 +81,7 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the tables as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim distributed [flags]")
-		fmt.Fprintln(stderr, "\nRuns seed 000's distributed-counter experiment with real limiter nodes under a")
+		fmt.Fprintln(stderr, "\nRuns the distributed-counter experiment of a published rate-limiter design (the\nreference design, whose tables it reproduces) with real limiter nodes under a")
 		fmt.Fprintln(stderr, "virtual clock: one client sending --rates requests per second for one window,")
 		fmt.Fprintln(stderr, "each request sent to a node picked by a seeded generator, through the centralized,")
 		fmt.Fprintln(stderr, "split and delayed arrangements, then a sweep of delayed-sync intervals.")
@@ -259,7 +259,7 @@ func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 	return doc, nil
 }
 
-// lcg is seed 000's 32-bit linear congruential generator.
+// lcg is the reference design's 32-bit linear congruential generator.
 type lcg uint32
 
 // node advances the generator and returns floor(u·n) for u = s/2^32.
@@ -277,26 +277,9 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 	}
 	epoch := sim.Epoch(p.limit.Window)
 	var now time.Time
-	clock := func() time.Time { return now }
-	nodes := make([]*distributed.Node, p.nodes)
-	for i := range nodes {
-		nodes[i], err = distributed.New(distributed.Options{
-			Arrangement:  arr,
-			Nodes:        p.nodes,
-			Interval:     interval,
-			Deadline:     5 * time.Second, // the simulator measures counts, not latency
-			SyncDeadline: 10 * time.Second,
-			Shared:       sh,
-			Syncer:       sh.nodeSyncer(),
-			StoreName:    sh.name,
-			ID:           fmt.Sprintf("%s-node%d", key, i),
-			Clock:        clock,
-			ManualSync:   true,
-			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the seed
-		})
-		if err != nil {
-			return distRow{}, err
-		}
+	nodes, err := simNodes(p, sh, arr, interval, key, func() time.Time { return now })
+	if err != nil {
+		return distRow{}, err
 	}
 	n := int(int64(rate) * int64(p.limit.Window) / int64(time.Second))
 	row := distRow{Rate: rate, Arrangement: arr, Requests: n}
@@ -312,29 +295,11 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 		now = epoch.Add(t)
 		j := g.node(p.nodes)
 		if arr == distributed.Delayed {
-			var due []int
-			for k := range nodes {
-				if t-lastSync[k] >= interval {
-					due = append(due, k)
-					lastSync[k] = t
-				}
+			pulls, err := syncDue(ctx, nodes, sh, lastSync, t, interval)
+			if err != nil {
+				return row, fmt.Errorf("%s %w", arr, err)
 			}
-			// Every due node pushes and pulls (one touch each); then all but
-			// the last pull again, so each sees the whole round's counts,
-			// as the seed's model (one global snapshot per round) does.
-			sh.counting.Store(true)
-			for _, k := range due {
-				if err := nodes[k].Sync(ctx); err != nil {
-					return row, fmt.Errorf("%s node %d sync at %v: %w", arr, k, t, err)
-				}
-			}
-			sh.counting.Store(false)
-			for x := 0; x+1 < len(due); x++ {
-				if err := nodes[due[x]].Sync(ctx); err != nil {
-					return row, fmt.Errorf("%s node %d sync at %v: %w", arr, due[x], t, err)
-				}
-				row.RefreshPulls++
-			}
+			row.RefreshPulls += pulls
 		}
 		d, err := nodes[j].DecideOne(ctx, now.UnixNano(), req)
 		if err != nil {
@@ -348,35 +313,106 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 		}
 	}
 	now = epoch.Add(p.limit.Window)
-	sh.counting.Store(true)
-	for k, nd := range nodes {
-		if err := nd.Close(ctx); err != nil {
-			return row, fmt.Errorf("%s node %d final push: %w", arr, k, err)
-		}
-		if h := nd.Health(); h.StoreErrors > 0 {
-			return row, fmt.Errorf("%s node %d saw %d store errors, last: %s", arr, k, h.StoreErrors, h.LastError)
-		}
+	if err := closeSimNodes(ctx, nodes, sh, arr); err != nil {
+		return row, err
 	}
-	sh.counting.Store(false)
 	switch arr {
 	case distributed.Centralized:
 		row.Touches = sh.decides.Load()
 	case distributed.Delayed:
 		row.Touches = sh.syncs.Load()
 	}
+	row.score(p, accepted)
+	return row, nil
+}
+
+// simNodes makes p.nodes nodes of the arrangement on sh, synchronized by
+// hand (Sync) and reading time from clock.
+func simNodes(p distParams, sh *sharedStore, arr string, interval time.Duration, key string, clock func() time.Time) ([]*distributed.Node, error) {
+	nodes := make([]*distributed.Node, p.nodes)
+	for i := range nodes {
+		var err error
+		nodes[i], err = distributed.New(distributed.Options{
+			Arrangement:  arr,
+			Nodes:        p.nodes,
+			Interval:     interval,
+			Deadline:     5 * time.Second, // the simulator measures counts, not latency
+			SyncDeadline: 10 * time.Second,
+			Shared:       sh,
+			Syncer:       sh.nodeSyncer(),
+			StoreName:    sh.name,
+			ID:           fmt.Sprintf("%s-node%d", key, i),
+			Clock:        clock,
+			ManualSync:   true,
+			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the reference design
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nodes, nil
+}
+
+// syncDue synchronizes, at t, the delayed nodes whose interval has passed
+// since their last sync, and returns the extra pulls made.
+func syncDue(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, lastSync []time.Duration, t, interval time.Duration) (pulls int64, err error) {
+	var due []int
+	for k := range nodes {
+		if t-lastSync[k] >= interval {
+			due = append(due, k)
+			lastSync[k] = t
+		}
+	}
+	// Every due node pushes and pulls (one touch each); then all but
+	// the last pull again, so each sees the whole round's counts,
+	// as the reference design's model (one global snapshot per round) does.
+	sh.counting.Store(true)
+	for _, k := range due {
+		if err := nodes[k].Sync(ctx); err != nil {
+			return pulls, fmt.Errorf("node %d sync at %v: %w", k, t, err)
+		}
+	}
+	sh.counting.Store(false)
+	for x := 0; x+1 < len(due); x++ {
+		if err := nodes[due[x]].Sync(ctx); err != nil {
+			return pulls, fmt.Errorf("node %d sync at %v: %w", due[x], t, err)
+		}
+		pulls++
+	}
+	return pulls, nil
+}
+
+// closeSimNodes closes the nodes (their final push counts as touches) and
+// fails if any saw a store error.
+func closeSimNodes(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, arr string) error {
+	sh.counting.Store(true)
+	defer sh.counting.Store(false)
+	for k, nd := range nodes {
+		if err := nd.Close(ctx); err != nil {
+			return fmt.Errorf("%s node %d final push: %w", arr, k, err)
+		}
+		if h := nd.Health(); h.StoreErrors > 0 {
+			return fmt.Errorf("%s node %d saw %d store errors, last: %s", arr, k, h.StoreErrors, h.LastError)
+		}
+	}
+	return nil
+}
+
+// score sets the row's figures from the accepted requests: the busiest
+// window, the overshoot, false rejects and whether it passes.
+func (row *distRow) score(p distParams, accepted []sim.Event) {
 	limit := p.limit.Limit
 	row.Busiest = sim.Busiest(accepted, p.limit.Window)
 	row.Overshoot = max(0, row.Busiest-limit)
 	row.Ratio = math.Round(float64(row.Busiest)/float64(limit)*1000) / 1000
-	if int64(n) <= limit {
+	if int64(row.Requests) <= limit {
 		row.FalseRejects = row.Rejected
 	}
 	row.TouchesPerS = math.Round(float64(row.Touches)/p.limit.Window.Seconds()*10) / 10
 	row.Passes = float64(row.Busiest) <= 1.1*float64(limit)
-	return row, nil
 }
 
-// seedFigures are seed 000's published tables (its defaults): accepted
+// seedFigures are the reference design's published tables (its defaults): accepted
 // per (rate, arrangement), and accepted per sync interval at 90/s.
 var seedFigures = struct {
 	accepted  map[string]int
@@ -396,7 +432,7 @@ var seedFigures = struct {
 	},
 }
 
-// seedDefaults reports whether p is seed 000's experiment.
+// seedDefaults reports whether p is the reference design's experiment.
 func seedDefaults(p distParams) bool {
 	return p.limit.Algorithm == algorithm.FixedWindow && p.limit.Limit == 600 &&
 		p.limit.Window == time.Minute && p.nodes == 8 && p.seed == 20260730
@@ -407,19 +443,19 @@ func seedDefaults(p distParams) bool {
 func distNotes(p distParams, doc distDoc) []string {
 	notes := []string{
 		fmt.Sprintf("Each arrangement runs %d real limiter nodes (package distributed) sharing one %s store under a virtual clock; "+
-			"request i is sent at floor(i*1e9/rate) ns to node floor(u*%d), u from the seed's 32-bit LCG.", p.nodes, doc.Store, p.nodes),
+			"request i is sent at floor(i*1e9/rate) ns to node floor(u*%d), u from the reference design's 32-bit LCG.", p.nodes, doc.Store, p.nodes),
 		"Centralized touches are the shared store's decision calls, one per request. Split nodes enforce " +
 			fmt.Sprintf("floor(%d/%d) = %d each and never touch the store.", p.limit.Limit, p.nodes, distributed.SplitConfig(p.limit, p.nodes).Limit),
 		"Delayed touches are counted Sync calls: each node's push-and-pull when its interval has passed, plus its final push on Close. " +
-			"To make each round one global snapshot as in the seed's model, every node but the last pulls once more after all have pushed; " +
+			"To make each round one global snapshot as in the reference design's model, every node but the last pulls once more after all have pushed; " +
 			"those refresh pulls (refresh_pulls in --json) are a simulator device and not counted.",
 	}
 	if p.limit.Algorithm == algorithm.FixedWindow {
 		notes = append(notes, fmt.Sprintf("fixed-window with a %v window aligned to virtual time zero: the run lasts one window, "+
-			"so the nodes share one global counter, which is seed 000's model.", p.limit.Window))
+			"so the nodes share one global counter, which is the reference design's model.", p.limit.Window))
 	}
 	if !seedDefaults(p) {
-		return append(notes, "The parameters differ from seed 000's (fixed-window, 600 per 60s, 8 nodes, seed 20260730), so its tables do not apply.")
+		return append(notes, "The parameters differ from the reference design's (fixed-window, 600 per 60s, 8 nodes, seed 20260730), so its tables do not apply.")
 	}
 	var diffs []string
 	for _, r := range doc.Arrangements {
@@ -442,11 +478,11 @@ func distNotes(p distParams, doc distDoc) []string {
 		}
 	}
 	if len(diffs) == 0 {
-		return append(notes, "Every figure equals seed 000's tables.")
+		return append(notes, "Every figure equals the reference design's tables.")
 	}
 	return append(notes,
-		"Figures that differ from seed 000: "+strings.Join(diffs, "; ")+".",
-		"Why: the seed keeps time in floating-point seconds (t = i/rate) and syncs when t - lastSync >= 0.2. At 90/s, 0.6 - 0.4 "+
+		"Figures that differ from the reference design: "+strings.Join(diffs, "; ")+".",
+		"Why: the reference design keeps time in floating-point seconds (t = i/rate) and syncs when t - lastSync >= 0.2. At 90/s, 0.6 - 0.4 "+
 			"evaluates to 0.19999999999999996, so from its third sync on each sync lands one request (11.1 ms) late and its nodes "+
 			"resync every 19 requests instead of every 18. The simulator keeps exact nanoseconds, syncing at 200 ms, 400 ms, 600 ms, ...; "+
 			"the blind stretches around the moment the count reaches the limit fall differently, which moves the delayed 200 ms figure "+

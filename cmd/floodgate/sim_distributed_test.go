@@ -24,9 +24,9 @@ func runSimDistJSON(t *testing.T, args ...string) distDoc {
 	return doc
 }
 
-// TestSimDistributedSeedTables holds the defaults to seed 000's three
+// TestSimDistributedSeedTables holds the defaults to the reference design's three
 // tables. The one documented difference: with exact nanosecond time the
-// delayed 200 ms run accepts 612 where the seed's floating-point time gives
+// delayed 200 ms run accepts 612 where the reference design's floating-point time gives
 // 609 (and so rejects 4788 and overshoots by 12).
 func TestSimDistributedSeedTables(t *testing.T) {
 	doc := runSimDistJSON(t)

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The four key choices reproduce seed 003's table exactly, through the rule
+// The four key choices reproduce the gateway study's table exactly, through the rule
 // engine; the fifth shows per-member and global limits together.
 func TestSimKeysSeedTable(t *testing.T) {
 	var out bytes.Buffer

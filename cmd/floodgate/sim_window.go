@@ -22,7 +22,7 @@ var windowNotes = []string{
 	"leaky-bucket delays instead of rejecting: an accepted request counts in the busiest window at its arrival time plus its delay.",
 }
 
-// runSimWindow runs seed 000's three patterns through every algorithm.
+// runSimWindow runs the three reference patterns through every algorithm.
 func runSimWindow(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("floodgate sim window", flag.ContinueOnError)
 	var lf limitFlags
@@ -32,7 +32,7 @@ func runSimWindow(args []string, stdout, stderr io.Writer) error {
 	svg := fs.String("svg", "", "also draw the runs as an SVG chart into `FILE`")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim window [flags]")
-		fmt.Fprintln(stderr, "\nRuns seed 000's patterns (uniform 2x, piled at boundary, spaced at the limit)")
+		fmt.Fprintln(stderr, "\nRuns three patterns (uniform 2x, piled at the window boundary, spaced at the limit)")
 		fmt.Fprintln(stderr, "through every algorithm, each in a fresh real limiter under a virtual clock.")
 		fs.PrintDefaults()
 	}
@@ -44,7 +44,7 @@ func runSimWindow(args []string, stdout, stderr io.Writer) error {
 	for _, name := range algorithm.Names {
 		c, err := lf.config(name)
 		if err != nil {
-			return fmt.Errorf("sim window: %w", err)
+			return fmt.Errorf("sim window: --svg: %w", err)
 		}
 		limits = append(limits, c)
 	}

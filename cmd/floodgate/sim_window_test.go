@@ -10,7 +10,7 @@ import (
 )
 
 // TestSimWindowSeedTable runs the command with its defaults and holds the
-// fixed-window, sliding-window and token-bucket rows to seed 000's table.
+// fixed-window, sliding-window and token-bucket rows to the reference design's table.
 func TestSimWindowSeedTable(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := dispatch([]string{"sim", "window", "--json"}, &out, &errOut); err != nil {
@@ -48,14 +48,14 @@ func TestSimWindowSeedTable(t *testing.T) {
 			}
 			found++
 			if got := (row{r.Accepted, r.Rejected, r.Busiest}); got != w {
-				t.Errorf("%s/%s: accepted/rejected/busiest = %v, seed 000 says %v", p.Name, r.Algorithm, got, w)
+				t.Errorf("%s/%s: accepted/rejected/busiest = %v, the reference design says %v", p.Name, r.Algorithm, got, w)
 			}
 			if r.Overshoot != r.Busiest-600 || r.Ratio != float64(int(float64(r.Busiest)/600*1000+0.5))/1000 {
 				t.Errorf("%s/%s: overshoot %d, ratio %v for busiest %d", p.Name, r.Algorithm, r.Overshoot, r.Ratio, r.Busiest)
 			}
 		}
 		if found != 3 {
-			t.Errorf("%s: found %d of the seed's three algorithms", p.Name, found)
+			t.Errorf("%s: found %d of the reference design's three algorithms", p.Name, found)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/sim"
 	"github.com/floodgate-dev/floodgate/internal/trace"
@@ -61,56 +62,77 @@ func runSimWorst(args []string, stdout, stderr io.Writer) error {
 		return err // sim's errors name the package already
 	}
 	elapsed := time.Since(start)
-	L := cfg.Limit
-	over, comp := res.Overshoot, res.Compliant
-	maxSent := sim.Busiest(sim.Sent(comp.Requests), cfg.Window)
 	if *traceOut != "" {
 		if err := writeWorstTrace(*traceOut, describe(cfg), res); err != nil {
 			return fmt.Errorf("sim worst: %w", err)
 		}
 	}
 	if *asJSON {
-		type finding struct {
-			Requests     int     `json:"requests"`
-			Accepted     int     `json:"accepted"`
-			Rejected     int     `json:"rejected"`
-			Busiest      int64   `json:"busiest"`
-			Ratio        float64 `json:"ratio"`
-			FalseRejects int     `json:"false_rejects"`
-			MaxSent      int64   `json:"max_sent_in_window"`
-			Origin       string  `json:"origin"`
-		}
-		mk := func(f sim.Finding) finding {
-			return finding{len(f.Requests), f.Accepted, f.Rejected, f.Busiest,
-				math.Round(float64(f.Busiest)/float64(L)*1000) / 1000, f.FalseRejects,
-				sim.Busiest(sim.Sent(f.Requests), cfg.Window), f.Origin}
-		}
-		return writeJSON(stdout, struct {
-			Algorithm string  `json:"algorithm"`
-			Limit     int64   `json:"limit"`
-			WindowMS  int64   `json:"window_ms"`
-			Seed      uint64  `json:"seed"`
-			Runs      int     `json:"runs"`
-			Overshoot finding `json:"overshoot"`
-			Compliant finding `json:"compliant"`
-		}{cfg.Algorithm, L, cfg.Window.Milliseconds(), *seed, res.Runs, mk(over), mk(comp)})
+		return writeWorstJSON(stdout, cfg, *seed, res)
 	}
-	fmt.Fprintf(stdout, "sim worst: %s\n", describe(cfg))
-	fmt.Fprintf(stdout, "searched %d limiter runs in %v (seed %d, budget %d per search)\n\n", res.Runs, elapsed.Round(time.Millisecond), *seed, *budget)
-	fmt.Fprintf(stdout, "(a) busiest window: %d accepted inside one %v interval = x%.3f the limit %d\n", over.Busiest, cfg.Window, float64(over.Busiest)/float64(L), L)
-	fmt.Fprintf(stdout, "    pattern: %d requests, %d accepted, %d rejected; from %s\n", len(over.Requests), over.Accepted, over.Rejected, over.Origin)
-	fmt.Fprintf(stdout, "(b) false rejects: %d of %d requests of a compliant pattern were rejected\n", comp.Rejected, len(comp.Requests))
-	fmt.Fprintf(stdout, "    the pattern never sends more than %d in any %v (checked: at most %d); from %s\n", L, cfg.Window, maxSent, comp.Origin)
+	printWorst(stdout, cfg, res, worstRun{seed: *seed, budget: *budget, elapsed: elapsed, traceOut: *traceOut})
+	return nil
+}
+
+// worstFinding is one finding in sim worst's JSON report.
+type worstFinding struct {
+	Requests     int     `json:"requests"`
+	Accepted     int     `json:"accepted"`
+	Rejected     int     `json:"rejected"`
+	Busiest      int64   `json:"busiest"`
+	Ratio        float64 `json:"ratio"`
+	FalseRejects int     `json:"false_rejects"`
+	MaxSent      int64   `json:"max_sent_in_window"`
+	Origin       string  `json:"origin"`
+}
+
+// writeWorstJSON writes the findings of a search with seed as JSON.
+func writeWorstJSON(w io.Writer, cfg floodgate.Limit, seed uint64, res sim.WorstResult) error {
+	L := cfg.Limit
+	mk := func(f sim.Finding) worstFinding {
+		return worstFinding{len(f.Requests), f.Accepted, f.Rejected, f.Busiest,
+			math.Round(float64(f.Busiest)/float64(L)*1000) / 1000, f.FalseRejects,
+			sim.Busiest(sim.Sent(f.Requests), cfg.Window), f.Origin}
+	}
+	return writeJSON(w, struct {
+		Algorithm string       `json:"algorithm"`
+		Limit     int64        `json:"limit"`
+		WindowMS  int64        `json:"window_ms"`
+		Seed      uint64       `json:"seed"`
+		Runs      int          `json:"runs"`
+		Overshoot worstFinding `json:"overshoot"`
+		Compliant worstFinding `json:"compliant"`
+	}{cfg.Algorithm, L, cfg.Window.Milliseconds(), seed, res.Runs, mk(res.Overshoot), mk(res.Compliant)})
+}
+
+// worstRun is how a search ran, for its text report.
+type worstRun struct {
+	seed     uint64
+	budget   int
+	elapsed  time.Duration
+	traceOut string
+}
+
+// printWorst writes the findings as text.
+func printWorst(w io.Writer, cfg floodgate.Limit, res sim.WorstResult, run worstRun) {
+	L := cfg.Limit
+	over, comp := res.Overshoot, res.Compliant
+	maxSent := sim.Busiest(sim.Sent(comp.Requests), cfg.Window)
+	fmt.Fprintf(w, "sim worst: %s\n", describe(cfg))
+	fmt.Fprintf(w, "searched %d limiter runs in %v (seed %d, budget %d per search)\n\n", res.Runs, run.elapsed.Round(time.Millisecond), run.seed, run.budget)
+	fmt.Fprintf(w, "(a) busiest window: %d accepted inside one %v interval = x%.3f the limit %d\n", over.Busiest, cfg.Window, float64(over.Busiest)/float64(L), L)
+	fmt.Fprintf(w, "    pattern: %d requests, %d accepted, %d rejected; from %s\n", len(over.Requests), over.Accepted, over.Rejected, over.Origin)
+	fmt.Fprintf(w, "(b) false rejects: %d of %d requests of a compliant pattern were rejected\n", comp.Rejected, len(comp.Requests))
+	fmt.Fprintf(w, "    the pattern never sends more than %d in any %v (checked: at most %d); from %s\n", L, cfg.Window, maxSent, comp.Origin)
 	switch cfg.Algorithm {
 	case algorithm.Concurrency:
-		fmt.Fprintln(stdout, "note: concurrency caps requests in flight, not a rate; each request is released right after its decision, so (a) only reflects the pattern size cap.")
+		fmt.Fprintln(w, "note: concurrency caps requests in flight, not a rate; each request is released right after its decision, so (a) only reflects the pattern size cap.")
 	case algorithm.LeakyBucket:
-		fmt.Fprintln(stdout, "note: leaky-bucket requests count at their arrival time plus their delay.")
+		fmt.Fprintln(w, "note: leaky-bucket requests count at their arrival time plus their delay.")
 	}
-	if *traceOut != "" {
-		fmt.Fprintf(stdout, "trace written to %s (replay with: floodgate verify --algorithm %s --trace %s)\n", *traceOut, cfg.Algorithm, *traceOut)
+	if run.traceOut != "" {
+		fmt.Fprintf(w, "trace written to %s (replay with: floodgate verify --algorithm %s --trace %s)\n", run.traceOut, cfg.Algorithm, run.traceOut)
 	}
-	return nil
 }
 
 // writeWorstTrace writes both findings as one trace, the busiest pattern on
@@ -127,7 +149,7 @@ func writeWorstTrace(path, what string, res sim.WorstResult) error {
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].TimeMS < recs[j].TimeMS })
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("--trace-out: %w", err)
 	}
 	comments := []string{
 		"floodgate sim worst: " + what,

@@ -40,7 +40,7 @@ func (f *limitFlags) register(fs *flag.FlagSet, withAlgorithm bool) {
 	fs.Int64Var(&f.limit, "limit", 600, "requests (cost units) allowed per window: L")
 	fs.DurationVar(&f.window, "window", time.Minute, "window the limit applies to: W")
 	fs.IntVar(&f.slices, "slices", 12, "slices of the sliding window")
-	fs.Int64Var(&f.bucket, "bucket", 60, "token-bucket capacity in tokens (seed 000: 60); it refills at --rate")
+	fs.Int64Var(&f.bucket, "bucket", 60, "token-bucket capacity in tokens (60 in the reference patterns of sim window); it refills at --rate")
 	fs.Float64Var(&f.rate, "rate", 0, "token-bucket and leaky-bucket rate per second (0: limit/window)")
 	fs.Int64Var(&f.burst, "burst", 0, "gcra burst (0: the algorithm's default, 1)")
 	fs.Float64Var(&f.tolerance, "tolerance", 0, "bounded-log tolerance e (0: the algorithm's default, 0.05)")
@@ -173,7 +173,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	f, err := os.Open(*path)
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return fmt.Errorf("verify: --trace: trace file: %w", err)
 	}
 	recs, err := trace.Parse(f, *path)
 	f.Close()

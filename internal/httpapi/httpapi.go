@@ -63,7 +63,9 @@ type Options struct {
 type CheckRequest struct {
 	Domain      string       `json:"domain"`
 	Descriptors []Descriptor `json:"descriptors"`
-	Hits        int64        `json:"hits"`
+	// Hits is left out when 0 (which means 1), so a plain request is also
+	// a valid envoyproxy/ratelimit POST /json body.
+	Hits int64 `json:"hits,omitempty"`
 	// Peek checks without counting: see rules.Request.Peek.
 	Peek bool `json:"peek,omitempty"`
 }
@@ -123,6 +125,13 @@ type CheckResponse struct {
 	RetryAfter int64 `json:"retry_after"`
 	// Statuses holds every rule that applied, in rule order.
 	Statuses []Status `json:"statuses"`
+	// Unmatched is set when no rule applied, so the request was not
+	// limited: "domain" when no rule set has the request's domain, "rules"
+	// when the domain's rules match none of its descriptors. It is left out
+	// when a rule applied.
+	Unmatched string `json:"unmatched,omitempty"`
+	// Note explains Unmatched in words.
+	Note string `json:"note,omitempty"`
 }
 
 // Status is one rule's part in a decision.
@@ -246,7 +255,9 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusServiceUnavailable, "the limiter could not decide: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, NewCheckResponse(res))
+	out := NewCheckResponse(res)
+	finishCheck(w.Header(), &out, res, a.o.Engine.Set())
+	writeJSON(w, http.StatusOK, out)
 }
 
 // toRequest checks the request against the engine's bounds and converts it.

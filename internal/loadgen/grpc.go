@@ -10,9 +10,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
+
+// rlsUnmatchedHeader is rls.UnmatchedHeader (the generator does not import
+// the server's packages).
+const rlsUnmatchedHeader = "floodgate-unmatched"
 
 // shouldRateLimit is the full method name of the RLS call.
 const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -27,6 +32,10 @@ const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRate
 type grpcCaller struct {
 	conns []*grpc.ClientConn
 	reqs  []encoded
+	// hdr[w] receives worker w's response header (floodgate-unmatched);
+	// each worker makes one call at a time, so one option each is reused.
+	hdr  []metadata.MD
+	opts [][]grpc.CallOption
 }
 
 // encoded is a message already in wire format.
@@ -97,6 +106,11 @@ func newGRPCCaller(c *Config, host string) (*grpcCaller, error) {
 		}
 		g.conns = append(g.conns, cc)
 	}
+	g.hdr = make([]metadata.MD, c.Concurrency)
+	g.opts = make([][]grpc.CallOption, c.Concurrency)
+	for w := range g.opts {
+		g.opts[w] = []grpc.CallOption{grpc.Header(&g.hdr[w])}
+	}
 	g.reqs = make([]encoded, c.Keys)
 	for k := range c.Keys {
 		req := &rls.RateLimitRequest{Domain: c.Domain, HitsAddend: c.Hits}
@@ -121,11 +135,14 @@ var errUnknownCode = errors.New("overall_code UNKNOWN (the server must answer OK
 
 func (g *grpcCaller) call(ctx context.Context, worker, key int) (Outcome, error) {
 	var oc overallCode
-	if err := g.conns[worker%len(g.conns)].Invoke(ctx, shouldRateLimit, g.reqs[key], &oc); err != nil {
+	if err := g.conns[worker%len(g.conns)].Invoke(ctx, shouldRateLimit, g.reqs[key], &oc, g.opts[worker]...); err != nil {
 		return Failed, err
 	}
 	switch oc.code {
 	case rls.RateLimitResponse_OK:
+		if len(g.hdr[worker][rlsUnmatchedHeader]) > 0 {
+			return Unmatched, nil
+		}
 		return Allowed, nil
 	case rls.RateLimitResponse_OVER_LIMIT:
 		return OverLimit, nil

@@ -26,6 +26,9 @@ type httpCaller struct {
 type checkResponse struct {
 	Allowed     *bool  `json:"allowed"`
 	OverallCode string `json:"overall_code"`
+	Unmatched   string `json:"unmatched"`
+	// OverallCodeCamel is envoyproxy/ratelimit's POST /json spelling.
+	OverallCodeCamel string `json:"overallCode"`
 }
 
 func newHTTPCaller(c *Config, url string) (*httpCaller, error) {
@@ -86,9 +89,14 @@ func (h *httpCaller) call(ctx context.Context, worker, key int) (Outcome, error)
 	if err := json.Unmarshal(body, &r); err != nil {
 		return Failed, fmt.Errorf("decoding /v1/check answer: %v", err)
 	}
+	if r.OverallCode == "" {
+		r.OverallCode = r.OverallCodeCamel
+	}
 	switch {
 	case r.OverallCode == "OVER_LIMIT" || (r.Allowed != nil && !*r.Allowed):
 		return OverLimit, nil
+	case r.Unmatched != "":
+		return Unmatched, nil
 	case r.OverallCode == "OK" || (r.Allowed != nil && *r.Allowed):
 		return Allowed, nil
 	default:

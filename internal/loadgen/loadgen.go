@@ -108,6 +108,11 @@ type Config struct {
 	ProgressCR    bool
 	// Seed makes the key sequence reproducible; zero picks one at random.
 	Seed uint64
+	// KeyHeader, with an http(s) target, switches to plain requests: GET
+	// Target (path as given) with this header set to "key-N" for the call's
+	// key number N, as clients of a gateway send. 2xx is allowed, 429 over
+	// limit.
+	KeyHeader string
 }
 
 func (c *Config) fill() error {
@@ -205,6 +210,9 @@ const (
 	Allowed Outcome = iota
 	OverLimit
 	Failed
+	// Unmatched is an allowed call no rule applied to: it was not limited
+	// (a domain the rules do not have, or descriptors no rule matches).
+	Unmatched
 )
 
 // caller makes calls to one kind of front end. call must be safe for
@@ -232,6 +240,9 @@ func newCaller(c *Config) (caller, error) {
 		if u.Host == "" {
 			return nil, fmt.Errorf("target %q: want http://HOST:PORT", c.Target)
 		}
+		if c.KeyHeader != "" {
+			return newPlainCaller(c, u.String()), nil
+		}
 		if u.Path == "" || u.Path == "/" {
 			u.Path = "/v1/check"
 		}
@@ -257,6 +268,11 @@ type Summary struct {
 	Allowed   uint64 `json:"allowed"`
 	OverLimit uint64 `json:"over_limit"`
 	Errors    uint64 `json:"errors"`
+	// Unmatched counts the allowed calls no rule applied to, so they were
+	// not limited (included in Allowed). The server says so in the
+	// floodgate-unmatched gRPC response header and in /v1/check's
+	// "unmatched" field; an /json target does not say, and counts none.
+	Unmatched uint64 `json:"unmatched"`
 	// Missed counts open-loop calls that were scheduled but never sent
 	// because the run ended with them still queued.
 	Missed uint64 `json:"missed,omitempty"`
@@ -310,6 +326,10 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "allowed     %d (%.1f%%)\n", s.Allowed, pct(s.Allowed))
 	fmt.Fprintf(w, "over-limit  %d (%.1f%%)\n", s.OverLimit, pct(s.OverLimit))
 	fmt.Fprintf(w, "errors      %d\n", s.Errors)
+	fmt.Fprintf(w, "unmatched   %d (%.1f%%) allowed because no rule applied (not limited)\n", s.Unmatched, pct(s.Unmatched))
+	if s.Calls > 0 && s.Unmatched == s.Calls {
+		fmt.Fprintf(w, "warning     no rule applied to any call: check -domain and -descriptor against the rules (GET /v1/rules)\n")
+	}
 	if s.ClientCPU > 0 && s.Seconds > 0 {
 		per := ""
 		if s.Calls > 0 {
@@ -330,7 +350,7 @@ func (s *Summary) WriteText(w io.Writer) {
 
 // counters are the live totals the progress line reads.
 type counters struct {
-	allowed, over, failed atomic.Uint64
+	allowed, over, failed, unmatched atomic.Uint64
 }
 
 func (c *counters) total() uint64 { return c.allowed.Load() + c.over.Load() + c.failed.Load() }
@@ -374,100 +394,146 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer cl.close()
 
-	var (
-		live   counters
-		errs   errorLog
-		hists  = make([]Histogram, cfg.Concurrency)
-		wg     sync.WaitGroup
-		stop   atomic.Bool
-		seq    atomic.Int64 // open loop: next scheduled call
-		seed   = cfg.Seed
-		runCtx context.Context
-		cancel context.CancelFunc
-	)
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	// Calls in flight when the run ends may finish; only a call still
-	// running a Timeout after the end is cut off.
-	runCtx, cancel = context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-
+	r := newRun(ctx, &cfg, cl)
+	defer r.cancel()
 	cpuBefore := processCPU()
-	start := time.Now()
-	end := start.Add(cfg.Duration)
-	var interval time.Duration
-	var scheduled int64
-	if cfg.Rate > 0 {
-		interval = time.Duration(float64(time.Second) / cfg.Rate)
-		if interval <= 0 {
-			interval = 1
-		}
-		scheduled = int64(cfg.Duration / interval)
+	done := make(chan struct{})
+	go func() { r.startWorkers(); close(done) }()
+	progressed := r.wait(ctx, done)
+	elapsed := time.Since(r.start)
+	cpu := processCPU() - cpuBefore
+	if progressed && cfg.ProgressCR {
+		fmt.Fprintln(cfg.Progress)
 	}
+	return r.summary(elapsed, cpu), nil
+}
+
+// run is the state of one Run: its schedule, the workers' tallies and the
+// context their calls run under.
+type run struct {
+	cfg   *Config
+	cl    caller
+	live  counters
+	errs  errorLog
+	hists []Histogram
+	stop  atomic.Bool
+	seq   atomic.Int64 // open loop: next scheduled call
+	seed  uint64
+
+	// Calls in flight when the run ends may finish; only a call still
+	// running a Timeout after the end is cut off (by cancel).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	start, end time.Time
+	interval   time.Duration // open loop: time between scheduled calls; 0 for closed loop
+	scheduled  int64         // open loop: calls in the schedule
 	// An open-loop run drains calls queued before the end for at most this
 	// long after it; the rest are counted as missed.
-	drainUntil := end.Add(cfg.Timeout)
+	drainUntil time.Time
+}
 
-	record := func(w int, began time.Time, o Outcome, err error) {
-		hists[w].Record(time.Since(began))
-		switch o {
-		case Allowed:
-			live.allowed.Add(1)
-		case OverLimit:
-			live.over.Add(1)
-		default:
-			live.failed.Add(1)
-			if err != nil {
-				errs.add(err)
-			}
-		}
+// newRun lays out the schedule of a run starting now.
+func newRun(ctx context.Context, cfg *Config, cl caller) *run {
+	r := &run{cfg: cfg, cl: cl, hists: make([]Histogram, cfg.Concurrency), seed: cfg.Seed}
+	if r.seed == 0 {
+		r.seed = rand.Uint64()
 	}
-	doCall := func(w, key int) (Outcome, error) {
-		cctx, ccancel := context.WithTimeout(runCtx, cfg.Timeout)
-		o, err := cl.call(cctx, w, key)
-		ccancel()
-		if err != nil {
-			o = Failed
+	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.start = time.Now()
+	r.end = r.start.Add(cfg.Duration)
+	if cfg.Rate > 0 {
+		r.interval = time.Duration(float64(time.Second) / cfg.Rate)
+		if r.interval <= 0 {
+			r.interval = 1
 		}
-		return o, err
+		r.scheduled = int64(cfg.Duration / r.interval)
 	}
+	r.drainUntil = r.end.Add(cfg.Timeout)
+	return r
+}
 
-	for w := range cfg.Concurrency {
+// startWorkers runs cfg.Concurrency workers and returns when all are done.
+func (r *run) startWorkers() {
+	var wg sync.WaitGroup
+	for w := range r.cfg.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(w)))
-			for !stop.Load() {
-				key := rng.IntN(cfg.Keys)
-				if interval == 0 {
-					if !time.Now().Before(end) {
-						return
-					}
-					began := time.Now()
-					o, err := doCall(w, key)
-					record(w, began, o, err)
-					continue
-				}
-				i := seq.Add(1) - 1
-				if i >= scheduled {
-					return
-				}
-				intended := start.Add(time.Duration(i) * interval)
-				if d := time.Until(intended); d > 0 {
-					time.Sleep(d)
-				} else if time.Now().After(drainUntil) {
-					return
-				}
-				o, err := doCall(w, key)
-				record(w, intended, o, err)
-			}
+			r.work(w)
 		}()
 	}
+	wg.Wait()
+}
 
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+// work is worker w's loop: back to back calls (closed loop) or the next
+// scheduled call at its intended time (open loop), until the run ends.
+func (r *run) work(w int) {
+	rng := rand.New(rand.NewPCG(r.seed, uint64(w)))
+	for !r.stop.Load() {
+		key := rng.IntN(r.cfg.Keys)
+		if r.interval == 0 {
+			if !time.Now().Before(r.end) {
+				return
+			}
+			began := time.Now()
+			o, err := r.call(w, key)
+			r.record(w, began, o, err)
+			continue
+		}
+		i := r.seq.Add(1) - 1
+		if i >= r.scheduled {
+			return
+		}
+		intended := r.start.Add(time.Duration(i) * r.interval)
+		if d := time.Until(intended); d > 0 {
+			time.Sleep(d)
+		} else if time.Now().After(r.drainUntil) {
+			return
+		}
+		o, err := r.call(w, key)
+		// Open loop: latency counts from the intended time, so a slow
+		// server's queueing is measured, not hidden.
+		r.record(w, intended, o, err)
+	}
+}
 
+// call makes one call for worker w under the per-call timeout.
+func (r *run) call(w, key int) (Outcome, error) {
+	cctx, ccancel := context.WithTimeout(r.ctx, r.cfg.Timeout)
+	o, err := r.cl.call(cctx, w, key)
+	ccancel()
+	if err != nil {
+		o = Failed
+	}
+	return o, err
+}
+
+// record counts one call's outcome and latency since began.
+func (r *run) record(w int, began time.Time, o Outcome, err error) {
+	r.hists[w].Record(time.Since(began))
+	switch o {
+	case Allowed:
+		r.live.allowed.Add(1)
+	case Unmatched:
+		r.live.allowed.Add(1)
+		r.live.unmatched.Add(1)
+	case OverLimit:
+		r.live.over.Add(1)
+	default:
+		r.live.failed.Add(1)
+		if err != nil {
+			r.errs.add(err)
+		}
+	}
+}
+
+// wait returns when the workers are done (done closes), printing progress
+// meanwhile, and says whether it printed any. ctx being done stops the
+// workers after their current call; calls still running long after the end
+// are cut off.
+func (r *run) wait(ctx context.Context, done <-chan struct{}) (progressed bool) {
+	cfg := r.cfg
 	var tick <-chan time.Time
 	if cfg.Progress != nil {
 		t := time.NewTicker(cfg.ProgressEvery)
@@ -475,46 +541,48 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		tick = t.C
 	}
 	var lastN uint64
-	lastT := start
-	progressed := false
+	lastT := r.start
 	hardStop := time.NewTimer(cfg.Duration + 2*cfg.Timeout + time.Second)
 	defer hardStop.Stop()
 	stopCh := ctx.Done()
-wait:
 	for {
 		select {
 		case <-done:
-			break wait
+			return progressed
 		case <-stopCh:
-			stop.Store(true)
+			r.stop.Store(true)
 			stopCh = nil
 		case <-hardStop.C:
 			// Calls still running long after the end: cut them off.
-			stop.Store(true)
-			cancel()
+			r.stop.Store(true)
+			r.cancel()
 		case now := <-tick:
-			n := live.total()
-			rate := float64(n-lastN) / now.Sub(lastT).Seconds()
+			n := r.live.total()
+			r.progress(now, n, float64(n-lastN)/now.Sub(lastT).Seconds())
 			lastN, lastT = n, now
-			line := fmt.Sprintf("%5.1fs  %9d calls  %8.0f/s  allowed %d  over-limit %d  errors %d",
-				now.Sub(start).Seconds(), n, rate, live.allowed.Load(), live.over.Load(), live.failed.Load())
-			if cfg.ProgressCR {
-				fmt.Fprintf(cfg.Progress, "\r\033[K%s", line)
-			} else {
-				fmt.Fprintln(cfg.Progress, line)
-			}
 			progressed = true
 		}
 	}
-	elapsed := time.Since(start)
-	cpu := processCPU() - cpuBefore
-	if progressed && cfg.ProgressCR {
-		fmt.Fprintln(cfg.Progress)
-	}
+}
 
+// progress writes one progress line: n calls so far, at rate a second.
+func (r *run) progress(now time.Time, n uint64, rate float64) {
+	cfg, live := r.cfg, &r.live
+	line := fmt.Sprintf("%5.1fs  %9d calls  %8.0f/s  allowed %d  over-limit %d  errors %d",
+		now.Sub(r.start).Seconds(), n, rate, live.allowed.Load(), live.over.Load(), live.failed.Load())
+	if cfg.ProgressCR {
+		fmt.Fprintf(cfg.Progress, "\r\033[K%s", line)
+	} else {
+		fmt.Fprintln(cfg.Progress, line)
+	}
+}
+
+// summary totals a finished run that took elapsed and cpu.
+func (r *run) summary(elapsed, cpu time.Duration) *Summary {
+	cfg, live := r.cfg, &r.live
 	var h Histogram
-	for i := range hists {
-		h.Merge(&hists[i])
+	for i := range r.hists {
+		h.Merge(&r.hists[i])
 	}
 	s := &Summary{
 		Target:      cfg.Target,
@@ -525,16 +593,17 @@ wait:
 		Allowed:     live.allowed.Load(),
 		OverLimit:   live.over.Load(),
 		Errors:      live.failed.Load(),
+		Unmatched:   live.unmatched.Load(),
 		ClientCPU:   cpu.Seconds(),
 	}
 	s.Calls = s.Allowed + s.OverLimit + s.Errors
-	if interval > 0 {
+	if r.interval > 0 {
 		s.Mode = "open-loop"
 		s.Rate = cfg.Rate
 		// Calls drawn but never sent (the run ended, or they were still
 		// queued at the drain deadline) are missed.
-		if int64(s.Calls) < scheduled {
-			s.Missed = uint64(scheduled - int64(s.Calls))
+		if int64(s.Calls) < r.scheduled {
+			s.Missed = uint64(r.scheduled - int64(s.Calls))
 		}
 	}
 	if elapsed > 0 {
@@ -544,10 +613,10 @@ wait:
 		Min: ms(h.Min()), Mean: ms(h.Mean()), P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)),
 		P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max()),
 	}
-	errs.mu.Lock()
-	for _, m := range errs.order {
-		s.ErrorSamples = append(s.ErrorSamples, ErrorSample{Error: m, Count: errs.count[m]})
+	r.errs.mu.Lock()
+	for _, m := range r.errs.order {
+		s.ErrorSamples = append(s.ErrorSamples, ErrorSample{Error: m, Count: r.errs.count[m]})
 	}
-	errs.mu.Unlock()
-	return s, nil
+	r.errs.mu.Unlock()
+	return s
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,7 +90,25 @@ func checkExactlyFive(t *testing.T, target string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Errors != 0 || s.OverLimit != 0 || s.Allowed != s.Calls {
-		t.Errorf("unknown domain: %+v", s)
+	if s.Errors != 0 || s.OverLimit != 0 || s.Allowed != s.Calls || s.Unmatched != s.Calls {
+		t.Errorf("unknown domain: every call should be allowed and unmatched: %+v", s)
+	}
+	if s.Unmatched > 0 && s.Unmatched == s.Calls {
+		var out strings.Builder
+		s.WriteText(&out)
+		if !strings.Contains(out.String(), "unmatched   "+strconv.FormatUint(s.Calls, 10)+" (100.0%)") || !strings.Contains(out.String(), "no rule applied to any call") {
+			t.Errorf("summary does not show the unmatched share:\n%s", out.String())
+		}
+	}
+	// In the rules' domain, calls that match are not unmatched.
+	s, err = Run(context.Background(), Config{
+		Target: target, Concurrency: 2, Duration: 100 * time.Millisecond, Keys: 3, Domain: "loadtest",
+		Descriptors: []Descriptor{{{Key: "path", Value: "/x{}"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Unmatched != s.Calls || s.Calls == 0 {
+		t.Errorf("descriptors no rule matches: unmatched %d of %d calls", s.Unmatched, s.Calls)
 	}
 }

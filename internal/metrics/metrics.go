@@ -133,6 +133,10 @@ type Recorder struct {
 
 	reqAllowed, reqRejected, reqUnmatched, reqError prometheus.Counter
 
+	// unmatched counts requests no rule applied to by domain label
+	// (rules.UnmatchedLabel: a rule set's domain or "other").
+	unmatched *unmatchedCounts
+
 	// rules maps a rule name to its counters; it only grows (rule names
 	// are bounded by the rule file).
 	rulesMu sync.RWMutex
@@ -196,6 +200,17 @@ func New(opts ...Option) *Recorder {
 	}
 	r.start = r.now()
 	r.lastDecay = r.start
+	r.makeDecisionMetrics()
+	r.reg.MustRegister(r.decisions, r.requests, r.unmatched.vec, r.latency, r.reloads, r.lastLoad,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.reg.MustRegister(r.storeCollectors()...)
+	return r
+}
+
+// makeDecisionMetrics makes the metrics of decisions, requests and rule
+// reloads, with their fixed label values.
+func (r *Recorder) makeDecisionMetrics() {
 	r.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "floodgate_decisions_total",
 		Help: "Rule decisions by rule and result (allowed, rejected, shadow_rejected). A request counts once for every rule that applied to it.",
@@ -218,14 +233,18 @@ func New(opts ...Option) *Recorder {
 		Name: "floodgate_rule_reload_last_success_timestamp_seconds",
 		Help: "Unix time of the last successful rule reload (0 if none since start).",
 	})
+	r.unmatched = newUnmatchedCounts()
 	r.reqAllowed = r.requests.WithLabelValues(RequestAllowed)
 	r.reqRejected = r.requests.WithLabelValues(RequestRejected)
 	r.reqUnmatched = r.requests.WithLabelValues(RequestUnmatched)
 	r.reqError = r.requests.WithLabelValues(RequestError)
 	r.reloads.WithLabelValues("success")
 	r.reloads.WithLabelValues("failure")
+}
 
-	// Each store figure is read from the store's health when scraped.
+// storeCollectors are the store and synchronization figures, each read from
+// the store's health when scraped.
+func (r *Recorder) storeCollectors() []prometheus.Collector {
 	gauge := func(name, help string, f func(StoreHealth) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
 			func() float64 { return f(r.storeHealth()) })
@@ -285,11 +304,7 @@ func New(opts ...Option) *Recorder {
 		gauge("floodgate_store_deadline_seconds", "The adaptive deadline a decision's store call gets now.",
 			func(h StoreHealth) float64 { return h.Deadline.Seconds() }),
 	)
-	r.reg.MustRegister(r.decisions, r.requests, r.latency, r.reloads, r.lastLoad,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r.reg.MustRegister(storeCollectors...)
-	return r
+	return storeCollectors
 }
 
 // Registry returns the recorder's registry, so callers may add their own
@@ -334,6 +349,7 @@ func (r *Recorder) Observe(res rules.Result, elapsed time.Duration) {
 	case len(res.Statuses) == 0:
 		r.reqUnmatched.Inc()
 		r.totals.unmatched.Add(1)
+		r.unmatched.add(res)
 	case res.Allowed:
 		r.reqAllowed.Inc()
 		r.totals.allowed.Add(1)
@@ -468,6 +484,10 @@ type RequestStats struct {
 	Rejected  uint64 `json:"rejected"`
 	Unmatched uint64 `json:"unmatched"`
 	Errors    uint64 `json:"errors"`
+	// ByDomain counts the unmatched requests (no rule applied, so not
+	// limited) by domain: the rule set's domain they were checked in, or
+	// "other" for domains no rule set has.
+	ByDomain []UnmatchedStats `json:"unmatched_by_domain"`
 	// PerSec is the recent rate of checked requests of every kind.
 	PerSec float64 `json:"per_s"`
 	// RejectedPerSec is the recent rate of rejected requests.
@@ -552,30 +572,7 @@ func (r *Recorder) current(at time.Time) sample {
 func (r *Recorder) Snapshot() Snapshot {
 	now := r.now()
 	cur := r.current(now)
-
-	r.sampleMu.Lock()
-	base := sample{at: r.start}
-	// Drop samples older than the window, keeping the newest of them as the
-	// base if nothing younger is left.
-	for len(r.samples) > 1 && now.Sub(r.samples[1].at) >= rateWindow {
-		r.samples = r.samples[1:]
-	}
-	if len(r.samples) > 0 {
-		base = r.samples[0]
-	}
-	if len(r.samples) == 0 || now.Sub(r.samples[len(r.samples)-1].at) >= sampleEvery {
-		if len(r.samples) >= maxSamples {
-			r.samples = r.samples[1:]
-		}
-		r.samples = append(r.samples, cur)
-	}
-	// Fade the top-k: halve once per half-life that has passed.
-	for now.Sub(r.lastDecay) >= topHalfLife {
-		r.top.Decay(1, 2)
-		r.lastDecay = r.lastDecay.Add(topHalfLife)
-	}
-	r.sampleMu.Unlock()
-
+	base := r.keepSample(now, cur)
 	dt := now.Sub(base.at).Seconds()
 	rate := func(a, b uint64) float64 {
 		if dt <= 0 || a < b {
@@ -592,6 +589,7 @@ func (r *Recorder) Snapshot() Snapshot {
 			Rejected:  cur.rejected,
 			Unmatched: cur.unmatched,
 			Errors:    cur.errors,
+			ByDomain:  r.unmatched.snapshot(),
 		},
 		Store: r.storeHealth(),
 		Reloads: ReloadStats{
@@ -612,33 +610,83 @@ func (r *Recorder) Snapshot() Snapshot {
 		t := time.Unix(0, ns)
 		snap.Reloads.Last = &t
 	}
-	for name, c := range cur.rules {
-		b := base.rules[name]
-		snap.Rules = append(snap.Rules, RuleStats{
-			Rule: name, Allowed: c[0], Rejected: c[1], ShadowRejected: c[2],
-			AllowedPerSec:        rate(c[0], b[0]),
-			RejectedPerSec:       rate(c[1], b[1]),
-			ShadowRejectedPerSec: rate(c[2], b[2]),
-		})
-	}
-	slices.SortFunc(snap.Rules, func(a, b RuleStats) int { return strings.Compare(a.Rule, b.Rule) })
-	for _, e := range r.top.Top(TopKeys) {
-		rule, key, shadow := splitTopKey(e.Key)
-		snap.TopRejected = append(snap.TopRejected, TopKey{Rule: rule, Key: key, Shadow: shadow, Count: e.Count, Err: e.Err})
-	}
+	snap.Rules = ruleRates(base, cur, rate)
+	snap.TopRejected = r.topRejected()
 	if snap.Rules == nil {
 		snap.Rules = []RuleStats{}
 	}
 	if snap.TopRejected == nil {
 		snap.TopRejected = []TopKey{}
 	}
-	// runtime/metrics reads the heap size without stopping the world.
+	snap.HeapBytes = heapBytes()
+	return snap
+}
+
+// keepSample keeps cur (taken at now) among the rate samples if the newest
+// is at least sampleEvery old, drops samples older than the window, fades
+// the top-k, and returns the base sample rates are computed against.
+func (r *Recorder) keepSample(now time.Time, cur sample) sample {
+	r.sampleMu.Lock()
+	defer r.sampleMu.Unlock()
+	base := sample{at: r.start}
+	// Drop samples older than the window, keeping the newest of them as the
+	// base if nothing younger is left.
+	for len(r.samples) > 1 && now.Sub(r.samples[1].at) >= rateWindow {
+		r.samples = r.samples[1:]
+	}
+	if len(r.samples) > 0 {
+		base = r.samples[0]
+	}
+	if len(r.samples) == 0 || now.Sub(r.samples[len(r.samples)-1].at) >= sampleEvery {
+		if len(r.samples) >= maxSamples {
+			r.samples = r.samples[1:]
+		}
+		r.samples = append(r.samples, cur)
+	}
+	// Fade the top-k: halve once per half-life that has passed.
+	for now.Sub(r.lastDecay) >= topHalfLife {
+		r.top.Decay(1, 2)
+		r.lastDecay = r.lastDecay.Add(topHalfLife)
+	}
+	return base
+}
+
+// ruleRates is each rule's counts in cur and their rates since base, by
+// rule name.
+func ruleRates(base, cur sample, rate func(a, b uint64) float64) []RuleStats {
+	var out []RuleStats
+	for name, c := range cur.rules {
+		b := base.rules[name]
+		out = append(out, RuleStats{
+			Rule: name, Allowed: c[0], Rejected: c[1], ShadowRejected: c[2],
+			AllowedPerSec:        rate(c[0], b[0]),
+			RejectedPerSec:       rate(c[1], b[1]),
+			ShadowRejectedPerSec: rate(c[2], b[2]),
+		})
+	}
+	slices.SortFunc(out, func(a, b RuleStats) int { return strings.Compare(a.Rule, b.Rule) })
+	return out
+}
+
+// topRejected is the most rejected keys now.
+func (r *Recorder) topRejected() []TopKey {
+	var out []TopKey
+	for _, e := range r.top.Top(TopKeys) {
+		rule, key, shadow := splitTopKey(e.Key)
+		out = append(out, TopKey{Rule: rule, Key: key, Shadow: shadow, Count: e.Count, Err: e.Err})
+	}
+	return out
+}
+
+// heapBytes is the size of the heap's objects; runtime/metrics reads it
+// without stopping the world.
+func heapBytes() uint64 {
 	heap := []runtimemetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	runtimemetrics.Read(heap)
 	if heap[0].Value.Kind() == runtimemetrics.KindUint64 {
-		snap.HeapBytes = heap[0].Value.Uint64()
+		return heap[0].Value.Uint64()
 	}
-	return snap
+	return 0
 }
 
 // quantileBound returns the upper edge, in milliseconds, of the latency

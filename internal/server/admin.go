@@ -136,6 +136,9 @@ func (ac *access) details(r *http.Request, onAdmin bool) bool {
 func (s *Server) buildMuxes(api http.Handler, ac *access) (public, admin http.Handler) {
 	pub := http.NewServeMux()
 	pub.Handle("/v1/", api)
+	if s.envoyJSON != nil {
+		pub.Handle("/json", s.envoyJSON)
+	}
 	healthRoutes(pub, s, false)
 	if !s.cfg.Admin.Enabled() {
 		s.adminRoutes(pub, ac, false)

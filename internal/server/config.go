@@ -131,8 +131,20 @@ type Gateway struct {
 
 // Route sends requests whose path starts with Prefix to Upstream.
 type Route struct {
-	Prefix   string `yaml:"prefix"`
-	Upstream string `yaml:"upstream"`
+	Prefix    string         `yaml:"prefix"`
+	Upstream  string         `yaml:"upstream"`
+	Transport RouteTransport `yaml:"transport"`
+}
+
+// RouteTransport tunes a route's pool of upstream connections; zero values
+// take the defaults gateway.Transport documents.
+type RouteTransport struct {
+	MaxIdleConns          int           `yaml:"max_idle_conns"`
+	MaxConns              int           `yaml:"max_conns"`
+	DialTimeout           time.Duration `yaml:"dial_timeout"`
+	TLSHandshakeTimeout   time.Duration `yaml:"tls_handshake_timeout"`
+	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
+	IdleConnTimeout       time.Duration `yaml:"idle_conn_timeout"`
 }
 
 // Log configures the structured logger.
@@ -273,7 +285,39 @@ func positions(root *yaml.Node) map[string]int {
 	return pos
 }
 
+// validate checks c section by section, in file order; at gives a YAML
+// path's position for the error message.
 func (c *Config) validate(at func(string) string) error {
+	for _, check := range []func(at func(string) string) error{
+		c.validateListeners, c.validateStore, c.validateArrangement, c.validateGateway,
+	} {
+		if err := check(at); err != nil {
+			return err
+		}
+	}
+	if c.MaxBodyBytes < 1 {
+		return fmt.Errorf("%s: max_body_bytes must be at least 1, got %d", at("max_body_bytes"), c.MaxBodyBytes)
+	}
+	if c.ShutdownTimeout < 0 {
+		return fmt.Errorf("%s: shutdown_timeout must not be negative", at("shutdown_timeout"))
+	}
+	if err := c.Connections.validate(at); err != nil {
+		return err
+	}
+	if err := c.Admin.validate(at); err != nil {
+		return err
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		return fmt.Errorf("%s: log.level: %v", at("log.level"), err)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return fmt.Errorf("%s: log.format %q: want text or json", at("log.format"), c.Log.Format)
+	}
+	return nil
+}
+
+// validateListeners checks the http and grpc listeners.
+func (c *Config) validateListeners(at func(string) string) error {
 	for _, l := range []struct {
 		name string
 		l    Listener
@@ -287,6 +331,11 @@ func (c *Config) validate(at func(string) string) error {
 			return fmt.Errorf("%s: %s.tls: %v", at(l.name+".tls"), l.name, err)
 		}
 	}
+	return nil
+}
+
+// validateStore checks the store section.
+func (c *Config) validateStore(at func(string) string) error {
 	if c.Store.MaxKeys < 0 || c.Store.MaxBytes < 0 {
 		return fmt.Errorf("%s: store.max_keys and store.max_bytes must not be negative", at("store"))
 	}
@@ -302,6 +351,11 @@ func (c *Config) validate(at func(string) string) error {
 	default:
 		return fmt.Errorf("%s: store.type %q: want memory, redis or redis-cluster", at("store.type"), c.Store.Type)
 	}
+	return nil
+}
+
+// validateArrangement checks the arrangement section.
+func (c *Config) validateArrangement(at func(string) string) error {
 	switch c.Arrangement.Mode {
 	case "centralized", "split", "delayed":
 	default:
@@ -328,6 +382,11 @@ func (c *Config) validate(at func(string) string) error {
 	if c.Arrangement.BreakerCooldown <= 0 {
 		return fmt.Errorf("%s: arrangement.breaker_cooldown must be positive, got %v", at("arrangement.breaker_cooldown"), c.Arrangement.BreakerCooldown)
 	}
+	return nil
+}
+
+// validateGateway checks the gateway section.
+func (c *Config) validateGateway(at func(string) string) error {
 	if len(c.Gateway.Routes) > 0 {
 		if err := checkAddr(c.Gateway.Addr); err != nil {
 			return fmt.Errorf("%s: gateway.addr: %v", at("gateway.addr"), err)
@@ -350,24 +409,10 @@ func (c *Config) validate(at func(string) string) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%s: gateway route upstream %q: want an absolute http:// or https:// URL", at(p+".upstream"), r.Upstream)
 		}
-	}
-	if c.MaxBodyBytes < 1 {
-		return fmt.Errorf("%s: max_body_bytes must be at least 1, got %d", at("max_body_bytes"), c.MaxBodyBytes)
-	}
-	if c.ShutdownTimeout < 0 {
-		return fmt.Errorf("%s: shutdown_timeout must not be negative", at("shutdown_timeout"))
-	}
-	if err := c.Connections.validate(at); err != nil {
-		return err
-	}
-	if err := c.Admin.validate(at); err != nil {
-		return err
-	}
-	if _, err := parseLevel(c.Log.Level); err != nil {
-		return fmt.Errorf("%s: log.level: %v", at("log.level"), err)
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		return fmt.Errorf("%s: log.format %q: want text or json", at("log.format"), c.Log.Format)
+		if t := r.Transport; t.MaxIdleConns < 0 || t.MaxConns < 0 || t.DialTimeout < 0 || t.TLSHandshakeTimeout < 0 ||
+			t.ResponseHeaderTimeout < 0 || t.IdleConnTimeout < 0 {
+			return fmt.Errorf("%s: gateway route transport: values must not be negative (0 takes the default)", at(p+".transport"))
+		}
 	}
 	return nil
 }

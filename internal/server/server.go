@@ -50,6 +50,7 @@ type Server struct {
 
 	handler   http.Handler // API, and admin unless it has its own listener
 	adminH    http.Handler // nil without an admin listener
+	envoyJSON http.Handler // POST /json, envoyproxy/ratelimit's JSON endpoint
 	access    *access
 	gatewayH  http.Handler // nil without routes
 	grpc      *grpc.Server
@@ -99,59 +100,88 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		engOpts = append(engOpts, rules.WithCharger(s.redis))
 	}
 	s.engine = rules.NewEngine(set, st, engOpts...)
-	s.check = &observed{engine: s.engine, rec: s.rec}
+	// Requests no rule applies to pass unlimited; they are counted by
+	// domain in metrics and logged at most once a minute with an example.
+	unmatched := rules.NewUnmatchedLog(log, time.Minute)
+	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched}
 	s.rec.SetStoreFunc(s.storeHealth)
 
-	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
-	if err != nil {
+	// From here on the store is open: any failure closes it, in one place.
+	if err := s.buildFrontEnds(unmatched); err != nil {
 		s.closeStore(ctx)
 		return nil, err
+	}
+	return s, nil
+}
+
+// buildFrontEnds builds the HTTP API, the RLS service (gRPC and its JSON
+// endpoint) and the gateway on s.check.
+func (s *Server) buildFrontEnds(unmatched *rules.UnmatchedLog) error {
+	cfg, log := s.cfg, s.log
+	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
+	if err != nil {
+		return err
 	}
 	api, err := httpapi.New(httpapi.Options{Engine: s.check, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Shadow: cfg.Shadow})
 	if err != nil {
-		s.closeStore(ctx)
-		return nil, err
+		return err
+	}
+	rlsSvc := rls.New(s.check, log)
+	// envoyproxy/ratelimit's JSON endpoint, on the public listener.
+	if s.envoyJSON, err = httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: rlsSvc, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}); err != nil {
+		return err
 	}
 	s.handler, s.adminH = s.buildMuxes(api, s.access)
-
 	if len(cfg.Gateway.Routes) > 0 {
-		var sources []httplimit.Source
-		for _, d := range cfg.Gateway.Descriptors {
-			src, err := httplimit.ParseSource(d, proxies)
-			if err != nil {
-				s.closeStore(ctx)
-				return nil, err
-			}
-			sources = append(sources, src)
-		}
-		mw, err := httplimit.Middleware(httplimit.Options{Checker: s.check, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log})
+		gw, err := s.buildGateway(proxies, unmatched)
 		if err != nil {
-			s.closeStore(ctx)
-			return nil, err
-		}
-		var routes []gateway.Route
-		for _, r := range cfg.Gateway.Routes {
-			u, err := url.Parse(r.Upstream)
-			if err != nil {
-				s.closeStore(ctx)
-				return nil, fmt.Errorf("gateway route %s: %v", r.Prefix, err)
-			}
-			routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u})
-		}
-		gw, err := gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
-		if err != nil {
-			s.closeStore(ctx)
-			return nil, err
+			return err
 		}
 		s.gatewayH = gw
+		s.rec.Registry().MustRegister(gatewayCollector{gw})
 	}
+	return s.buildGRPC(rlsSvc)
+}
 
+// buildGateway builds the reverse proxy of cfg.Gateway with its rate
+// limiting middleware.
+func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.UnmatchedLog) (*gateway.Gateway, error) {
+	cfg, log := s.cfg, s.log
+	var sources []httplimit.Source
+	for _, d := range cfg.Gateway.Descriptors {
+		src, err := httplimit.ParseSource(d, proxies)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, src)
+	}
+	// The gateway's middleware logs its unmatched requests itself (with
+	// the path), as the middleware does anywhere.
+	gwCheck := &observed{engine: s.engine, rec: s.rec}
+	mw, err := httplimit.Middleware(httplimit.Options{Checker: gwCheck, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log,
+		Unmatched: unmatched})
+	if err != nil {
+		return nil, err
+	}
+	var routes []gateway.Route
+	for _, r := range cfg.Gateway.Routes {
+		u, err := url.Parse(r.Upstream)
+		if err != nil {
+			return nil, fmt.Errorf("gateway route %s: %v", r.Prefix, err)
+		}
+		routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u, Transport: gateway.Transport(r.Transport)})
+	}
+	return gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
+}
+
+// buildGRPC builds the gRPC server with the RLS and health services.
+func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
+	cfg := s.cfg
 	var gopts []grpc.ServerOption
 	if cfg.GRPC.TLS.Enabled() {
 		creds, err := credentials.NewServerTLSFromFile(cfg.GRPC.TLS.Cert, cfg.GRPC.TLS.Key)
 		if err != nil {
-			s.closeStore(ctx)
-			return nil, fmt.Errorf("grpc.tls: %v", err)
+			return fmt.Errorf("grpc.tls: %v", err)
 		}
 		gopts = append(gopts, grpc.Creds(creds))
 	}
@@ -163,10 +193,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	gopts = append(gopts, cfg.Connections.grpcOptions()...)
 	gopts = append(gopts, grpc.ChainUnaryInterceptor(s.inflight.unary), rls.ServerOption())
 	s.grpc = grpc.NewServer(gopts...)
-	rls.New(s.check, log).Register(s.grpc)
+	rlsSvc.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	return s, nil
+	return nil
 }
 
 // buildStore creates the counter store cfg names.
@@ -282,81 +312,12 @@ func (s *Server) Run(ctx context.Context) error {
 // unsynced counts could not be pushed.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 4)
-	var servers []*http.Server
-	serveHTTP := func(name string, h http.Handler, t TLS) {
-		ln, ok := s.listeners[name]
-		if !ok {
-			return
-		}
-		hs := &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: s.cfg.Connections.ReadHeaderTimeout,
-			ReadTimeout:       s.cfg.httpReadTimeout(),
-			WriteTimeout:      s.cfg.Connections.WriteTimeout,
-			IdleTimeout:       s.cfg.Connections.IdleTimeout,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		}
-		if name == ListenerGateway {
-			hs.ReadTimeout = s.cfg.Connections.GatewayReadTimeout
-			hs.WriteTimeout = s.cfg.Connections.GatewayWriteTimeout
-		}
-		servers = append(servers, hs)
-		scheme := "http"
-		if t.Enabled() {
-			scheme = "https"
-			hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String())
-		go func() {
-			var err error
-			if t.Enabled() {
-				err = hs.ServeTLS(ln, t.Cert, t.Key)
-			} else {
-				err = hs.Serve(ln)
-			}
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("%s listener: %w", name, err)
-			}
-		}()
-	}
-	serveHTTP(ListenerHTTP, s.inflight.wrap(accessLog(ListenerHTTP, s.handler, s.log)), s.cfg.HTTP.TLS)
-	if s.adminH != nil {
-		serveHTTP(ListenerAdmin, s.inflight.wrap(accessLog(ListenerAdmin, s.adminH, s.log)), s.cfg.Admin.TLS)
-	}
-	if s.gatewayH != nil {
-		serveHTTP(ListenerGateway, s.inflight.wrap(accessLog(ListenerGateway, s.gatewayH, s.log)), s.cfg.Gateway.TLS)
-	}
-	if ln, ok := s.listeners[ListenerGRPC]; ok {
-		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.cfg.GRPC.TLS.Enabled())
-		go func() {
-			if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				errc <- fmt.Errorf("grpc listener: %w", err)
-			}
-		}()
-	}
+	servers := s.startListeners(errc)
 
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	var wg sync.WaitGroup
-	if s.cfg.Rules != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			log := slog.New(reloadHandler{s.log.Handler(), s.rec})
-			if err := reload.Watch(wctx, s.cfg.Rules, s.engine, log); err != nil {
-				s.log.Error("rules: cannot watch the rule file; edits will not be picked up", "file", s.cfg.Rules, "err", err)
-			}
-		}()
-		// Pick up an edit made between New and the start of the watcher.
-		if set, err := rules.Load(s.cfg.Rules); err == nil {
-			s.engine.Swap(set)
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.reportHealth(wctx)
-	}()
+	s.startBackground(wctx, &wg)
 
 	s.log.Info("floodgate serving", "store", s.cfg.Store.Type, "store_addr", s.cfg.Store.Address(), "arrangement", s.arrangement(),
 		"rules", s.rulesName(), "domain", s.engine.Set().Domain(), "shadow", s.cfg.Shadow)
@@ -373,6 +334,98 @@ func (s *Server) Serve(ctx context.Context) error {
 	return errors.Join(runErr, serr)
 }
 
+// startListeners serves every bound listener in its own goroutine; a
+// listener that fails sends its error on errc. It returns the HTTP servers,
+// for shutdown.
+func (s *Server) startListeners(errc chan<- error) []*http.Server {
+	var servers []*http.Server
+	add := func(name string, h http.Handler, t TLS) {
+		if hs := s.serveHTTP(name, s.inflight.wrap(accessLog(name, h, s.log)), t, errc); hs != nil {
+			servers = append(servers, hs)
+		}
+	}
+	add(ListenerHTTP, s.handler, s.cfg.HTTP.TLS)
+	if s.adminH != nil {
+		add(ListenerAdmin, s.adminH, s.cfg.Admin.TLS)
+	}
+	if s.gatewayH != nil {
+		add(ListenerGateway, s.gatewayH, s.cfg.Gateway.TLS)
+	}
+	if ln, ok := s.listeners[ListenerGRPC]; ok {
+		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.cfg.GRPC.TLS.Enabled())
+		go func() {
+			if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("grpc listener: %w", err)
+			}
+		}()
+	}
+	return servers
+}
+
+// serveHTTP serves h on the listener called name, if it is bound, and
+// returns its server (nil if not bound).
+func (s *Server) serveHTTP(name string, h http.Handler, t TLS, errc chan<- error) *http.Server {
+	ln, ok := s.listeners[name]
+	if !ok {
+		return nil
+	}
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.cfg.Connections.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.httpReadTimeout(),
+		WriteTimeout:      s.cfg.Connections.WriteTimeout,
+		IdleTimeout:       s.cfg.Connections.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if name == ListenerGateway {
+		hs.ReadTimeout = s.cfg.Connections.GatewayReadTimeout
+		hs.WriteTimeout = s.cfg.Connections.GatewayWriteTimeout
+	}
+	scheme := "http"
+	if t.Enabled() {
+		scheme = "https"
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String())
+	go func() {
+		var err error
+		if t.Enabled() {
+			err = hs.ServeTLS(ln, t.Cert, t.Key)
+		} else {
+			err = hs.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("%s listener: %w", name, err)
+		}
+	}()
+	return hs
+}
+
+// startBackground starts, until ctx ends, the rule file watcher (if rules
+// come from a file) and the store health reporter, counted in wg.
+func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
+	if s.cfg.Rules != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log := slog.New(reloadHandler{s.log.Handler(), s.rec})
+			if err := reload.Watch(ctx, s.cfg.Rules, s.engine, log); err != nil {
+				s.log.Error("rules: cannot watch the rule file; edits will not be picked up", "file", s.cfg.Rules, "err", err)
+			}
+		}()
+		// Pick up an edit made between New and the start of the watcher.
+		if set, err := rules.Load(s.cfg.Rules); err == nil {
+			s.engine.Swap(set)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.reportHealth(ctx)
+	}()
+}
+
+// rulesName is the rule file, for the log, or "(built-in)".
 func (s *Server) rulesName() string {
 	if s.cfg.Rules == "" {
 		return "(built-in)"
@@ -551,6 +604,9 @@ func writeText(w http.ResponseWriter, code int, s string) {
 type observed struct {
 	engine *rules.Engine
 	rec    *metrics.Recorder
+	// unmatched logs requests no rule applied to; nil when the front end
+	// logs them itself.
+	unmatched *rules.UnmatchedLog
 }
 
 func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, error) {
@@ -561,6 +617,9 @@ func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, 
 		return res, err
 	}
 	o.rec.Observe(res, time.Since(start))
+	if res.Unmatched != "" && o.unmatched != nil {
+		o.unmatched.Record(req, res)
+	}
 	return res, nil
 }
 

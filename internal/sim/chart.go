@@ -86,7 +86,7 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", width, height, width, height)
 	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
-	p(`<text x="%d" y="22" font-size="16" font-weight="bold">Floodgate: requests in the trailing %v, limit L = %d (seed 000 patterns, real limiter, virtual clock)</text>`+"\n", left, shape.Window, shape.Limit)
+	p(`<text x="%d" y="22" font-size="16" font-weight="bold">Floodgate: requests in the trailing %v, limit L = %d (reference patterns, real limiter, virtual clock)</text>`+"\n", left, shape.Window, shape.Limit)
 	p(`<text x="%d" y="42" font-size="12">x: time in seconds from the start of the run. y: requests inside the %v ending at that moment (highest value within each pixel).</text>`+"\n", left, shape.Window)
 	// Legend.
 	lx := left

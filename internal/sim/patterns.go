@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Shape holds the parameters seed 000's request patterns are built from.
+// Shape holds the parameters the reference design's request patterns are built from.
 type Shape struct {
 	Limit    int64         // L: requests allowed per window
 	Window   time.Duration // W
@@ -45,7 +45,7 @@ const (
 	SpacedAtLimit = "spaced at the limit"
 )
 
-// Patterns returns seed 000's three patterns for shape, all on one key,
+// Patterns returns the three reference patterns for shape, all on one key,
 // with timestamps in whole milliseconds (L = Limit, W = Window, s = W/Slices,
 // T = Duration, all in ms, floor division):
 //

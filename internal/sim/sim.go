@@ -7,7 +7,9 @@
 // sets before each request, and asks it AllowN exactly as a server would.
 //
 // Times are offsets from virtual time zero, which is always a window
-// boundary: fixed and sliding windows start there, as in seed 000's model.
+// boundary: fixed and sliding windows start there, as in the model of the
+// published rate-limiter design whose tables the simulator reproduces (the
+// reference design).
 package sim
 
 import (

@@ -15,7 +15,7 @@ var ctx = context.Background()
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// seedShape is seed 000's model: 600 per 60 s, 12 slices, 180 s.
+// seedShape is the reference design's model: 600 per 60 s, 12 slices, 180 s.
 var seedShape = Shape{Limit: 600, Window: time.Minute, Slices: 12, Duration: 180 * time.Second}
 
 func TestBusiest(t *testing.T) {
@@ -175,7 +175,7 @@ func TestPatterns(t *testing.T) {
 	}
 }
 
-// TestSeedWindowTable runs seed 000's patterns through the real algorithms
+// TestSeedWindowTable runs the reference patterns through the real algorithms
 // and holds the fixed-window, sliding-window and token-bucket rows to the
 // seed's table, and every algorithm to its documented bound.
 func TestSeedWindowTable(t *testing.T) {
@@ -202,7 +202,7 @@ func TestSeedWindowTable(t *testing.T) {
 			}
 			if w, ok := want[tab.Name][r.Algorithm]; ok {
 				if got := (row{r.Accepted, r.Rejected, r.Busiest}); got != w {
-					t.Errorf("%s/%s: accepted/rejected/busiest = %v, seed 000 says %v", tab.Name, r.Algorithm, got, w)
+					t.Errorf("%s/%s: accepted/rejected/busiest = %v, the reference design says %v", tab.Name, r.Algorithm, got, w)
 				}
 			}
 			switch r.Algorithm {
@@ -217,7 +217,7 @@ func TestSeedWindowTable(t *testing.T) {
 			}
 		}
 	}
-	// The seed's point about the token bucket, in this package's measure:
+	// The reference design's point about the token bucket, in this package's measure:
 	// every rejection of the compliant "spaced" client is a false reject.
 	tb := tables[2].Results[4]
 	if tb.Algorithm != algorithm.TokenBucket || tb.FalseRejects != 1473 {

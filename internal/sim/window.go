@@ -29,7 +29,7 @@ type WindowTable struct {
 
 // Configs returns the limit for each algorithm in algorithm.Names built from
 // base: base with Algorithm set, and Capacity set to bucket for
-// token-bucket only (seed 000's bucket of 60 tokens refilled at L/W per
+// token-bucket only (the reference design's bucket of 60 tokens refilled at L/W per
 // second). Every other parameter keeps base's value or the algorithm's
 // default.
 func Configs(base floodgate.Limit, bucket int64) []floodgate.Limit {
@@ -45,7 +45,7 @@ func Configs(base floodgate.Limit, bucket int64) []floodgate.Limit {
 	return out
 }
 
-// Window runs seed 000's three patterns (see Patterns) through each of
+// Window runs the three reference patterns (see Patterns) through each of
 // limits, a fresh limiter per pattern and limit, and measures each run.
 // shape's Limit and Window are the ones the measures use.
 func Window(ctx context.Context, shape Shape, limits []floodgate.Limit) ([]WindowTable, error) {

@@ -62,7 +62,7 @@ type pile struct{ at, n int64 }
 // pattern that maximises the busiest window of accepted requests, and a
 // compliant pattern that gets requests rejected. It tries structured
 // candidates first (piles at window and slice boundaries, bursts after idle,
-// streams at and above the limit's rate, seed 000's patterns), then
+// streams at and above the limit's rate, the reference patterns), then
 // hill-climbs from the best ones by mutating request times and pile sizes.
 // Every candidate is run through a fresh real limiter.
 func Worst(ctx context.Context, cfg WorstConfig) (WorstResult, error) {
@@ -364,19 +364,19 @@ func (s *searcher) seedCandidates() []candidate {
 	L, W, S, H := s.L, s.W, s.S, s.H
 	var out []candidate
 	if 2*L <= W {
-		out = append(out, candidate{"seed 000 uniform 2x", stream(0, H, W/(2*L))})
+		out = append(out, candidate{"uniform 2x", stream(0, H, W/(2*L))})
 	}
 	var piled []pile
 	for _, b := range []int64{W, 2 * W} {
 		piled = append(piled, spread(b-S, S, L)...)
 		piled = append(piled, spread(b, S, L)...)
 	}
-	out = append(out, candidate{"seed 000 piled at boundary", piled})
+	out = append(out, candidate{"piled at the window boundary", piled})
 	var spaced []pile
 	for k := int64(0); k*W < H; k++ {
 		spaced = append(spaced, spread(k*W, S, L)...)
 	}
-	out = append(out, candidate{"seed 000 spaced at the limit", spaced})
+	out = append(out, candidate{"spaced at the limit", spaced})
 	return out
 }
 

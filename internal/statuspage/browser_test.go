@@ -92,6 +92,14 @@ func TestBrowserRendersLiveData(t *testing.T) {
 		src.check(t, xssClient, "10.0.0.2")
 	}
 	src.rec.RuleReload(true)
+	// Two requests of a domain no rule set has: the unmatched card.
+	for range 2 {
+		res, err := src.eng.Check(context.Background(), rules.Request{Domain: "shpo", Descriptors: []rules.Descriptor{{{Key: "client", Value: "x"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.rec.Observe(res, time.Microsecond)
+	}
 	srv := httptest.NewServer(Handler(pollingSource{src, t}))
 	defer srv.Close()
 
@@ -110,12 +118,13 @@ func TestBrowserRendersLiveData(t *testing.T) {
 	for _, want := range []string{
 		"per-client", "audit-ip", // rule names
 		"5 / 1m", "3 / 1h", // limits
-		"bounded-log",                         // algorithm
-		"shop|per-client|client=acme",         // top rejected key
-		"store up",                            // health pill
-		"memory",                              // store type
-		`<span class="tag tag-shadow">shadow`, // shadow marker
-		"p99 ≤ ",                              // recent latency bound
+		"bounded-log",                           // algorithm
+		"shop|per-client|client=acme",           // top rejected key
+		"store up",                              // health pill
+		"memory",                                // store type
+		`<span class="tag tag-shadow">shadow`,   // shadow marker
+		"p99 ≤ ",                                // recent latency bound
+		`id="unmatched-sub">unknown domains 2<`, // requests no rule applied to
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)

@@ -73,10 +73,13 @@ func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// Hash what is there now, after the watch is in place (a change from
+	// here on is an event) and before saying ready: a change made right
+	// after ready must differ from this sum, or it would be skipped.
+	r.last, _ = contentSum(abs, r.isDir)
 	if watchReady != nil {
 		watchReady()
 	}
-	r.last, _ = contentSum(abs, r.isDir)
 	return r.run(ctx, w, hup)
 }
 

@@ -192,6 +192,9 @@ func allowed(ctx context.Context, c rlsv3.RateLimitServiceClient, client string)
 	return resp.OverallCode == rlsv3.RateLimitResponse_OK, nil
 }
 
+// run starts a server, fills the victims' windows, then floods it with
+// fresh keys in o.checks rounds, checking after each that no victim got in
+// early and light clients still do.
 func run(o options) error {
 	dir, err := os.MkdirTemp("", "flood-memory")
 	if err != nil {
@@ -211,102 +214,126 @@ func run(o options) error {
 		return err
 	}
 	defer conn.Close()
-	c := rlsv3.NewRateLimitServiceClient(conn)
-	ctx := context.Background()
-	pid := cmd.Process.Pid
-	limit := 5
-	if o.rules != "victims" {
-		limit, o.victims, o.light, domain = 600, 0, 0, "default"
+	f := &flood{o: o, ctx: context.Background(), c: rlsv3.NewRateLimitServiceClient(conn), httpAddr: httpAddr, pid: cmd.Process.Pid, limit: 5}
+	if f.o.rules != "victims" {
+		f.limit, f.o.victims, f.o.light, domain = 600, 0, 0, "default"
 	}
-	fmt.Printf("server pid %d, rules %s, max_bytes %d, max_keys %d; RSS at start %.0f MiB\n", pid, o.rules, o.maxBytes, o.maxKeys, rssMB(pid))
+	o = f.o
+	fmt.Printf("server pid %d, rules %s, max_bytes %d, max_keys %d; RSS at start %.0f MiB\n", f.pid, o.rules, o.maxBytes, o.maxKeys, rssMB(f.pid))
 	for i := range o.victims {
-		for range limit {
-			if _, err := allowed(ctx, c, fmt.Sprint("victim-", i)); err != nil {
+		for range f.limit {
+			if _, err := allowed(f.ctx, f.c, fmt.Sprint("victim-", i)); err != nil {
 				return err
 			}
 		}
 	}
-	start := time.Now()
-	var sent atomic.Int64
+	f.start = time.Now()
 	fmt.Println("elapsed_s  flood_keys  rss_mib  heap_inuse_mib  store_mib  evicted  victims_admitted  light_rejected/sent")
-	totalAdmitted, totalLightRej, totalLight := 0, 0, 0
-	check := func(round int) error {
-		admitted := 0
-		for i := range o.victims {
-			ok, err := allowed(ctx, c, fmt.Sprint("victim-", i))
-			if err != nil {
-				return err
-			}
-			if ok {
-				admitted++
-			}
-		}
-		lightRej := 0
-		if o.rules == "victims" {
-			for i := range o.light {
-				for range limit {
-					ok, err := allowed(ctx, c, fmt.Sprintf("light-%d-%d", round, i))
-					if err != nil {
-						return err
-					}
-					if !ok {
-						lightRej++
-					}
-				}
-			}
-		}
-		totalAdmitted += admitted
-		totalLightRej += lightRej
-		totalLight += o.light * limit
-		fmt.Printf("%9.1f  %10d  %7.0f  %14.0f  %9.1f  %7.0f  %16d  %d/%d\n", time.Since(start).Seconds(), sent.Load(), rssMB(pid),
-			metric(httpAddr, "go_memstats_heap_inuse_bytes")/(1<<20), metric(httpAddr, "floodgate_memstore_bytes")/(1<<20),
-			metric(httpAddr, "floodgate_memstore_evictions_total"), admitted, lightRej, o.light*limit)
-		return nil
-	}
-	if err := check(0); err != nil {
+	if err := f.check(0); err != nil {
 		return err
 	}
 	calls := (o.keys + o.perCall - 1) / o.perCall
 	per := (calls + o.checks - 1) / o.checks
-	var next atomic.Int64
 	for round := 1; round <= o.checks; round++ {
-		end := min(int64(round*per), int64(calls))
-		var wg sync.WaitGroup
-		var ferr atomic.Value
-		for range o.workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					k := next.Add(1) - 1
-					if k >= end {
-						next.Add(-1)
-						return
-					}
-					entries := make([]string, 0, o.perCall)
-					for j := range o.perCall {
-						entries = append(entries, "flood-"+strconv.FormatInt(k*int64(o.perCall)+int64(j), 10))
-					}
-					if _, err := c.ShouldRateLimit(ctx, request(entries...)); err != nil {
-						ferr.Store(err)
-						return
-					}
-					sent.Add(int64(o.perCall))
-				}
-			}()
-		}
-		wg.Wait()
-		if err, _ := ferr.Load().(error); err != nil {
+		if err := f.sendUpTo(min(int64(round*per), int64(calls))); err != nil {
 			return err
 		}
-		if err := check(round); err != nil {
+		if err := f.check(round); err != nil {
 			return err
 		}
 	}
 	fmt.Printf("done: %d flood keys in %.0f s; victim requests admitted early: %d; light client requests rejected: %d of %d; RSS at end %.0f MiB\n",
-		sent.Load(), time.Since(start).Seconds(), totalAdmitted, totalLightRej, totalLight, rssMB(pid))
-	if totalAdmitted > 0 {
-		return fmt.Errorf("%d victim requests admitted before their window allowed", totalAdmitted)
+		f.sent.Load(), time.Since(f.start).Seconds(), f.totalAdmitted, f.totalLightRej, f.totalLight, rssMB(f.pid))
+	if f.totalAdmitted > 0 {
+		return fmt.Errorf("%d victim requests admitted before their window allowed", f.totalAdmitted)
+	}
+	return nil
+}
+
+// flood is one run's client side: the server it floods and the totals.
+type flood struct {
+	o        options
+	ctx      context.Context
+	c        rlsv3.RateLimitServiceClient
+	httpAddr string
+	pid      int
+	limit    int
+	start    time.Time
+	sent     atomic.Int64 // flood keys sent
+	next     atomic.Int64 // next flood call to send
+
+	totalAdmitted, totalLightRej, totalLight int
+}
+
+// check sends one request per victim (none may be admitted) and a light
+// client's limit of requests for each light client (none should be
+// rejected), and prints a row of figures.
+func (f *flood) check(round int) error {
+	o := f.o
+	admitted := 0
+	for i := range o.victims {
+		ok, err := allowed(f.ctx, f.c, fmt.Sprint("victim-", i))
+		if err != nil {
+			return err
+		}
+		if ok {
+			admitted++
+		}
+	}
+	lightRej := 0
+	if o.rules == "victims" {
+		for i := range o.light {
+			for range f.limit {
+				ok, err := allowed(f.ctx, f.c, fmt.Sprintf("light-%d-%d", round, i))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					lightRej++
+				}
+			}
+		}
+	}
+	f.totalAdmitted += admitted
+	f.totalLightRej += lightRej
+	f.totalLight += o.light * f.limit
+	fmt.Printf("%9.1f  %10d  %7.0f  %14.0f  %9.1f  %7.0f  %16d  %d/%d\n", time.Since(f.start).Seconds(), f.sent.Load(), rssMB(f.pid),
+		metric(f.httpAddr, "go_memstats_heap_inuse_bytes")/(1<<20), metric(f.httpAddr, "floodgate_memstore_bytes")/(1<<20),
+		metric(f.httpAddr, "floodgate_memstore_evictions_total"), admitted, lightRej, o.light*f.limit)
+	return nil
+}
+
+// sendUpTo sends flood calls, o.perCall fresh keys each, from o.workers
+// goroutines until end calls have been sent.
+func (f *flood) sendUpTo(end int64) error {
+	o := f.o
+	var wg sync.WaitGroup
+	var ferr atomic.Value
+	for range o.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := f.next.Add(1) - 1
+				if k >= end {
+					f.next.Add(-1)
+					return
+				}
+				entries := make([]string, 0, o.perCall)
+				for j := range o.perCall {
+					entries = append(entries, "flood-"+strconv.FormatInt(k*int64(o.perCall)+int64(j), 10))
+				}
+				if _, err := f.c.ShouldRateLimit(f.ctx, request(entries...)); err != nil {
+					ferr.Store(err)
+					return
+				}
+				f.sent.Add(int64(o.perCall))
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := ferr.Load().(error); err != nil {
+		return err
 	}
 	return nil
 }

@@ -73,6 +73,13 @@
     if (s.pending) ksub.push(fmtInt(s.pending) + " counts pending sync");
     if (s.detail) ksub.push(s.detail);
     setText("keys-sub", ksub.length ? ksub.join(" · ") : "\u00a0");
+    // Requests no rule applied to pass unlimited: a mistyped domain or a
+    // rule on an entry no client sends shows here.
+    setText("unmatched", fmtInt(q.unmatched));
+    $("unmatched").className = "value" + (q.unmatched > 0 ? " rej" : "");
+    setText("unmatched-sub", (q.unmatched_by_domain || []).map(function (u) {
+      return (u.domain === "other" ? "unknown domains" : u.domain) + " " + fmtInt(u.count);
+    }).join(" · ") || "every request matched a rule");
     var rl = m.reloads || {};
     setText("reloads", fmtInt(rl.ok));
     setText("reload-sub", (rl.failed ? rl.failed + " failed · " : "") + (rl.last ? "last " + new Date(rl.last).toLocaleTimeString() : "none since start"));

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-dev/floodgate/internal/server"
+	"github.com/floodgate-dev/floodgate/rules"
+)
+
+// yamlDocs reads every YAML document of a file as generic values.
+func yamlDocs(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	dec := yaml.NewDecoder(f)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, m)
+	}
+}
+
+// dig walks a generic YAML value by map keys and list indexes.
+func dig(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// The Kubernetes manifests hold together: the rules in the ConfigMap parse,
+// the Deployment's serve flags are valid and point at the mounted
+// ConfigMap (as a directory, so that updates reach the pod), its probes
+// use /readyz and /healthz, it requests resources, runs as the image's
+// non-root user, and the Service exposes gRPC and HTTP.
+func TestKubernetesManifests(t *testing.T) {
+	dir := filepath.Join("..", "..", "deploy", "kubernetes")
+	byKind := map[string]map[string]any{}
+	for _, f := range []string{"configmap-rules.yaml", "deployment.yaml", "service.yaml"} {
+		for _, d := range yamlDocs(t, filepath.Join(dir, f)) {
+			byKind[d["kind"].(string)] = d
+		}
+	}
+	cm, dep, svc := byKind["ConfigMap"], byKind["Deployment"], byKind["Service"]
+	if cm == nil || dep == nil || svc == nil {
+		t.Fatalf("want a ConfigMap, a Deployment and a Service; got %v", byKind)
+	}
+	text, _ := dig(cm, "data", "rules.yaml").(string)
+	set, err := rules.Parse("configmap rules.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("the ConfigMap's rules: %v", err)
+	}
+	pod := dig(dep, "spec", "template", "spec")
+	c := dig(pod, "containers", 0)
+	var ov serveOverrides
+	rulesPath, store := "", ""
+	for i, a := range dig(c, "args").([]any) {
+		s := a.(string)
+		if i == 0 {
+			if s != "serve" {
+				t.Fatalf("first argument %q, want serve", s)
+			}
+			continue
+		}
+		k, v, _ := strings.Cut(s, "=")
+		switch k {
+		case "--http":
+			ov.http = v
+		case "--grpc":
+			ov.grpc = v
+		case "--store":
+			store = v
+		case "--rules":
+			rulesPath = v
+		default:
+			t.Errorf("unexpected argument %q", s)
+		}
+	}
+	cfg := server.DefaultConfig()
+	if err := ov.apply(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Store.SetURL(store); err != nil {
+		t.Fatalf("--store=%s: %v", store, err)
+	}
+	if cfg.HTTP.Addr != "0.0.0.0:8080" || cfg.GRPC.Addr != "0.0.0.0:8081" {
+		t.Errorf("listeners %s %s, want every interface", cfg.HTTP.Addr, cfg.GRPC.Addr)
+	}
+	mount := dig(c, "volumeMounts", 0)
+	if dig(mount, "subPath") != nil || rulesPath != dig(mount, "mountPath").(string)+"/rules.yaml" ||
+		dig(pod, "volumes", 0, "configMap", "name") != dig(cm, "metadata", "name") {
+		t.Errorf("--rules %s is not the ConfigMap's rules.yaml in a directory mount: %v", rulesPath, mount)
+	}
+	if dig(c, "readinessProbe", "httpGet", "path") != "/readyz" || dig(c, "livenessProbe", "httpGet", "path") != "/healthz" {
+		t.Errorf("probes: %v %v", dig(c, "readinessProbe"), dig(c, "livenessProbe"))
+	}
+	if dig(c, "resources", "requests", "cpu") == nil || dig(c, "resources", "requests", "memory") == nil {
+		t.Errorf("no resource requests: %v", dig(c, "resources"))
+	}
+	if dig(pod, "securityContext", "runAsUser") != 65532 || dig(pod, "securityContext", "runAsNonRoot") != true {
+		t.Errorf("pod security context: %v", dig(pod, "securityContext"))
+	}
+	ports := map[string]bool{}
+	for _, p := range dig(svc, "spec", "ports").([]any) {
+		ports[dig(p, "name").(string)] = true
+	}
+	if !ports["grpc"] || !ports["http"] {
+		t.Errorf("service ports %v, want grpc and http", ports)
+	}
+	// The descriptors deploy/envoy/envoy.yaml's route actions send meet
+	// both rules.
+	res, err := rules.NewEngine(set, nil).Check(context.Background(), rules.Request{Domain: "edge", Descriptors: []rules.Descriptor{
+		{{Key: "remote_address", Value: "192.0.2.7"}},
+		{{Key: "path", Value: "/login"}, {Key: "remote_address", Value: "192.0.2.7"}},
+	}})
+	if err != nil || set.Domain() != "edge" || len(res.Statuses) != 2 || res.Unmatched != "" {
+		t.Errorf("Envoy's descriptors through the ConfigMap rules: %+v %v", res, err)
+	}
+	// The Redis variant patches the --store argument by index.
+	redis := yamlDocs(t, filepath.Join(dir, "redis", "kustomization.yaml"))[0]
+	patch := dig(redis, "patches", 0, "patch").(string)
+	if !strings.Contains(patch, "/args/4") || !strings.HasPrefix(dig(c, "args", 4).(string), "--store=") {
+		t.Errorf("the redis patch replaces args[4], which is %v", dig(c, "args", 4))
+	}
+	_, redisStore, _ := strings.Cut(patch, "value: --store=")
+	redisStore, _, _ = strings.Cut(redisStore, "\n")
+	if err := cfg.Store.SetURL(redisStore); err != nil || cfg.Store.Type != server.StoreRedis {
+		t.Errorf("the redis variant's --store=%s: %v (type %s)", redisStore, err, cfg.Store.Type)
+	}
+}
+
+// The Envoy example is a valid Envoy bootstrap (checked against Envoy's own
+// API definitions and their validation rules) whose rate limit filter calls
+// the floodgate cluster in the domain the Kubernetes rules have.
+func TestEnvoyBootstrapExample(t *testing.T) {
+	docs := yamlDocs(t, filepath.Join("..", "..", "deploy", "envoy", "envoy.yaml"))
+	raw, err := json.Marshal(docs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bs bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(raw, &bs); err != nil {
+		t.Fatalf("not an Envoy bootstrap: %v", err)
+	}
+	if err := bs.ValidateAll(); err != nil {
+		t.Fatalf("Envoy's validation: %v", err)
+	}
+	var hcm hcmv3.HttpConnectionManager
+	if err := bs.StaticResources.Listeners[0].FilterChains[0].Filters[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+		t.Fatal(err)
+	}
+	if err := hcm.ValidateAll(); err != nil {
+		t.Fatalf("http_connection_manager: %v", err)
+	}
+	var rl ratelimitv3.RateLimit
+	if err := hcm.HttpFilters[0].GetTypedConfig().UnmarshalTo(&rl); err != nil {
+		t.Fatalf("first filter: %v", err)
+	}
+	if err := rl.ValidateAll(); err != nil {
+		t.Fatalf("rate limit filter: %v", err)
+	}
+	if rl.Domain != "edge" || rl.RateLimitService.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "floodgate" {
+		t.Errorf("the filter calls %v in domain %q, want the floodgate cluster in edge", rl.RateLimitService, rl.Domain)
+	}
+}

@@ -1,0 +1,30 @@
+package server
+
+import (
+	"github.com/floodgate-dev/floodgate/gateway"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// gatewayCollector exports the gateway's upstream connection counts: in a
+// steady load the opened counter stays near the number of clients, not
+// the number of requests, when connections are reused.
+type gatewayCollector struct{ gw *gateway.Gateway }
+
+var (
+	upstreamOpenedDesc = prometheus.NewDesc("floodgate_gateway_upstream_connections_opened_total",
+		"Connections the gateway dialed to a route's upstream since it started.", []string{"route", "upstream"}, nil)
+	upstreamOpenDesc = prometheus.NewDesc("floodgate_gateway_upstream_connections_open",
+		"Connections to a route's upstream open now (in use or idle).", []string{"route", "upstream"}, nil)
+)
+
+func (c gatewayCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- upstreamOpenedDesc
+	ch <- upstreamOpenDesc
+}
+
+func (c gatewayCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.gw.Upstreams() {
+		ch <- prometheus.MustNewConstMetric(upstreamOpenedDesc, prometheus.CounterValue, float64(u.Opened), u.Prefix, u.Upstream)
+		ch <- prometheus.MustNewConstMetric(upstreamOpenDesc, prometheus.GaugeValue, float64(u.Open), u.Prefix, u.Upstream)
+	}
+}
