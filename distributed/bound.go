@@ -62,7 +62,7 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 			return // over the bound by what could not go: bounded work per key
 		}
 		t.summary.note(victim, now)
-		if victim.dirty {
+		if len(victim.events) > 0 {
 			t.dropQueued(victim)
 		}
 		t.remove(s, vk, victim)
@@ -71,15 +71,16 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 }
 
 // evictable reports whether e may be evicted at now: it has nothing to
-// push, or (summariseFresh) it was never synced and has one request queued,
+// push (perhaps a pull pending), or (summariseFresh) it was never synced and has one request queued,
 // nothing in flight; and it was not decided on at now (a decision in
 // progress may hold it).
 func (t *table) evictable(e *entry, now int64) bool {
 	if e.last >= now || e.inflight > 0 {
 		return false
 	}
-	clean := !e.dirty && len(e.events) == 0
-	return clean || t.summariseFresh && e.dirty && len(e.events) == 1 && len(e.history) == 0
+	// Nothing queued: at most a pull is wanted (a key that rejected).
+	clean := len(e.events) == 0
+	return clean || t.summariseFresh && len(e.events) == 1 && len(e.history) == 0
 }
 
 // evictBefore reports whether e goes before v: keys seen once before keys
