@@ -197,6 +197,7 @@ type Node struct {
 	summarisedCost atomic.Uint64
 	keptViews      atomic.Uint64 // pulls below the node's own view, not taken
 	repushSkipped  atomic.Uint64 // keys not pushed again after a store reset
+	repushLeft     atomic.Int64  // keys still to push again after a store reset
 	resends        atomic.Uint64
 	missed         atomic.Uint64 // store calls that missed an adaptive deadline
 	storeErrors    atomic.Uint64
@@ -478,6 +479,9 @@ type Health struct {
 	// the store lost its data: keys counted once, and keys beyond the
 	// bound of the push again (see docs/distributed.md).
 	RepushSkipped uint64
+	// RepushPending is how many keys are still to be pushed again after
+	// the store lost its data.
+	RepushPending int64
 	// DeadlineMisses counts decisions whose store call missed the adaptive
 	// deadline below its ceiling (decided by the failure policy, not
 	// counted as store failures).
@@ -518,6 +522,7 @@ func (n *Node) Health() Health {
 		SummarisedCost:   n.summarisedCost.Load(),
 		KeptViews:        n.keptViews.Load(),
 		RepushSkipped:    n.repushSkipped.Load(),
+		RepushPending:    n.repushLeft.Load(),
 		SyncResends:      n.resends.Load(),
 		DeadlineMisses:   n.missed.Load(),
 	}

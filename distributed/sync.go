@@ -323,7 +323,11 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		sent := e.events[:p.count]
 		if len(sent) > 0 && n.arr == Delayed {
 			h := len(e.history)
-			e.history = appendHistory(e.history, sent, seq, now.UnixNano()-int64(e.alg.IdleAfter()))
+			var owed uint64 // a push again is owed of history before this sync
+			if n.sentinel.repush {
+				owed = n.sentinel.lostAt
+			}
+			e.history = appendHistory(e.history, sent, seq, now.UnixNano()-int64(e.alg.IdleAfter()), owed)
 			s.bytes += historyBytes * int64(len(e.history)-h)
 		}
 		n.unqueue(e, p.count)
@@ -381,7 +385,7 @@ const maxHistory = 4
 // happened: pushed again, they never make a client at its limit be
 // rejected, and they leave the window at most one sync interval early) and
 // drops history at or before cutoff.
-func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64) []pushedEvent {
+func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64, owed uint64) []pushedEvent {
 	ev := pushedEvent{seq: seq}
 	for i, s := range sent {
 		ev.Cost += s.Cost
@@ -397,10 +401,18 @@ func appendHistory(h []pushedEvent, sent []store.Event, seq uint64, cutoff int64
 		h = append(h[:0], h[drop:]...)
 	}
 	if len(h) >= maxHistory {
-		// Merge the two oldest: the earlier time, the summed cost, the
-		// earlier sync (pushed again if either part must be).
-		h[1].Time, h[1].Cost, h[1].seq = min(h[0].Time, h[1].Time), h[0].Cost+h[1].Cost, min(h[0].seq, h[1].seq)
-		h = append(h[:0], h[1:]...)
+		// Merge the two oldest: the earlier time, the summed cost. A push
+		// again of the history before sync owed is owed, so two events on
+		// either side of it never merge (that would push a count twice):
+		// with one event before it, the two after it merge instead. A loss
+		// found later is found by a sync newer than all history, so merging
+		// events before it changes nothing.
+		i := 0
+		if owed > 0 && h[0].seq < owed && h[1].seq >= owed {
+			i = 1
+		}
+		h[i+1].Time, h[i+1].Cost, h[i+1].seq = min(h[i].Time, h[i+1].Time), h[i].Cost+h[i+1].Cost, min(h[i].seq, h[i+1].seq)
+		h = append(h[:i], h[i+1:]...)
 	}
 	return append(h, ev)
 }
@@ -460,6 +472,7 @@ func (n *Node) lost(seq uint64, now int64) {
 		list = append(list, o.e)
 	}
 	n.sentinel.list = list
+	n.repushLeft.Store(int64(len(list)))
 }
 
 // repush pushes again the history, from before the sync that found the
@@ -513,6 +526,7 @@ func (n *Node) repushed(a *attempt) {
 	rest := copy(list, list[a.listed:])
 	clear(list[rest:])
 	n.sentinel.list = list[:rest]
+	n.repushLeft.Store(int64(rest))
 	if rest == 0 {
 		n.sentinel.repush = false
 	} else {

@@ -548,12 +548,16 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// settle waits for the node's pending counts to reach Redis.
+// settle waits for the node's pending counts, and any counts it owes Redis
+// again after a restart, to reach Redis.
 func (r *soakRun) settle() {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		m, err := scrape(r.http + "/metrics")
-		if err == nil && m["floodgate_sync_pending"] == 0 {
+		// Nothing queued, the store answering, no push again owed (a kill
+		// late in the run leaves one), and a sync since.
+		if err == nil && m["floodgate_sync_pending"] == 0 && m["floodgate_store_up"] == 1 &&
+			m["floodgate_sync_repush_pending"] == 0 && m["floodgate_sync_lag_seconds"] < 1 {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

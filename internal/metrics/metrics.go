@@ -107,6 +107,7 @@ type StoreHealth struct {
 	SyncSummarised    uint64        `json:"sync_summarised,omitempty"`
 	SyncKeptViews     uint64        `json:"sync_kept_views,omitempty"`
 	SyncRepushSkipped uint64        `json:"sync_repush_skipped,omitempty"`
+	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
 	PendingBytes      int64         `json:"pending_bytes,omitempty"`
 	Evictions         uint64        `json:"evictions,omitempty"`
 	DeadlineMisses    uint64        `json:"deadline_misses,omitempty"`
@@ -295,6 +296,8 @@ func (r *Recorder) storeCollectors() []prometheus.Collector {
 			func(h StoreHealth) uint64 { return h.SyncKeptViews }),
 		counter("floodgate_sync_repush_skipped_total", "Keys not pushed again after the shared store lost its data (counted once, or beyond the bound).",
 			func(h StoreHealth) uint64 { return h.SyncRepushSkipped }),
+		gauge("floodgate_sync_repush_pending", "Keys still to be pushed again to the shared store after it lost its data.",
+			func(h StoreHealth) float64 { return float64(h.SyncRepushPending) }),
 		gauge("floodgate_sync_pending_bytes", "Bytes of the queue of counts not yet pushed to the shared store.",
 			func(h StoreHealth) float64 { return float64(h.PendingBytes) }),
 		counter("floodgate_node_evictions_total", "Keys evicted from this node's table to stay within its bound.",

@@ -577,6 +577,7 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		SyncSummarised:    nh.SummarisedEvents,
 		SyncKeptViews:     nh.KeptViews,
 		SyncRepushSkipped: nh.RepushSkipped,
+		SyncRepushPending: nh.RepushPending,
 		PendingBytes:      nh.PendingBytes,
 		Evictions:         nh.Evictions,
 		DeadlineMisses:    nh.DeadlineMisses,
