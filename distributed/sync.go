@@ -424,20 +424,20 @@ const maxRepushKeys = 1 << 16
 // lost takes note that the store lost the counts pushed before sync seq:
 // the keys with counts pushed before it are listed to be pushed again, in
 // pushes of at most syncKeys keys between the ordinary ones, at most
-// maxRepushKeys of them: keys with more than one request counted or near
-// their limit first, then keys counted once, the most recently used first.
+// maxRepushKeys of them: keys with more than one request counted first,
+// then keys counted once, the most recently used first.
 // Keys beyond the bound are not pushed again (Health's RepushSkipped counts
 // them); this node keeps deciding on its own view of every key it holds
 // (takeView), and on the eviction summary for keys it evicted, so none of
 // them gets a fresh allowance here.
 func (n *Node) lost(seq uint64, now int64) {
 	n.sentinel.repush, n.sentinel.lostAt = true, seq
-	list := n.sentinel.list[:0]
-	type used1 struct {
+	type owed struct {
 		e    *entry
+		many bool // more than one request counted
 		last int64
 	}
-	var ones []used1
+	var all []owed
 	for i := range n.table.shards {
 		s := &n.table.shards[i]
 		s.mu.Lock()
@@ -448,27 +448,29 @@ func (n *Node) lost(seq uint64, now int64) {
 					cost += h.Cost
 				}
 			}
-			switch {
-			case cost == 0:
-			case cost > 1 || e.onNear:
-				list = append(list, e)
-			default:
-				ones = append(ones, used1{e, e.last})
+			if cost > 0 {
+				all = append(all, owed{e, cost > 1, e.last})
 			}
 		}
 		s.mu.Unlock()
 	}
-	if len(list) > maxRepushKeys {
-		n.repushSkipped.Add(uint64(len(list) - maxRepushKeys))
-		clear(list[maxRepushKeys:])
-		list = list[:maxRepushKeys]
+	if len(all) > maxRepushKeys {
+		// Being near the limit does not count here: under a flood the
+		// eviction summary's charge puts most one-hit keys near it.
+		slices.SortFunc(all, func(a, b owed) int {
+			if a.many != b.many {
+				if a.many {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(b.last, a.last)
+		})
+		n.repushSkipped.Add(uint64(len(all) - maxRepushKeys))
+		all = all[:maxRepushKeys]
 	}
-	if room := maxRepushKeys - len(list); len(ones) > room {
-		slices.SortFunc(ones, func(a, b used1) int { return cmp.Compare(b.last, a.last) })
-		n.repushSkipped.Add(uint64(len(ones) - room))
-		ones = ones[:room]
-	}
-	for _, o := range ones {
+	list := n.sentinel.list[:0]
+	for _, o := range all {
 		list = append(list, o.e)
 	}
 	n.sentinel.list = list
