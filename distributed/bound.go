@@ -84,13 +84,17 @@ func (t *table) evictable(e *entry, now int64) bool {
 }
 
 // evictBefore reports whether e goes before v: keys seen once before keys
-// seen more than once (a flood's one-hit keys go first), then the least
+// seen more than once (a flood's one-hit keys go first), keys with nothing
+// queued before keys whose count would be summarised, then the least
 // recently used. Being near the limit gives no protection: under a key
 // flood the eviction summary's charge puts most new keys near their limit;
 // an evicted key near its limit is charged from the summary when it returns.
 func evictBefore(e, v *entry) bool {
 	if me, mv := e.manyHits(), v.manyHits(); me != mv {
 		return !me
+	}
+	if ce, cv := len(e.events) == 0, len(v.events) == 0; ce != cv {
+		return ce // a key whose count is in the store before one summarised
 	}
 	return e.last < v.last
 }
