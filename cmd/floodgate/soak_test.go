@@ -48,11 +48,20 @@ const (
 	greedyPerSec = 40  // 200 per window
 	ledgerKeys   = 50
 	// soakTableBytes bounds the node's table (arrangement.max_bytes) so
-	// that the flood fills it within the first few seconds: flat heap over
-	// the last two thirds is only a claim about a table at its bound, and
-	// the default 512 MiB takes the flood about 40 s to fill.
-	soakTableBytes = 128 << 20
+	// that the flood fills it within the first third of the run: flat heap
+	// over the last two thirds is only a claim about a table at its bound,
+	// and the default 512 MiB takes even an uncapped flood about 40 s to
+	// fill. FLOODGATE_SOAK_TABLE_BYTES overrides it (scripts/soak: 128 MiB).
+	soakTableBytes = 16 << 20
 )
+
+// soakTable is the node's table bound for this run.
+func soakTable() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("FLOODGATE_SOAK_TABLE_BYTES"), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return soakTableBytes
+}
 
 // soakRules is the rule file; reload flips the comment line so every rewrite
 // is a real change and a real reload.
@@ -228,7 +237,7 @@ gateway:
       upstream: %s
 log:
   level: info
-`, rulesPath, r.redis.Addr(), soakTableBytes, upstream)
+`, rulesPath, r.redis.Addr(), soakTable(), upstream)
 	cfgPath := filepath.Join(r.dir, "floodgate.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -435,9 +444,26 @@ func (r *soakRun) ledgerClient(ctx context.Context) {
 }
 
 // flood sends calls of 64 never-seen tenant keys as fast as one caller can.
+//
+// FLOODGATE_SOAK_FLOOD_RATE caps it in keys a second: the test suite's run
+// keeps it at 2,000 a second, a flood the node's syncs keep up with, so the
+// ledger must be exact; scripts/soak sets 0 (no cap), where the flood
+// outruns the syncs and the node summarises one-hit flood keys instead of
+// pushing them (docs/distributed.md), and reports what that costs.
 func (r *soakRun) flood(ctx context.Context) {
+	rate := 2000
+	if v, err := strconv.Atoi(os.Getenv("FLOODGATE_SOAK_FLOOD_RATE")); err == nil && v >= 0 {
+		rate = v
+	}
 	var n int64
+	start := time.Now()
 	for ctx.Err() == nil {
+		if rate > 0 {
+			due := start.Add(time.Duration(n) * time.Second / time.Duration(rate))
+			if !sleepCtx(ctx, time.Until(due)) {
+				return
+			}
+		}
 		descs := make([][][2]string, 64)
 		for i := range descs {
 			n++
@@ -653,8 +679,11 @@ func (r *soakRun) report(total time.Duration, honest []int64, greedy [][]time.Ti
 }
 
 // checkFlat requires heap and goroutines to stay flat over the last two
-// thirds of the run: the end no higher than the start of that span by more
-// than a quarter (plus 16 MiB of heap, 50 goroutines).
+// thirds of the run: the peak of the last third no higher than the peak of
+// the middle third by more than a quarter (plus 16 MiB of heap, 50
+// goroutines). Peaks over thirds, not single samples: heap in use rises
+// and falls with every garbage collection (GOGC=400), so two samples a
+// few seconds apart may sit at a trough and a crest of the same heap.
 func (r *soakRun) checkFlat(total time.Duration) {
 	t := r.t
 	var buf bytes.Buffer
@@ -666,9 +695,9 @@ func (r *soakRun) checkFlat(total time.Duration) {
 	var from, to []sample
 	for _, s := range r.samples {
 		switch {
-		case s.at >= total/3 && s.at < total/3+total/10:
+		case s.at >= total/3 && s.at < 2*total/3:
 			from = append(from, s)
-		case s.at >= total-total/10:
+		case s.at >= 2*total/3:
 			to = append(to, s)
 		}
 	}
