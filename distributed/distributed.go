@@ -232,15 +232,35 @@ func New(o Options) (*Node, error) {
 		log:      o.Logger,
 		kick:     make(chan struct{}, 1),
 	}
+	if err := n.applyDefaults(o); err != nil {
+		return nil, err
+	}
+	if err := n.checkArrangement(); err != nil {
+		return nil, err
+	}
+	n.defaultName()
+	n.sentinel.init(n.id)
+	n.lastOK.Store(n.clock().UnixNano())
+	n.lastGC = n.clock()
+	if !o.ManualSync {
+		n.stop, n.done = make(chan struct{}), make(chan struct{})
+		go n.loop()
+	}
+	return n, nil
+}
+
+// applyDefaults checks o's bounds and fills the defaults of what it left
+// zero.
+func (n *Node) applyDefaults(o Options) error {
 	switch {
 	case n.nodes < 0:
-		return nil, fmt.Errorf("distributed: Nodes must be at least 1, got %d", n.nodes)
+		return fmt.Errorf("distributed: Nodes must be at least 1, got %d", n.nodes)
 	case n.nodes == 0:
 		n.nodes = 1
 	}
 	if n.interval < 0 || n.deadline < 0 || n.syncDL < 0 || o.BreakerCooldown < 0 || o.BreakerFailures < 0 || n.refresh < 0 ||
 		o.MaxPendingBytes < 0 || o.MaxSyncKeys < 0 || o.MaxDeadline < 0 {
-		return nil, errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh, MaxDeadline, MaxPendingBytes, MaxSyncKeys and the breaker settings must not be negative")
+		return errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh, MaxDeadline, MaxPendingBytes, MaxSyncKeys and the breaker settings must not be negative")
 	}
 	if n.interval == 0 {
 		n.interval = DefaultInterval
@@ -249,7 +269,7 @@ func New(o Options) (*Node, error) {
 		n.deadline = DefaultDeadline
 	}
 	if err := n.lat.init(n.deadline, o.MaxDeadline); err != nil {
-		return nil, err
+		return err
 	}
 	if n.syncDL == 0 {
 		n.syncDL = max(DefaultSyncDeadline, n.interval)
@@ -282,22 +302,29 @@ func New(o Options) (*Node, error) {
 			n.once = &localOnce{Syncer: n.syncer}
 		}
 	}
-	if err := n.initBounds(o); err != nil {
-		return nil, err
-	}
+	return n.initBounds(o)
+}
+
+// checkArrangement checks that the arrangement has the store it needs.
+func (n *Node) checkArrangement() error {
 	switch n.arr {
 	case Centralized:
 		if n.shared == nil {
-			return nil, errors.New("distributed: the centralized arrangement needs a Shared store")
+			return errors.New("distributed: the centralized arrangement needs a Shared store")
 		}
 	case Delayed:
 		if n.syncer == nil {
-			return nil, errors.New("distributed: the delayed arrangement needs a shared store that implements store.Syncer")
+			return errors.New("distributed: the delayed arrangement needs a shared store that implements store.Syncer")
 		}
 	case Split:
 	default:
-		return nil, fmt.Errorf("distributed: unknown arrangement %q: want one of %v", n.arr, Arrangements)
+		return fmt.Errorf("distributed: unknown arrangement %q: want one of %v", n.arr, Arrangements)
 	}
+	return nil
+}
+
+// defaultName names the store after its type when Options gave no name.
+func (n *Node) defaultName() {
 	if n.name == "" {
 		switch {
 		case n.shared != nil:
@@ -308,14 +335,6 @@ func New(o Options) (*Node, error) {
 			n.name = "none"
 		}
 	}
-	n.sentinel.init(n.id)
-	n.lastOK.Store(n.clock().UnixNano())
-	n.lastGC = n.clock()
-	if !o.ManualSync {
-		n.stop, n.done = make(chan struct{}), make(chan struct{})
-		go n.loop()
-	}
-	return n, nil
 }
 
 // initBounds sets the table's, the pending queue's and the syncs' bounds
@@ -852,36 +871,45 @@ type scratch struct {
 // to push, otherwise nothing changes.
 func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Decision, howOf func(*store.Request) how) error {
 	if len(reqs) == 1 {
-		// The common path: one shard, no allocation beyond the state copy.
-		r := &reqs[0]
-		s := &n.table.shards[n.table.shardOf(r.Key)]
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		h := howOf(r)
-		if h == howClosed {
-			out[0] = n.closedDecision(r)
-			return nil
-		}
-		e := s.get(r.Algorithm, r.Key, true, now)
-		st, alg, err := n.target(e, h, now)
-		if err != nil {
-			return err
-		}
-		d := alg.Decide(st, now, r.Cost)
-		out[0] = d
-		e.last = now
-		if h == howView && n.arr == Delayed {
-			s.noteNear(e, d, n.nodes)
-		}
-		if d.Allowed {
-			n.commitEvent(s, e, h, now, r.Cost)
-		} else if h != howSplitOwn {
-			s.markDirty(e) // refresh the view of a key that rejects
-		}
+		return n.decideLocalOne(now, &reqs[0], &out[0], howOf)
+	}
+	defer n.lockShards(reqs)()
+	return n.decideLocalAll(now, reqs, out, howOf)
+}
+
+// decideLocalOne is decideLocal for one request, the common path: one
+// shard, no allocation beyond the state copy.
+func (n *Node) decideLocalOne(now int64, r *store.Request, out *algorithm.Decision, howOf func(*store.Request) how) error {
+	s := &n.table.shards[n.table.shardOf(r.Key)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := howOf(r)
+	if h == howClosed {
+		*out = n.closedDecision(r)
 		return nil
 	}
+	e := s.get(r.Algorithm, r.Key, true, now)
+	st, alg, err := n.target(e, h, now)
+	if err != nil {
+		return err
+	}
+	d := alg.Decide(st, now, r.Cost)
+	*out = d
+	e.last = now
+	if h == howView && n.arr == Delayed {
+		s.noteNear(e, d, n.nodes)
+	}
+	if d.Allowed {
+		n.commitEvent(s, e, h, now, r.Cost)
+	} else if h != howSplitOwn {
+		s.markDirty(e) // refresh the view of a key that rejects
+	}
+	return nil
+}
 
-	// Several requests: lock their shards in ascending order.
+// lockShards locks the shards of reqs' keys in ascending order and returns
+// the function that unlocks them.
+func (n *Node) lockShards(reqs []store.Request) (unlock func()) {
 	var locked [numShards]bool
 	for i := range reqs {
 		locked[n.table.shardOf(reqs[i].Key)] = true
@@ -891,13 +919,19 @@ func (n *Node) decideLocal(now int64, reqs []store.Request, out []algorithm.Deci
 			n.table.shards[i].mu.Lock()
 		}
 	}
-	defer func() {
+	return func() {
 		for i := range locked {
 			if locked[i] {
 				n.table.shards[i].mu.Unlock()
 			}
 		}
-	}()
+	}
+}
+
+// decideLocalAll is decideLocal for several requests, their shards locked:
+// each is decided on a copy of its state, and the copies are kept only if
+// every request that is not Shadow was allowed.
+func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.Decision, howOf func(*store.Request) how) error {
 	type copyKey struct {
 		e     *entry
 		split bool
