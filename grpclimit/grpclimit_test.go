@@ -118,7 +118,9 @@ func TestKeyByMetadata(t *testing.T) {
 // The client interceptor waits out RetryInfo when the retry fits in the
 // deadline, and gives up at once when it does not.
 func TestWaitRetryWithinDeadline(t *testing.T) {
-	lim, _ := floodgate.New(floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 1, Window: 300 * time.Millisecond})
+	// A sliding limit: with a fixed window aligned to the clock, a first
+	// call late in one window let the second through in the next.
+	lim, _ := floodgate.New(floodgate.Limit{Algorithm: algorithm.BoundedLog, Limit: 1, Window: 300 * time.Millisecond})
 	conn := serveHealth(t, []grpc.DialOption{grpc.WithUnaryInterceptor(grpclimit.WaitRetry(3))},
 		grpc.UnaryInterceptor(grpclimit.Unary(lim, nil)))
 	hc := healthpb.NewHealthClient(conn)
