@@ -20,14 +20,8 @@ import (
 // shutdown_timeout the request is cut, the log counts it, and the process
 // exits with status 3 instead of 0.
 func TestServeExitStatusAfterCutShutdown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	bin := floodgateBinary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "floodgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	cfg := filepath.Join(dir, "floodgate.yaml")
 	os.WriteFile(cfg, []byte("http:\n  addr: 127.0.0.1:0\ngrpc:\n  addr: 127.0.0.1:0\nshutdown_timeout: 300ms\n"), 0o644)
 	cmd := exec.Command(bin, "serve", "--config", cfg)

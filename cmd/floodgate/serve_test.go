@@ -17,14 +17,8 @@ import (
 // TestServeProcess runs the real binary, talks to it over loopback, and
 // stops it with SIGTERM as an orchestrator would.
 func TestServeProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	bin := floodgateBinary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "floodgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	cfg := filepath.Join(dir, "floodgate.yaml")
 	os.WriteFile(cfg, []byte("http:\n  addr: 127.0.0.1:0\ngrpc:\n  addr: 127.0.0.1:0\nlog:\n  format: text\n"), 0o644)
 	cmd := exec.Command(bin, "serve", "--config", cfg, "--log-level", "debug")

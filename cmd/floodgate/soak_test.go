@@ -160,10 +160,7 @@ func TestSoak(t *testing.T) {
 	}
 	total := soakDuration(t)
 	r := &soakRun{t: t, dir: t.TempDir(), ledgerOK: map[string]int64{}, ledgerLost: map[string]int64{}}
-	r.bin = filepath.Join(r.dir, "floodgate")
-	if out, err := exec.Command("go", "build", "-o", r.bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	r.bin = floodgateBinary(t)
 	r.redis = redistest.Start(t)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer upstream.Close()
