@@ -225,6 +225,16 @@ var implementations = []struct {
 	// Not a peer: the experiment of prototype_test.go, the floor a memory
 	// table reaches in this harness.
 	{"experiment/one-slot-fixed-window", newPrototype},
+	// Not peers: variants of it, one cost each (prototype_*_test.go).
+	{"experiment/cas-fixed-window", newCASProto},
+	{"experiment/word-slot-fixed-window", newWordProto},
+	{"experiment/bucket16-fixed-window", newBucket16Proto},
+	{"experiment/bucket-fixed-window", newBucketProto},
+	{"experiment/bucket-cas-fixed-window", newBucketCASProto},
+	{"experiment/bucket-cas-hugepage-fixed-window", newHugeBucketProto},
+	// Not peers and not limiters: diagnostics without the clock read.
+	{"experiment/diagnostic-no-clock/one-slot", newOneSlotNoClock},
+	{"experiment/diagnostic-no-clock/bucket-cas", newBucketCASNoClock},
 	{"x-time-rate/mutex-map", func() limiter { return &xrateMutex{m: make(map[string]*rate.Limiter)} }},
 	{"x-time-rate/sync-map", func() limiter { return &xrateSyncMap{} }},
 	{"sethvargo-go-limiter/memorystore", newSethvargo},

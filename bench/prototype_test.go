@@ -40,7 +40,11 @@ func newPrototype() limiter {
 }
 
 func (p *prototype) allow(_ context.Context, key string) bool {
-	now := p.start.UnixNano() + int64(time.Since(p.start))
+	return p.allowAt(p.start.UnixNano()+int64(time.Since(p.start)), key)
+}
+
+// allowAt decides one request on key at now, in Unix nanoseconds.
+func (p *prototype) allowAt(now int64, key string) bool {
 	h := maphash.String(p.seed, key) | 1 // never zero: zero marks an empty slot
 	win := uint64(now/p.window) << 32
 	sh := &p.shards[h>>56]
