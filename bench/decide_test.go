@@ -226,9 +226,13 @@ var implementations = []struct {
 	// table reaches in this harness.
 	{"experiment/one-slot-fixed-window", newPrototype},
 	// Not peers: variants of it, one cost each (prototype_*_test.go).
+	{"experiment/one-slot-7of8-fixed-window", newPrototypeFull},
 	{"experiment/cas-fixed-window", newCASProto},
 	{"experiment/word-slot-fixed-window", newWordProto},
 	{"experiment/bucket16-fixed-window", newBucket16Proto},
+	{"experiment/bucket16-gcra", newBucket16GCRA},
+	{"experiment/bucket16-weighted-window", newBucket16Weighted},
+	{"experiment/line-slot-sliding-window", newLineProto},
 	{"experiment/bucket-fixed-window", newBucketProto},
 	{"experiment/bucket-cas-fixed-window", newBucketCASProto},
 	{"experiment/bucket-cas-hugepage-fixed-window", newHugeBucketProto},

@@ -7,10 +7,19 @@ package bench
 // table buy from what the 8-byte slots of prototype_word_test.go buy, for
 // a table that keeps the whole hash and state width (as Floodgate's does).
 // Exact like the one-slot table.
+//
+// The same table also decides gcra (a token bucket is the same algorithm)
+// and weighted-window in its 8-byte state, to show what those algorithms
+// cost when their state fits one word beside the hash: gcra keeps only the
+// theoretical arrival time, in Unix nanoseconds; weighted-window keeps the
+// previous and the current window's counts (24 bits each, limits below
+// 2^24) and a 16-bit window tag (see wordDecide for why a tag is exact
+// given an idle sweep).
 
 import (
 	"context"
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -24,16 +33,32 @@ type bucket16Shard struct {
 	_  [24]byte
 }
 
+// The algorithms a bucket16Proto decides.
+const (
+	b16FixedWindow = iota
+	b16GCRA
+	b16WeightedWindow
+)
+
 type bucket16Proto struct {
 	seed   maphash.Seed
 	start  time.Time
 	window int64
 	limit  uint64
+	alg    int
 	shards [256]bucket16Shard
 }
 
 func newBucket16Proto() limiter {
 	return &bucket16Proto{seed: maphash.MakeSeed(), start: time.Now(), window: int64(time.Hour), limit: 1<<32 - 1}
+}
+
+func newBucket16GCRA() limiter {
+	return &bucket16Proto{seed: maphash.MakeSeed(), start: time.Now(), window: int64(time.Hour), limit: 1<<32 - 1, alg: b16GCRA}
+}
+
+func newBucket16Weighted() limiter {
+	return &bucket16Proto{seed: maphash.MakeSeed(), start: time.Now(), window: int64(time.Hour), limit: wordLimit, alg: b16WeightedWindow}
 }
 
 // bucket16Find returns the slot of h in b, or the empty slot where it
@@ -71,14 +96,62 @@ func (p *bucket16Proto) allow(_ context.Context, key string) bool {
 		s.h = h
 		sh.n++
 	}
-	st := s.st
-	if st&^(1<<32-1) != win {
-		st = win
-	}
-	ok := st&(1<<32-1) < p.limit
-	if ok {
-		s.st = st + 1
+	var ok bool
+	switch p.alg {
+	case b16FixedWindow:
+		st := s.st
+		if st&^(1<<32-1) != win {
+			st = win
+		}
+		if ok = st&(1<<32-1) < p.limit; ok {
+			s.st = st + 1
+		}
+	case b16GCRA:
+		s.st, ok = gcraDecide(s.st, now, p.window, p.limit)
+	default:
+		s.st, ok = weightedDecide(s.st, now, p.window, p.limit)
 	}
 	sh.mu.Unlock()
 	return ok
+}
+
+// gcraDecide decides one request with limit requests per window and a
+// burst of limit on the theoretical arrival time tat (Unix nanoseconds;
+// zero for a new key) and returns the new one.
+func gcraDecide(tat uint64, now, window int64, limit uint64) (uint64, bool) {
+	interval := window / int64(limit)
+	t := max(int64(tat), now)
+	if t-now > interval*int64(limit-1) {
+		return tat, false
+	}
+	return uint64(t + interval), true
+}
+
+// weightedDecide decides one request on a weighted-window state: window
+// tag (bits 48-63), the previous window's count (bits 24-47) and the
+// current one's (bits 0-23). It allows the request when
+// previous·(window-elapsed)/window + current < limit, compared exactly in
+// 128 bits.
+func weightedDecide(st uint64, now, window int64, limit uint64) (uint64, bool) {
+	w := uint64(now / window)
+	elapsed := uint64(now % window)
+	tag, prev, cur := st>>48, st>>24&wordCountMask, st&wordCountMask
+	if tag != w&0xffff {
+		if (tag+1)&0xffff == w&0xffff {
+			prev = cur
+		} else {
+			prev = 0
+		}
+		cur = 0
+	}
+	st = w<<48 | prev<<24 | cur
+	if cur >= limit {
+		return st, false
+	}
+	lh, ll := bits.Mul64(prev, uint64(window)-elapsed)
+	rh, rl := bits.Mul64(limit-cur, uint64(window))
+	if lh > rh || lh == rh && ll >= rl {
+		return st, false
+	}
+	return st + 1, true
 }

@@ -17,8 +17,14 @@ func experimentsWithLimit(limit uint64) map[string]limiter {
 		"one-slot": newPrototype(), "cas": newCASProto(), "word-slot": newWordProto(),
 		"bucket16": newBucket16Proto(), "bucket": newBucketProto(),
 		"bucket-cas": newBucketCASProto(), "bucket-cas-hugepage": newHugeBucketProto(),
+		"one-slot-7of8": newPrototypeFull(), "bucket16-gcra": newBucket16GCRA(),
+		"bucket16-weighted": newBucket16Weighted(), "line-slot-sliding": newLineProto(),
 	}
 	m["one-slot"].(*prototype).limit = limit
+	m["one-slot-7of8"].(*prototype).limit = limit
+	m["bucket16-gcra"].(*bucket16Proto).limit = limit
+	m["bucket16-weighted"].(*bucket16Proto).limit = limit
+	m["line-slot-sliding"].(*lineProto).limit = limit
 	m["cas"].(*casProto).limit = limit
 	m["word-slot"].(*wordProto).limit = limit
 	m["bucket16"].(*bucket16Proto).limit = limit
@@ -96,6 +102,52 @@ func TestExperimentsNewWindow(t *testing.T) {
 			if got := b.allowAt(at, "k"); got != (i < 2) {
 				t.Errorf("bucket-cas, window +%d, request %d: allowed %v", w, i, got)
 			}
+		}
+	}
+}
+
+// TestExperimentAlgorithms checks the decisions of the gcra,
+// weighted-window and sliding-window experiments across time.
+func TestExperimentAlgorithms(t *testing.T) {
+	allowedOf := func(n int, decide func() bool) int {
+		k := 0
+		for range n {
+			if decide() {
+				k++
+			}
+		}
+		return k
+	}
+	var tat uint64
+	gcra := func(now int64) func() bool {
+		return func() (ok bool) { tat, ok = gcraDecide(tat, now, 5e9, 5); return ok }
+	}
+	var st uint64
+	weighted := func(now int64) func() bool {
+		return func() (ok bool) { st, ok = weightedDecide(st, now, 10, 10); return ok }
+	}
+	var s lineSlot
+	sliding := func(z uint64) func() bool { return func() bool { return slidingDecide(&s, z, 3) } }
+	for _, c := range []struct {
+		name      string
+		tries     int
+		decide    func() bool
+		wantAllow int
+	}{
+		{"gcra burst", 9, gcra(100e9), 5},
+		{"gcra one interval later", 9, gcra(101e9), 1},
+		{"gcra idle", 9, gcra(200e9), 5},
+		{"weighted window 0", 12, weighted(0), 10},
+		{"weighted window 1 start", 12, weighted(10), 0},
+		{"weighted window 1 half", 12, weighted(15), 5},
+		{"weighted window 3", 12, weighted(30), 10},
+		{"sliding slice 0", 5, sliding(0), 3},
+		{"sliding slice 11", 5, sliding(11), 0},
+		{"sliding slice 12", 5, sliding(12), 3},
+		{"sliding slice 40", 5, sliding(40), 3},
+	} {
+		if got := allowedOf(c.tries, c.decide); got != c.wantAllow {
+			t.Errorf("%s: %d of %d allowed, want %d", c.name, got, c.tries, c.wantAllow)
 		}
 	}
 }
