@@ -232,6 +232,7 @@ var implementations = []struct {
 	{"experiment/bucket16-fixed-window", newBucket16Proto},
 	{"experiment/bucket16-gcra", newBucket16GCRA},
 	{"experiment/bucket16-weighted-window", newBucket16Weighted},
+	{"experiment/slot32-fixed-window", newSlot32Proto},
 	{"experiment/line-slot-sliding-window", newLineProto},
 	{"experiment/bucket-fixed-window", newBucketProto},
 	{"experiment/bucket-cas-fixed-window", newBucketCASProto},

@@ -19,12 +19,14 @@ func experimentsWithLimit(limit uint64) map[string]limiter {
 		"bucket-cas": newBucketCASProto(), "bucket-cas-hugepage": newHugeBucketProto(),
 		"one-slot-7of8": newPrototypeFull(), "bucket16-gcra": newBucket16GCRA(),
 		"bucket16-weighted": newBucket16Weighted(), "line-slot-sliding": newLineProto(),
+		"slot32": newSlot32Proto(),
 	}
 	m["one-slot"].(*prototype).limit = limit
 	m["one-slot-7of8"].(*prototype).limit = limit
 	m["bucket16-gcra"].(*bucket16Proto).limit = limit
 	m["bucket16-weighted"].(*bucket16Proto).limit = limit
 	m["line-slot-sliding"].(*lineProto).limit = limit
+	m["slot32"].(*slot32Proto).limit = limit
 	m["cas"].(*casProto).limit = limit
 	m["word-slot"].(*wordProto).limit = limit
 	m["bucket16"].(*bucket16Proto).limit = limit
