@@ -138,10 +138,45 @@ func TestBoundedLogMemoryUsage(t *testing.T) {
 	}
 }
 
-// TestBoundedLogShortForm checks the integer form of a bounded-log key whose
-// units all came at one time: the stored value, that Redis keeps it as an
-// integer, and that decisions and synced states read from it match Go's.
-func TestBoundedLogShortForm(t *testing.T) {
+// storedForm returns which form the script stored key in: "short" (the
+// positive integer of a state whose units came at one time), "light" (the
+// negative integer of a light state), "doubles" or "" (no key). It fails
+// the test if an integer form is not kept in Redis's integer encoding.
+func storedForm(t *testing.T, key string) string {
+	t.Helper()
+	raw, err := shared.Do("GET", key)
+	if err != nil || raw == "" {
+		return ""
+	}
+	form := "doubles"
+	switch {
+	case strings.HasPrefix(raw, "-"):
+		form = "light"
+	case raw[0] >= '1' && raw[0] <= '9' && len(raw)%8 != 0:
+		form = "short"
+	}
+	if form != "doubles" {
+		if _, err := strconv.ParseInt(raw, 10, 64); err != nil {
+			t.Fatalf("stored %q: %v", raw, err)
+		}
+		if enc, _ := shared.Do("OBJECT", "ENCODING", key); strings.TrimSpace(enc) != "int" {
+			t.Fatalf("stored %q with encoding %s, want int", raw, enc)
+		}
+	} else if len(raw)%8 != 0 {
+		t.Fatalf("stored %q: neither an integer form nor doubles", raw)
+	}
+	return form
+}
+
+// TestBoundedLogIntegerForms walks one key (600 per minute, e = 0.05: m =
+// 30) through every stored form and the transitions between them: one
+// time (short), units at different times (light, one entry), m units
+// (light), more than m (doubles), back under m with a closed entry older
+// than W (light, two entries), merges into the open entry (light) and into
+// a new one (doubles), one time again, and a clock that
+// stepped back further than the light form's range (doubles, then light
+// again). Every decision and every synced state must match Go's.
+func TestBoundedLogIntegerForms(t *testing.T) {
 	s := newStore(t, Options{ClientTime: true})
 	ctx := context.Background()
 	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
@@ -151,41 +186,176 @@ func TestBoundedLogShortForm(t *testing.T) {
 	}
 	key := s.key(sp, "one")
 	ref := make([]int64, a.Words())
-	ms := int64(time.Millisecond)
+	ms, sec := int64(time.Millisecond), int64(time.Second)
 	for i, step := range []struct {
 		at, cost int64
-		want     string // the stored value; "" for packed doubles
+		merge    bool // Sync an event at .at instead of deciding
+		want     string
+		value    string // the stored value, when it is checked
 	}{
-		{t0, 2, fmt.Sprintf("2%016d", t0/1000)},
-		{t0, 1, fmt.Sprintf("3%016d", t0/1000)},
-		{t0 + ms, 1, ""},
-		{t0 + 2*int64(time.Minute), 1, fmt.Sprintf("1%016d", (t0+2*int64(time.Minute))/1000)},
+		{at: t0, cost: 2, want: "short", value: fmt.Sprintf("2%016d", t0/1000)},
+		{at: t0, cost: 1, want: "short", value: fmt.Sprintf("3%016d", t0/1000)},
+		// X = 1 + (4-1)*W + 1000 µs, r = 2, t mod 2e9 µs = 1000.
+		{at: t0 + ms, cost: 1, want: "light", value: "-360002002000001000"},
+		{at: t0 + 30*sec, cost: 26, want: "light"},
+		{at: t0 + 50*sec, cost: 1, want: "doubles"},
+		{at: t0 + 65*sec, cost: 1, want: "light"},
+		{at: t0 + 52*sec, cost: 3, merge: true, want: "light"}, // into the open entry
+		{at: t0 + 70*sec, cost: 3, merge: true, want: "doubles"}, // a new entry
+		{at: t0 + 200*sec, cost: 1, want: "short"},
+		{at: t0 + 201*sec, cost: 1, want: "light"},
+		{at: t0 + 201*sec - 10*int64(time.Minute), cost: 1, want: "doubles"},
+		{at: t0 + 202*sec, cost: 1, want: "light"},
+		{at: t0 + 261*sec, cost: 1, want: "light"}, // two entries
+		{at: t0 + 262*sec, cost: 40, want: "doubles"},
+		{at: t0 + 321*sec, cost: 1, want: "light"},
+		{at: t0 + 500*sec, cost: 30, want: "short"},
 	} {
-		want := micros(a.Decide(ref, step.at, step.cost))
-		got, err := s.DecideOne(ctx, step.at, store.Request{Algorithm: a, Key: "one", Cost: step.cost})
-		if err != nil {
-			t.Fatal(err)
+		if step.merge {
+			a.Record(ref, step.at, step.cost)
+			b := []store.SyncBatch{{Algorithm: a, Key: "one", Events: []store.Event{{Time: step.at, Cost: step.cost}}}}
+			if err := s.Sync(ctx, step.at, b); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			want := micros(a.Decide(ref, step.at, step.cost))
+			got, err := s.DecideOne(ctx, step.at, store.Request{Algorithm: a, Key: "one", Cost: step.cost})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("step %d: redis %+v, go %+v", i, got, want)
+			}
 		}
-		if got != want {
-			t.Fatalf("step %d: redis %+v, go %+v", i, got, want)
+		if form := storedForm(t, key); form != step.want {
+			raw, _ := shared.Do("GET", key)
+			t.Fatalf("step %d: stored %q (%s), want %s", i, raw, form, step.want)
 		}
-		raw, err := shared.Do("GET", key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc, _ := shared.Do("OBJECT", "ENCODING", key)
-		if step.want != "" && (raw != step.want || strings.TrimSpace(enc) != "int") {
-			t.Fatalf("step %d: stored %q (%s), want %q as an integer", i, raw, strings.TrimSpace(enc), step.want)
-		}
-		if step.want == "" && len(raw)%8 != 0 {
-			t.Fatalf("step %d: stored %q, want packed doubles", i, raw)
+		if raw, _ := shared.Do("GET", key); step.value != "" && raw != step.value {
+			t.Fatalf("step %d: stored %q, want %q", i, raw, step.value)
 		}
 		b := []store.SyncBatch{{Algorithm: a, Key: "one"}}
 		if err := s.Sync(ctx, step.at, b); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(b[0].State, ref) {
-			t.Fatalf("step %d: synced state\nredis %v\ngo    %v", i, b[0].State[:4], ref[:4])
+		if !sameState(a, b[0].State, ref) {
+			t.Fatalf("step %d: synced state\nredis %v\ngo    %v", i, b[0].State[:5], ref[:5])
 		}
 	}
+}
+
+// TestBoundedLogCompactDoublesKept stores light states the way the script
+// wrote them before the integer forms (packed doubles: one entry, and two
+// entries whose older one is past the window) and checks that they keep
+// working: the first decision on each matches Go's on the same state, and
+// the write it makes stores the integer form.
+func TestBoundedLogCompactDoublesKept(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	sp, err := s.specFor(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us, sec := t0/1000, int64(time.Second)
+	for i, st := range [][]int64{
+		{1<<52 + 3<<18 + 1, t0 + 20*sec, t0},
+		{1<<52 + 2<<18 + 2, t0 + 70*sec, t0, t0 + 65*sec},
+	} {
+		k := fmt.Sprint("old", i)
+		words := make([]float64, len(st))
+		for j, w := range st {
+			if j > 0 {
+				w /= 1000
+			}
+			words[j] = float64(w)
+		}
+		if _, err := shared.Do("SET", s.key(sp, k), packDoubles(words)); err != nil {
+			t.Fatal(err)
+		}
+		ref := make([]int64, a.Words())
+		copy(ref, st)
+		now := (us + 75e6) * 1000
+		want := micros(a.Decide(ref, now, 1))
+		got, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: k, Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("state %d: redis %+v, go %+v", i, got, want)
+		}
+		if form := storedForm(t, s.key(sp, k)); form != "light" {
+			t.Fatalf("state %d: stored as %s after a write, want light", i, form)
+		}
+		b := []store.SyncBatch{{Algorithm: a, Key: k}}
+		if err := s.Sync(ctx, now, b); err != nil {
+			t.Fatal(err)
+		}
+		if !sameState(a, b[0].State, ref) {
+			t.Fatalf("state %d: synced\nredis %v\ngo    %v", i, b[0].State[:5], ref[:5])
+		}
+	}
+}
+
+// TestBoundedLogIntegerServerTime checks the light form with the server's
+// clock, where a merge reads TIME to place the stored time: two requests a
+// little apart are stored as a light integer, and Sync gets back one entry
+// of 2 units whose times lie within the test's wall clock.
+func TestBoundedLogIntegerServerTime(t *testing.T) {
+	s := newStore(t, Options{})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	sp, err := s.specFor(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UnixMicro() * 1000
+	for range 2 {
+		if d, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: "srv", Cost: 1}); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	after := time.Now().UnixMicro()*1000 + 1000
+	if form := storedForm(t, s.key(sp, "srv")); form != "light" {
+		t.Fatalf("stored as %s, want light", form)
+	}
+	b := []store.SyncBatch{{Algorithm: a, Key: "srv"}}
+	if err := s.Sync(ctx, 0, b); err != nil {
+		t.Fatal(err)
+	}
+	st := b[0].State
+	if st[0] != 1<<52+2<<18+1 || st[2] >= st[1] || st[2] < before-time.Second.Nanoseconds() || st[1] > after+time.Second.Nanoseconds() {
+		t.Fatalf("synced %v, want one entry of 2 units between %d and %d", st[:4], before, after)
+	}
+}
+
+// sameState reports whether a state synced from Redis is the Go reference
+// state, for bounded-log up to the one word the script may store
+// differently: the first timestamp of the oldest entry when that entry is
+// full and at or before the newest timestamp less W in both. Every later
+// decision and merge cuts at or after newest - W and reads no more from
+// that timestamp than that it is at or before the cut (see blint in
+// floodgate.lua), so the two states decide and merge alike; the
+// differential tests check that on every later step.
+func sameState(a algorithm.Algorithm, got, want []int64) bool {
+	if slices.Equal(got, want) {
+		return true
+	}
+	p, _ := algorithm.ParamsOf(a)
+	if p.Name != algorithm.BoundedLog || len(got) != len(want) || len(got) < 3 {
+		return false
+	}
+	w := int64(a.Config().Window)
+	dead := func(s []int64) bool {
+		h := s[0]
+		n, merged := h&(1<<17-1), h&(1<<17) != 0
+		return h >= 1<<52 && n >= 2 && (!merged || s[2+p.Entries] == 0) && s[2] <= s[1]-w
+	}
+	if !dead(got) || !dead(want) {
+		return false
+	}
+	g, r := slices.Clone(got), slices.Clone(want)
+	g[2], r[2] = 0, 0
+	return slices.Equal(g, r)
 }
