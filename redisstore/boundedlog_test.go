@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,9 +99,12 @@ func leUint64(s string) uint64 {
 }
 
 // TestBoundedLogMemoryUsage measures MEMORY USAGE of bounded-log keys at
-// 600 per minute, e = 0.05, with a realistic key (prefix, hash tag and a
-// client IP): one that took one request (stored as an integer) and one held
-// at its limit. The targets are 100 and 400 bytes.
+// 600 per minute, e = 0.05 (m = 30), with a realistic key (prefix, hash tag
+// and a client IP): light keys (at most m units in the window) that took
+// one request, requests at different times, a request every 10 s for three
+// windows (an entry closed past the window and the open one), and m units
+// spread over the window; and a key held at its limit. The targets are 100
+// bytes for every light key and 400 for the key at its limit.
 func TestBoundedLogMemoryUsage(t *testing.T) {
 	s := newStore(t, Options{ClientTime: true, Prefix: "fg"})
 	ctx := context.Background()
@@ -120,21 +124,29 @@ func TestBoundedLogMemoryUsage(t *testing.T) {
 		}
 		return n
 	}
-	light := "203.0.113.17"
-	if _, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: light, Cost: 1}); err != nil {
-		t.Fatal(err)
+	sec := int64(time.Second)
+	keys := []struct {
+		name, ip   string
+		n, step, c int64 // n requests of cost c, step apart
+		light      bool
+	}{
+		{"light, one request", "203.0.113.17", 1, 0, 1, true},
+		{"light, 6 requests 10 s apart", "203.0.113.19", 6, 10 * sec, 1, true},
+		{"light, a request every 10 s for 3 min", "203.0.113.20", 18, 10 * sec, 1, true},
+		{"light, m = 30 units over 58 s", "203.0.113.21", 30, 2 * sec, 1, true},
+		{"at its limit for 2.5 windows", "203.0.113.18", 1500, int64(time.Minute) / 600, 1, false},
 	}
-	heavy := "203.0.113.18"
-	step := int64(time.Minute) / 600
-	for i := range int64(1500) { // two and a half windows at exactly the limit
-		if _, err := s.DecideOne(ctx, t0+i*step, store.Request{Algorithm: a, Key: heavy, Cost: 1}); err != nil {
-			t.Fatal(err)
+	for _, k := range keys {
+		for i := range k.n {
+			if _, err := s.DecideOne(ctx, t0+i*k.step, store.Request{Algorithm: a, Key: k.ip, Cost: k.c}); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	l, h := usage(light), usage(heavy)
-	t.Logf("MEMORY USAGE: light key %d bytes, key at its limit %d bytes (key name %d bytes)", l, h, len(s.key(sp, light)))
-	if l > 100 || h > 400 {
-		t.Errorf("MEMORY USAGE light %d (target 100), heavy %d (target 400)", l, h)
+		u := usage(k.ip)
+		t.Logf("MEMORY USAGE %-40s %3d bytes, stored %s (key name %d bytes)", k.name+":", u, storedForm(t, s.key(sp, k.ip)), len(s.key(sp, k.ip)))
+		if k.light && u > 100 || u > 400 {
+			t.Errorf("MEMORY USAGE of %s: %d bytes (targets: 100 light, 400 at the limit)", k.name, u)
+		}
 	}
 }
 
@@ -200,7 +212,7 @@ func TestBoundedLogIntegerForms(t *testing.T) {
 		{at: t0 + 30*sec, cost: 26, want: "light"},
 		{at: t0 + 50*sec, cost: 1, want: "doubles"},
 		{at: t0 + 65*sec, cost: 1, want: "light"},
-		{at: t0 + 52*sec, cost: 3, merge: true, want: "light"}, // into the open entry
+		{at: t0 + 52*sec, cost: 3, merge: true, want: "light"},   // into the open entry
 		{at: t0 + 70*sec, cost: 3, merge: true, want: "doubles"}, // a new entry
 		{at: t0 + 200*sec, cost: 1, want: "short"},
 		{at: t0 + 201*sec, cost: 1, want: "light"},
@@ -358,4 +370,45 @@ func sameState(a algorithm.Algorithm, got, want []int64) bool {
 	g, r := slices.Clone(got), slices.Clone(want)
 	g[2], r[2] = 0, 0
 	return slices.Equal(g, r)
+}
+
+// TestBoundedLogIntegerGarbage stores integers no script wrote in a
+// bounded-log key (any length, either sign) and checks that the script
+// either reads them as a valid state, deciding as Go does on the state Sync
+// returns, or reports the value as foreign; it never fails otherwise.
+func TestBoundedLogIntegerGarbage(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	sp, err := s.specFor(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 10))
+	read := 0
+	for i := range 300 {
+		v := strconv.FormatInt(rng.Int64()>>rng.IntN(63), 10)
+		if i%2 == 0 {
+			v = "-" + v
+		}
+		k := fmt.Sprint("g", i)
+		if _, err := shared.Do("SET", s.key(sp, k), v); err != nil {
+			t.Fatal(err)
+		}
+		b := []store.SyncBatch{{Algorithm: a, Key: k}}
+		if err := s.Sync(ctx, t0, b); err != nil {
+			if !strings.Contains(err.Error(), "another program or version") {
+				t.Fatalf("value %s: %v", v, err)
+			}
+			continue
+		}
+		read++
+		st := slices.Clone(b[0].State)
+		want := micros(a.Decide(st, t0, 1))
+		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: k, Cost: 1})
+		if err != nil || got != want {
+			t.Fatalf("value %s read as %v: redis %+v %v, go %+v", v, b[0].State[:4], got, err, want)
+		}
+	}
+	t.Logf("%d of 300 foreign integers read as states, the rest reported", read)
 }

@@ -80,7 +80,23 @@ func TestDifferentialRandom(t *testing.T) {
 			if limit >= 600 {
 				steps = 1500
 			}
+			sp, err := s.specFor(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forms := map[string]int{} // bounded-log's stored forms after each step
+			defer func() {
+				if c.Algorithm == algorithm.BoundedLog {
+					t.Logf("stored forms after each step: %v", forms)
+					if forms["light"]+forms["short"] == 0 || forms["doubles"] == 0 {
+						t.Errorf("the trace did not cover both the integer forms and doubles: %v", forms)
+					}
+				}
+			}()
 			for step := range steps {
+				if c.Algorithm == algorithm.BoundedLog && step > 0 {
+					forms[storedForm(t, s.key(sp, keys[step%len(keys)]))]++
+				}
 				switch r := rng.IntN(100); {
 				case r < 3: // the clock steps back
 					now -= int64(rng.IntN(200)) * int64(time.Millisecond)

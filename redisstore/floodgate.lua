@@ -849,6 +849,7 @@ local function unblint(P, v, anchor)
   if X < 1 or n > 2 then return nil end
   local H = floor(R / 2)
   local t = anchor + H - fmodfloor(anchor + H - Y, R)
+  if t < W or t > MAXT then return nil end
   local s = { BL_MARK + c * BL_CUNIT + n, t, t - d }
   if n == 2 then s[3], s[4] = t - W, t - d end
   return s
@@ -858,6 +859,7 @@ end
 local function unshort8(v)
   if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
   local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
+  if t > MAXT then return nil end
   return { BL_MARK + c * BL_CUNIT + 1, t, t }
 end
 
