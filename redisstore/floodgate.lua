@@ -634,6 +634,100 @@ if code == 8 then
     ring = { record = ring_record, expand = bl_expand, pack = bl_pack }
     return ring
   end
+  -- A light state is stored as a decimal integer, which Redis keeps in its
+  -- integer encoding: 88 bytes of MEMORY USAGE with a 34-byte key name,
+  -- where 24 or 32 bytes of doubles take 120 or 136 (and any string of 5 to
+  -- 12 bytes 104). fromstored tells the two integer forms from doubles by
+  -- their first byte and digits: a state's doubles start with a header
+  -- whose eighth byte is 0x43, or a ring form's count, never a digit.
+  --
+  -- short8: one entry whose units all came at one time (a key that sent
+  -- one request): the count, then the time in 16 digits. It needs no clock
+  -- to read.
+  --
+  -- blint: a state not merged whose open entry holds c <= m units, first
+  -- taken d < W before the newest time t, alone (n = 1) or after a closed
+  -- entry whose first time is at or before t - W (n = 2). Neither Decide
+  -- nor Record reads more from that closed entry's first time than that it
+  -- is at or before every later cut (newest - W), so it is stored as
+  -- exactly t - W. The value is -(Z * 10^9 + lo), Z >= 1, with
+  --   X = 1 + ((n - 1) * m + c - 1) * W + d   (1 <= X <= 2 * m * W)
+  --   Y = t mod R, R = r * 10^9, r = floor(9223372036 / (2 * m * W + 1))
+  --   Z * 10^9 + lo = r * X * 10^9 + Y
+  -- (at most 19 digits, below 2^63: Redis's integer range; r is capped at
+  -- 10^6). Only t mod R is kept: it is read back as the one time congruent
+  -- to it in (now - R/2, now + R/2], now being the reading call's (the
+  -- server's TIME, or the caller's with ClientTime). The form is written
+  -- only when the key's TTL is at most R/4 and t is within R/8 of the
+  -- writing call's now, so a read is exact whenever the nows of two calls
+  -- on a live key differ by less than 3R/8: the key expires a TTL after its
+  -- last write, so that fails only if the clock steps back, or callers'
+  -- clocks differ, by more than 3R/8 - TTL. At 600 per minute, e = 0.05 (m
+  -- = 30): r = 2, R = 2,000 s, 3R/8 = 12 min 30 s. Any other state, or one
+  -- whose fields do not fit, stays doubles.
+  local ZMAX, E9 = 9223372035, 1000000000
+  local function blradix(P)
+    local r = floor((ZMAX + 1) / (2 * P[3] * P[2] + 1))
+    if r < 1 then return nil end
+    r = min(r, 1000000)
+    return r, r * E9
+  end
+  -- fmodfloor returns a - R * floor(a / R) exactly, for |a| < 2^53, R > 0.
+  local function fmodfloor(a, R)
+    local q = floor(a / R)
+    local v = a - q * R
+    if v < 0 then v = v + R elseif v >= R then v = v - R end
+    return v
+  end
+  -- tostored returns the integer form of s (used words) or nil: short8,
+  -- then blint.
+  local function tostored(P, s, used, ttl, at)
+    local h = s[1] - MARK
+    if h < 0 or floor(h / MERGED) % 2 == 1 then return nil end
+    local n, c = h % MERGED, floor(h / CUNIT)
+    local t, W, m = s[2], P[2], P[3]
+    if n == 1 and used == 3 and s[3] == t and c >= 1 and c <= 999 and t <= 9999999999999999 then
+      return string.format('%d%016d', c, t)
+    end
+    if used ~= 2 + n or n > 2 or c < 1 or c > m then return nil end
+    local d = t - s[2 + n]
+    if d < 0 or d >= W or t < W then return nil end
+    if n == 2 and s[3] > t - W then return nil end
+    local r, R = blradix(P)
+    if not r or 4 * ttl * 1000 > R or 8 * (t - at) > R or 8 * (at - t) > R then return nil end
+    local X = 1 + ((n - 1) * m + c - 1) * W + d
+    local Y = fmodfloor(t, R)
+    local yh = floor(Y / E9)
+    return string.format('-%d%09d', r * X + yh, Y - yh * E9)
+  end
+  -- fromstored returns the state words of a value tostored wrote, or nil.
+  local function fromstored(P, v, at)
+    local b = string.byte(v, 1)
+    if b >= 49 and b <= 57 then -- short8
+      if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
+      local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
+      if t > MAXT then return nil end
+      return { MARK + c * CUNIT + 1, t, t }
+    end
+    if b ~= 45 or #v < 11 or not string.find(v, '^%-[1-9]%d+$') then return nil end
+    local Z, lo = tonumber(string.sub(v, 2, -10)), tonumber(string.sub(v, -9))
+    local r, R = blradix(P)
+    if not r or Z > ZMAX then return nil end
+    local W, m = P[2], P[3]
+    local X = floor(Z / r)
+    local Y = (Z - X * r) * E9 + lo
+    local q = floor((X - 1) / W)
+    local d = X - 1 - q * W
+    local n = floor(q / m) + 1
+    local c = q - (n - 1) * m + 1
+    if X < 1 or n > 2 then return nil end
+    local H = floor(R / 2)
+    local t = at + H - fmodfloor(at + H - Y, R)
+    if t < W or t > MAXT then return nil end
+    local s = { MARK + c * CUNIT + n, t, t - d }
+    if n == 2 then s[3], s[4] = t - W, t - d end
+    return s
+  end
   return {
     -- decide is Go's view, decide and append in one function (one closure
     -- per call instead of four).
@@ -715,6 +809,8 @@ if code == 8 then
       end
       return 1, limit - sum - cost, first + window - now, 0, 0, OK
     end,
+    tostored = tostored,
+    fromstored = fromstored,
     record = function(P, s, now, cost)
       if cost < 1 then return end
       local words, R = 2 + 3 * P[4], ringfns()
@@ -752,7 +848,8 @@ end
 
 -- State I/O: a key's value is its state words packed as little-endian
 -- doubles, 8 bytes each (exact, since every word is an integer below 2^53),
--- without the trailing zero words.
+-- without the trailing zero words; a light bounded-log state is an integer
+-- instead (see short8 and blint).
 -- struct.pack and struct.unpack handle a whole chunk of words in one C
 -- call, several times faster than decimal text; chunks keep the values on
 -- the Lua stack well below its limit.
@@ -762,143 +859,18 @@ local CHUNK = 256
 -- records nothing.
 local raw = {}
 
--- Light bounded-log states are stored as a decimal integer, which Redis
--- keeps in its integer encoding: 88 bytes of MEMORY USAGE with a 34-byte key
--- name, where 24 or 32 bytes of doubles take 120 or 128 (an 8-byte string
--- already takes 104). Two integer forms, both never a multiple of 8 bytes
--- long... (see blint below); anything else is packed doubles.
---
--- short8: one entry whose units all came at one time (a key that sent one
--- request): the count, then the time in 16 digits. It needs no clock to
--- read.
-local BL_MARK, BL_MERGED, BL_CUNIT = 4503599627370496, 131072, 262144
-local function short8(s, used)
-  if used ~= 3 or s[2] ~= s[3] then return nil end
-  local h = s[1] - BL_MARK
-  if h < 0 or h % BL_MERGED ~= 1 or floor(h / BL_MERGED) % 2 == 1 then return nil end
-  local c = floor(h / BL_CUNIT)
-  if c > 999 or s[2] > 9999999999999999 then return nil end
-  return string.format('%d%016d', c, s[2])
-end
-
--- blint: a light state, one not merged whose open entry holds c <= m units
--- first taken d < W before the newest time t, alone (n = 1) or after a
--- closed entry whose first time is at or before t - W (n = 2). Neither
--- Decide nor Record reads more from that closed entry's first time than
--- that it is at or before every later cut (newest - W), so it is stored as
--- exactly t - W. The value is -(Z * 10^9 + lo), Z >= 1, with
---   X = 1 + ((n - 1) * m + c - 1) * W + d   (1 <= X <= 2 * m * W)
---   Y = t mod R, R = r * 10^9, r = floor(9223372036 / (2 * m * W + 1))
---   Z * 10^9 + lo = r * X * 10^9 + Y
--- (at most 19 digits, below 2^63: Redis's integer range). Only t mod R is
--- kept: it is read back as the one time congruent to it in a range R long
--- around the call's now, (now + H - R, now + H] with H = (R - ttl) / 2. The
--- key expires ttl after its last write, so the time read is exact as long
--- as the clock that feeds now (Redis's, or the callers' with ClientTime)
--- never steps back, or the callers' clocks differ, by more than (R - ttl)/4:
--- a state is only written this way when its newest time is within that of
--- the writing call's now. At 600 per minute, e = 0.05: r = 2, R = 2,000 s,
--- 7 min 50 s with the server's clock.
-local BL_ZMAX, BL_E9 = 9223372035, 1000000000
-local function blradix(P)
-  local r = floor((BL_ZMAX + 1) / (2 * P[3] * P[2] + 1))
-  if r < 1 then return nil end
-  r = min(r, 1000000)
-  return r, r * BL_E9
-end
-
--- fmodfloor returns a - R * floor(a / R) exactly, for |a| < 2^53, R > 0.
-local function fmodfloor(a, R)
-  local q = floor(a / R)
-  local v = a - q * R
-  if v < 0 then v = v + R elseif v >= R then v = v - R end
-  return v
-end
-
-local function blint(P, s, used, ttl, anchor)
-  local h = s[1] - BL_MARK
-  if h < 0 or floor(h / BL_MERGED) % 2 == 1 then return nil end
-  local n, c = h % BL_MERGED, floor(h / BL_CUNIT)
-  local W, m = P[2], P[3]
-  if used ~= 2 + n or n > 2 or c < 1 or c > m then return nil end
-  local t = s[2]
-  local d = t - s[2 + n]
-  if d < 0 or d >= W or t < W then return nil end
-  if n == 2 and s[3] > t - W then return nil end
-  local r, R = blradix(P)
-  if not r or 4 * ttl * 1000 > R or 8 * (t - anchor) > R or 8 * (anchor - t) > R then return nil end
-  local X = 1 + ((n - 1) * m + c - 1) * W + d
-  local Y = fmodfloor(t, R)
-  local yh = floor(Y / BL_E9)
-  return string.format('-%d%09d', r * X + yh, Y - yh * BL_E9)
-end
-
--- unblint returns the state words of a value blint wrote, or nil.
-local function unblint(P, v, anchor)
-  if #v < 11 or #v > 20 or not string.find(v, '^%-[1-9]%d+$') then return nil end
-  local Z, lo = tonumber(string.sub(v, 2, -10)), tonumber(string.sub(v, -9))
-  local r, R = blradix(P)
-  if not r or Z > BL_ZMAX then return nil end
-  local X = floor(Z / r)
-  local Y = (Z - X * r) * BL_E9 + lo
-  local W, m = P[2], P[3]
-  local q = floor((X - 1) / W)
-  local d = X - 1 - q * W
-  local n = floor(q / m) + 1
-  local c = q - (n - 1) * m + 1
-  if X < 1 or n > 2 then return nil end
-  local H = floor(R / 2)
-  local t = anchor + H - fmodfloor(anchor + H - Y, R)
-  if t < W or t > MAXT then return nil end
-  local s = { BL_MARK + c * BL_CUNIT + n, t, t - d }
-  if n == 2 then s[3], s[4] = t - W, t - d end
-  return s
-end
-
--- unshort8 returns the state words of a value short8 wrote, or nil.
-local function unshort8(v)
-  if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
-  local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
-  if t > MAXT then return nil end
-  return { BL_MARK + c * BL_CUNIT + 1, t, t }
-end
-
 local op = ARGV[1]
 local now, anchor = 0, nil
--- clock returns the time of this call: now, or for a merge (whose events
--- carry their own times) the time argument or the server's clock, read
--- only when a light bounded-log state needs it.
-local function clock()
-  if anchor then return anchor end
-  if op ~= 's' and op ~= 'S' then
-    anchor = clamp(now)
-  elseif ARGV[2] == '' then
-    local t = redis.call('TIME')
-    anchor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  else
-    anchor = clamp(tonumber(ARGV[2]))
-  end
-  return anchor
-end
-
-local function load(key, words, code, P)
+local function load(key, words, code, P, alg)
   local v = redis.call('GET', key)
   local s = {}
   if not v then v = '' end
-  if code == 8 and #v > 0 and #v <= 20 then
-    local b = string.byte(v, 1)
-    if b == 45 then
-      s = unblint(P, v, clock())
-    elseif b >= 49 and b <= 57 then
-      s = unshort8(v)
-    else
-      s = nil
+  if alg.fromstored and #v > 0 and #v <= 20 then
+    local ints = alg.fromstored(P, v, anchor)
+    if ints then
+      if op == 's' then raw[key] = struct.pack('<' .. string.rep('d', #ints), unpack(ints)) end
+      return ints
     end
-    if s then
-      if op == 's' or op == 'S' then raw[key] = struct.pack('<' .. string.rep('d', #s), unpack(s)) end
-      return s
-    end
-    s = {}
   end
   raw[key] = v
   if #v % 8 ~= 0 or #v > 8 * words then
@@ -927,7 +899,7 @@ local function load(key, words, code, P)
   return s
 end
 
-local function save(key, s, ttl, code, P)
+local function save(key, s, ttl, code, P, alg)
   if code == 7 and ttl == 0 and s[1] == 0 then
     -- A concurrency limit without a window keeps its keys while units are
     -- in flight; with none, the state only remembers the last time (which
@@ -939,7 +911,7 @@ local function save(key, s, ttl, code, P)
   local used = #s
   while used > 0 and s[used] == 0 do used = used - 1 end
   local stored, packed
-  if code == 8 then stored = short8(s, used) or blint(P, s, used, ttl, clock()) end
+  if alg.tostored then stored = alg.tostored(P, s, used, ttl, anchor) end
   if not stored or op == 's' then
     if used <= CHUNK then
       packed = struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
@@ -1021,14 +993,27 @@ for i = 1, #KEYS do
   end
   local P = {}
   for j = 1, np do P[j] = nextarg() end
+  if alg.fromstored and not anchor then
+    -- The time a light bounded-log state is read and written around: now,
+    -- or for a merge (whose events carry their own times) the time
+    -- argument or the server's clock.
+    if op ~= 's' then
+      anchor = clamp(now)
+    elseif ARGV[2] == '' then
+      local t = redis.call('TIME')
+      anchor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    else
+      anchor = clamp(tonumber(ARGV[2]))
+    end
+  end
   local s = states[key]
   if not s then
     local err
-    s, err = load(key, words, code, P)
+    s, err = load(key, words, code, P, alg)
     if not s then return redis.error_reply(err) end
-    if alg.fix and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P) end
+    if alg.fix and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
     states[key] = s
-    meta[key] = { ttl, code, P }
+    meta[key] = { ttl, code, P, alg }
   end
   if op == 's' then
     local ne = nextarg()
@@ -1040,7 +1025,7 @@ for i = 1, #KEYS do
     -- words left out): one string per key instead of one reply integer per
     -- word, which for a log of a hundred words was most of a sync's cost.
     if ne > 0 and not replay then
-      raw[key] = save(key, s, ttl, code, P)
+      raw[key] = save(key, s, ttl, code, P, alg)
     end
     out[#out + 1] = raw[key]
   elseif op == 'r' then
@@ -1048,7 +1033,7 @@ for i = 1, #KEYS do
     nextarg() -- shadow: unused
     if alg.release then
       alg.release(P, s, now, cost)
-      save(key, s, ttl, code, P)
+      save(key, s, ttl, code, P, alg)
     end
   else
     local cost, shadow = nextarg(), nextarg()
@@ -1069,7 +1054,8 @@ end
 
 if op == 'd' and commit then
   for key in pairs(dirty) do
-    save(key, states[key], meta[key][1], meta[key][2], meta[key][3])
+    local mk = meta[key]
+    save(key, states[key], mk[1], mk[2], mk[3], mk[4])
   end
 end
 return out
