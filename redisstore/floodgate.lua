@@ -666,19 +666,6 @@ if code == 8 then
   -- = 30): r = 2, R = 2,000 s, 3R/8 = 12 min 30 s. Any other state, or one
   -- whose fields do not fit, stays doubles.
   local ZMAX, E9 = 9223372035, 1000000000
-  local function blradix(P)
-    local r = floor((ZMAX + 1) / (2 * P[3] * P[2] + 1))
-    if r < 1 then return nil end
-    r = min(r, 1000000)
-    return r, r * E9
-  end
-  -- fmodfloor returns a - R * floor(a / R) exactly, for |a| < 2^53, R > 0.
-  local function fmodfloor(a, R)
-    local q = floor(a / R)
-    local v = a - q * R
-    if v < 0 then v = v + R elseif v >= R then v = v - R end
-    return v
-  end
   -- tostored returns the integer form of s (used words) or nil: short8,
   -- then blint.
   local function tostored(P, s, used, ttl, at)
@@ -693,10 +680,11 @@ if code == 8 then
     local d = t - s[2 + n]
     if d < 0 or d >= W or t < W then return nil end
     if n == 2 and s[3] > t - W then return nil end
-    local r, R = blradix(P)
-    if not r or 4 * ttl * 1000 > R or 8 * (t - at) > R or 8 * (at - t) > R then return nil end
+    local r = min(floor((ZMAX + 1) / (2 * m * W + 1)), 1000000)
+    local R = r * E9
+    if r < 1 or 4 * ttl * 1000 > R or 8 * (t - at) > R or 8 * (at - t) > R then return nil end
     local X = 1 + ((n - 1) * m + c - 1) * W + d
-    local Y = fmodfloor(t, R)
+    local Y = t - idiv(t, R) * R
     local yh = floor(Y / E9)
     return string.format('-%d%09d', r * X + yh, Y - yh * E9)
   end
@@ -711,9 +699,10 @@ if code == 8 then
     end
     if b ~= 45 or #v < 11 or not string.find(v, '^%-[1-9]%d+$') then return nil end
     local Z, lo = tonumber(string.sub(v, 2, -10)), tonumber(string.sub(v, -9))
-    local r, R = blradix(P)
-    if not r or Z > ZMAX then return nil end
     local W, m = P[2], P[3]
+    local r = min(floor((ZMAX + 1) / (2 * m * W + 1)), 1000000)
+    local R = r * E9
+    if r < 1 or Z > ZMAX then return nil end
     local X = floor(Z / r)
     local Y = (Z - X * r) * E9 + lo
     local q = floor((X - 1) / W)
@@ -721,8 +710,10 @@ if code == 8 then
     local n = floor(q / m) + 1
     local c = q - (n - 1) * m + 1
     if X < 1 or n > 2 then return nil end
-    local H = floor(R / 2)
-    local t = at + H - fmodfloor(at + H - Y, R)
+    -- The time congruent to Y mod R in (at - R/2, at + R/2]; at + R/2 - Y
+    -- may be negative, and idiv takes only a >= 0.
+    local a = at + floor(R / 2) - Y + R
+    local t = at + floor(R / 2) - (a - idiv(a, R) * R)
     if t < W or t > MAXT then return nil end
     local s = { MARK + c * CUNIT + n, t, t - d }
     if n == 2 then s[3], s[4] = t - W, t - d end
@@ -869,7 +860,7 @@ local function load(key, words, code, P, alg)
     local ints = alg.fromstored(P, v, anchor)
     if ints then
       if op == 's' then raw[key] = struct.pack('<' .. string.rep('d', #ints), unpack(ints)) end
-      return ints
+      return ints, nil, true -- a valid state: fix has nothing to do
     end
   end
   raw[key] = v
@@ -1008,10 +999,10 @@ for i = 1, #KEYS do
   end
   local s = states[key]
   if not s then
-    local err
-    s, err = load(key, words, code, P, alg)
+    local err, valid
+    s, err, valid = load(key, words, code, P, alg)
     if not s then return redis.error_reply(err) end
-    if alg.fix and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+    if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
     states[key] = s
     meta[key] = { ttl, code, P, alg }
   end
