@@ -412,3 +412,42 @@ func TestBoundedLogIntegerGarbage(t *testing.T) {
 	}
 	t.Logf("%d of 300 foreign integers read as states, the rest reported", read)
 }
+
+// FuzzBoundedLogIntegerValue stores any string of digits and minus signs
+// (up to 20 bytes: integers in and out of Redis's range, non-canonical
+// ones, lone signs) in a bounded-log key. The script must either report it
+// as foreign or read it as a valid state on which it decides as Go does.
+func FuzzBoundedLogIntegerValue(f *testing.F) {
+	for _, v := range []string{"-360002002000001000", "11764470000000000", "-1", "-0001234567890", "--1",
+		"-9223372036854775808", "-9223372035999999999", "9223372036854775807", "-", "12345678", "-1234567"} {
+		f.Add(v)
+	}
+	s := newStore(f, Options{ClientTime: true})
+	a := mustAlg(f, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	sp, err := s.specFor(a)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if v == "" || len(v) > 20 || strings.Trim(v, "-0123456789") != "" {
+			t.Skip()
+		}
+		ctx := context.Background()
+		if _, err := shared.Do("SET", s.key(sp, "fuzz"), v); err != nil {
+			t.Fatal(err)
+		}
+		b := []store.SyncBatch{{Algorithm: a, Key: "fuzz"}}
+		if err := s.Sync(ctx, t0, b); err != nil {
+			if !strings.Contains(err.Error(), "another program or version") {
+				t.Fatalf("value %q: %v", v, err)
+			}
+			return
+		}
+		st := slices.Clone(b[0].State)
+		want := micros(a.Decide(st, t0, 1))
+		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzz", Cost: 1})
+		if err != nil || got != want {
+			t.Fatalf("value %q read as %v: redis %+v %v, go %+v", v, b[0].State[:4], got, err, want)
+		}
+	})
+}
