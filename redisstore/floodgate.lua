@@ -697,8 +697,14 @@ if code == 8 then
       if t > MAXT then return nil end
       return { MARK + c * CUNIT + 1, t, t }
     end
-    if b ~= 45 or #v < 11 or not string.find(v, '^%-[1-9]%d+$') then return nil end
-    local Z, lo = tonumber(string.sub(v, 2, -10)), tonumber(string.sub(v, -9))
+    -- A value Redis keeps as an integer reads back in canonical digits.
+    -- tonumber(v) is v to within 2^10, so Z is exact once lo is taken off;
+    -- one tonumber of the whole value and one of its last nine digits
+    -- instead of a pattern match and two of its parts (less CPU per call).
+    if b ~= 45 or #v < 11 then return nil end
+    local x, lo = tonumber(v), tonumber(string.sub(v, -9))
+    if not x or not lo or x ~= floor(x) or lo ~= floor(lo) or lo < 0 or lo >= E9 then return nil end
+    local Z = floor((-x - lo) / E9 + 0.5)
     local W, m = P[2], P[3]
     local r = min(floor((ZMAX + 1) / (2 * m * W + 1)), 1000000)
     local R = r * E9
