@@ -451,3 +451,59 @@ func FuzzBoundedLogIntegerValue(f *testing.F) {
 		}
 	})
 }
+
+// TestBoundedLogDeadFirstIgnored checks, in Go alone, the claim sameState
+// rests on: a bounded-log state whose oldest entry is full and starts at or
+// before newest - W decides and merges exactly as the same state with that
+// first timestamp set to newest - W, as the script stores it. Two copies
+// run the same random trace (decisions at times that step back now and
+// then, late and current merges); the second is rewritten that way after
+// every step. Every decision must match, and the states stay sameState.
+func TestBoundedLogDeadFirstIgnored(t *testing.T) {
+	for _, c := range []algorithm.Config{
+		{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute},
+		{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
+		{Algorithm: algorithm.BoundedLog, Limit: 5, Window: 700 * time.Millisecond, Tolerance: 0.01},
+		{Algorithm: algorithm.BoundedLog, Limit: 7, Window: 3 * time.Second, Tolerance: 0.5},
+	} {
+		a := mustAlg(t, c)
+		p, _ := algorithm.ParamsOf(a)
+		w := int64(c.Window)
+		rng := rand.New(rand.NewPCG(uint64(c.Limit), 11))
+		orig, canon := make([]int64, a.Words()), make([]int64, a.Words())
+		now, rewritten := t0, 0
+		for step := range 20000 {
+			switch r := rng.IntN(100); {
+			case r < 3:
+				now -= rng.Int64N(w / 5)
+			case r < 10:
+				now += rng.Int64N(2 * w)
+			default:
+				now += rng.Int64N(2*w/c.Limit + 1)
+			}
+			if rng.IntN(8) == 0 {
+				at, cost := now+w/10-rng.Int64N(w+w/5), 1+rng.Int64N(3) // late, some a little ahead
+				a.Record(orig, at, cost)
+				a.Record(canon, at, cost)
+			} else {
+				cost := 1 + rng.Int64N(min(c.Limit, 4))
+				if d1, d2 := a.Decide(orig, now, cost), a.Decide(canon, now, cost); d1 != d2 {
+					t.Fatalf("%v step %d: %+v on the original, %+v on the rewritten state", c, step, d1, d2)
+				}
+			}
+			if !sameState(a, canon, orig) {
+				t.Fatalf("%v step %d:\nrewritten %v\noriginal  %v", c, step, canon[:6], orig[:6])
+			}
+			h := canon[0]
+			n, merged := h&(1<<17-1), h&(1<<17) != 0
+			if h >= 1<<52 && n >= 2 && (!merged || canon[2+p.Entries] == 0) && canon[2] <= canon[1]-w && canon[2] != canon[1]-w {
+				canon[2] = canon[1] - w
+				rewritten++
+			}
+		}
+		if rewritten < 50 {
+			t.Errorf("%v: only %d rewrites; the trace does not exercise the claim", c, rewritten)
+		}
+		t.Logf("%v: %d rewrites", c, rewritten)
+	}
+}
