@@ -636,7 +636,7 @@ if code == 8 then
   end
   -- A light state is stored as a decimal integer, which Redis keeps in its
   -- integer encoding: 88 bytes of MEMORY USAGE with a 34-byte key name,
-  -- where 24 or 32 bytes of doubles take 120 or 136 (and any string of 5 to
+  -- where 24 or 32 bytes of doubles take 120 or 136 (and any string of 1 to
   -- 12 bytes 104). fromstored tells the two integer forms from doubles by
   -- their first byte and digits: a state's doubles start with a header
   -- whose eighth byte is 0x43, or a ring form's count, never a digit.
