@@ -207,8 +207,8 @@ func TestBoundedLogIntegerForms(t *testing.T) {
 	}{
 		{at: t0, cost: 2, want: "short", value: fmt.Sprintf("2%016d", t0/1000)},
 		{at: t0, cost: 1, want: "short", value: fmt.Sprintf("3%016d", t0/1000)},
-		// X = 1 + (4-1)*W + 1000 µs, r = 2, t mod 2e9 µs = 1000.
-		{at: t0 + ms, cost: 1, want: "light", value: "-360002002000001000"},
+		// X = 1 + (4-1)*W + 1000 µs, r = 2, Z = 10^7 + r*X, t mod 2e9 µs = 1000.
+		{at: t0 + ms, cost: 1, want: "light", value: "-370002002000001000"},
 		{at: t0 + 30*sec, cost: 26, want: "light"},
 		{at: t0 + 50*sec, cost: 1, want: "doubles"},
 		{at: t0 + 65*sec, cost: 1, want: "light"},

@@ -650,12 +650,13 @@ if code == 8 then
   -- entry whose first time is at or before t - W (n = 2). Neither Decide
   -- nor Record reads more from that closed entry's first time than that it
   -- is at or before every later cut (newest - W), so it is stored as
-  -- exactly t - W. The value is -(Z * 10^9 + lo), Z >= 1, with
+  -- exactly t - W. The value is -(Z * 10^9 + lo) with
   --   X = 1 + ((n - 1) * m + c - 1) * W + d   (1 <= X <= 2 * m * W)
-  --   Y = t mod R, R = r * 10^9, r = floor(9223372036 / (2 * m * W + 1))
-  --   Z * 10^9 + lo = r * X * 10^9 + Y
-  -- (at most 19 digits, below 2^63: Redis's integer range; r is capped at
-  -- 10^6). Only t mod R is kept: it is read back as the one time congruent
+  --   Y = t mod R, R = r * 10^9, r = floor(9213372036 / (2 * m * W + 1))
+  --   Z * 10^9 + lo = (10^7 + r * X) * 10^9 + Y
+  -- (18 to 20 characters, never a multiple of 8, so a script from before
+  -- this form reports it as foreign rather than reading doubles; below 2^63,
+  -- Redis's integer range; r is capped at 10^6). Only t mod R is kept: it is read back as the one time congruent
   -- to it in (now - R/2, now + R/2], now being the reading call's (the
   -- server's TIME, or the caller's with ClientTime). The form is written
   -- only when the key's TTL is at most R/4 and t is within R/8 of the
@@ -665,7 +666,7 @@ if code == 8 then
   -- clocks differ, by more than 3R/8 - TTL. At 600 per minute, e = 0.05 (m
   -- = 30): r = 2, R = 2,000 s, 3R/8 = 12 min 30 s. Any other state, or one
   -- whose fields do not fit, stays doubles.
-  local ZMAX, E9 = 9223372035, 1000000000
+  local ZMAX, E9, ZOFF = 9223372035, 1000000000, 10000000
   -- tostored returns the integer form of s (used words) or nil: short8,
   -- then blint.
   local function tostored(P, s, used, ttl, at)
@@ -680,13 +681,13 @@ if code == 8 then
     local d = t - s[2 + n]
     if d < 0 or d >= W or t < W then return nil end
     if n == 2 and s[3] > t - W then return nil end
-    local r = min(floor((ZMAX + 1) / (2 * m * W + 1)), 1000000)
+    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
     local R = r * E9
     if r < 1 or 4 * ttl * 1000 > R or 8 * (t - at) > R or 8 * (at - t) > R then return nil end
     local X = 1 + ((n - 1) * m + c - 1) * W + d
     local Y = t - idiv(t, R) * R
     local yh = floor(Y / E9)
-    return string.format('-%d%09d', r * X + yh, Y - yh * E9)
+    return string.format('-%d%09d', ZOFF + r * X + yh, Y - yh * E9)
   end
   -- fromstored returns the state words of a value tostored wrote, or nil.
   local function fromstored(P, v, at)
@@ -704,11 +705,11 @@ if code == 8 then
     if b ~= 45 or #v < 11 then return nil end
     local x, lo = tonumber(v), tonumber(string.sub(v, -9))
     if not x or not lo or x ~= floor(x) or lo ~= floor(lo) or lo < 0 or lo >= E9 then return nil end
-    local Z = floor((-x - lo) / E9 + 0.5)
+    local Z = floor((-x - lo) / E9 + 0.5) - ZOFF
     local W, m = P[2], P[3]
-    local r = min(floor((ZMAX + 1) / (2 * m * W + 1)), 1000000)
+    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
     local R = r * E9
-    if r < 1 or Z > ZMAX then return nil end
+    if r < 1 or Z > ZMAX - ZOFF then return nil end
     local X = floor(Z / r)
     local Y = (Z - X * r) * E9 + lo
     local q = floor((X - 1) / W)
