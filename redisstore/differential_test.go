@@ -88,8 +88,8 @@ func TestDifferentialRandom(t *testing.T) {
 			defer func() {
 				if c.Algorithm == algorithm.BoundedLog {
 					t.Logf("stored forms after each step: %v", forms)
-					if forms["light"]+forms["short"] == 0 || forms["doubles"] == 0 {
-						t.Errorf("the trace did not cover both the integer forms and doubles: %v", forms)
+					if forms["light"]+forms["short"] == 0 || forms["doubles"] == 0 || forms["merged"] == 0 {
+						t.Errorf("the trace did not cover the integer forms, doubles and merged doubles: %v", forms)
 					}
 				}
 			}()

@@ -671,8 +671,24 @@ if code == 8 then
   -- then blint.
   local function tostored(P, s, used, ttl, at)
     local h = s[1] - MARK
-    if h < 0 or floor(h / MERGED) % 2 == 1 then return nil end
+    if h < 0 then return nil end
     local n, c = h % MERGED, floor(h / CUNIT)
+    if floor(h / MERGED) % 2 == 1 then
+      -- Merged: the header, the newest time, n firsts, then the n - 1
+      -- deficits and n - 1 gaps without the zeros between the regions.
+      local size = P[4]
+      if n < 1 or n > size or 3 * n >= used then return nil end
+      -- Anything nonzero outside those (no script writes it) keeps the
+      -- full form.
+      local dlo, glo = 3 + size, 3 + 2 * size
+      for j = 3 + n, used do
+        if s[j] ~= 0 and (j < dlo or j > dlo + n - 2) and (j < glo or j > glo + n - 2) then return nil end
+      end
+      local w = { s[1], s[2] }
+      for i = 1, n do w[2 + i] = s[2 + i] end
+      for i = 0, n - 2 do w[3 + n + i], w[2 + 2 * n + i] = s[dlo + i], s[glo + i] end
+      return struct.pack('<' .. string.rep('d', 3 * n), unpack(w, 1, 3 * n)) .. 'm'
+    end
     local t, W, m = s[2], P[2], P[3]
     if n == 1 and used == 3 and s[3] == t and c >= 1 and c <= 999 and t <= 9999999999999999 then
       return string.format('%d%016d', c, t)
@@ -690,7 +706,25 @@ if code == 8 then
     return string.format('-%d%09d', ZOFF + r * X + yh, Y - yh * E9)
   end
   -- fromstored returns the state words of a value tostored wrote, or nil.
-  local function fromstored(P, v, at)
+  local function fromstored(P, v, at, words)
+    if #v % 8 == 1 and string.byte(v, #v) == 109 then -- 'm': merged
+      local k = (#v - 1) / 8
+      local n = k / 3
+      if n < 1 or n > P[4] or n ~= floor(n) then return nil end
+      local w, pos = {}, 1
+      while #w < k do -- at most 255 values per struct.unpack
+        local vals = { struct.unpack('<' .. string.rep('d', min(255, k - #w)), v, pos) }
+        pos = table.remove(vals)
+        for j = 1, #vals do w[#w + 1] = vals[j] end
+      end
+      local size = P[4]
+      local s = {}
+      for j = 1, words do s[j] = 0 end
+      for j = 1, 2 + n do s[j] = w[j] end
+      for i = 0, n - 2 do s[3 + size + i], s[3 + 2 * size + i] = w[3 + n + i], w[2 + 2 * n + i] end
+      return s
+    end
+    if #v > 20 then return nil end
     local b = string.byte(v, 1)
     if b >= 49 and b <= 57 then -- short8
       if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
@@ -859,15 +893,34 @@ local raw = {}
 
 local op = ARGV[1]
 local now, anchor = 0, nil
+-- packwords returns words 1..used of s (default: up to the last nonzero)
+-- packed as doubles.
+local function packwords(s, used)
+  if not used then
+    used = #s
+    while used > 0 and s[used] == 0 do used = used - 1 end
+  end
+  if used <= CHUNK then
+    return struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
+  end
+  local parts, i = {}, 0
+  while i < used do
+    local n = min(CHUNK, used - i)
+    parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
+    i = i + n
+  end
+  return table.concat(parts)
+end
+
 local function load(key, words, code, P, alg)
   local v = redis.call('GET', key)
   local s = {}
   if not v then v = '' end
-  if alg.fromstored and #v > 0 and #v <= 20 then
-    local ints = alg.fromstored(P, v, anchor)
-    if ints then
-      if op == 's' then raw[key] = struct.pack('<' .. string.rep('d', #ints), unpack(ints)) end
-      return ints, nil, true -- a valid state: fix has nothing to do
+  if alg.fromstored and #v > 0 and (#v <= 20 or #v % 8 == 1) then
+    local st = alg.fromstored(P, v, anchor, words)
+    if st then
+      if op == 's' then raw[key] = packwords(st) end
+      return st, nil, #st < words -- an integer form is valid; fix checks a merged one
     end
   end
   raw[key] = v
@@ -910,19 +963,7 @@ local function save(key, s, ttl, code, P, alg)
   while used > 0 and s[used] == 0 do used = used - 1 end
   local stored, packed
   if alg.tostored then stored = alg.tostored(P, s, used, ttl, anchor) end
-  if not stored or op == 's' then
-    if used <= CHUNK then
-      packed = struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
-    else
-      local parts, i = {}, 0
-      while i < used do
-        local n = min(CHUNK, used - i)
-        parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
-        i = i + n
-      end
-      packed = table.concat(parts)
-    end
-  end
+  if not stored or op == 's' then packed = packwords(s, used) end
   stored = stored or packed
   if ttl > 0 then
     redis.call('SET', key, stored, 'PX', ttl)
