@@ -285,11 +285,12 @@ func TestBoundedLogIntegerForms(t *testing.T) {
 	}
 }
 
-// TestBoundedLogCompactDoublesKept stores light states the way the script
-// wrote them before the integer forms (packed doubles: one entry, and two
-// entries whose older one is past the window) and checks that they keep
+// TestBoundedLogCompactDoublesKept stores states the way the script wrote
+// them before the integer forms and the merged compact form (packed doubles
+// of the full layout: one entry, two entries whose older one is past the
+// window, and a state merged from late events) and checks that they keep
 // working: the first decision on each matches Go's on the same state, and
-// the write it makes stores the integer form.
+// the write it makes stores the newer form.
 func TestBoundedLogCompactDoublesKept(t *testing.T) {
 	s := newStore(t, Options{ClientTime: true})
 	ctx := context.Background()
@@ -298,15 +299,26 @@ func TestBoundedLogCompactDoublesKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	us, sec := t0/1000, int64(time.Second)
-	for i, st := range [][]int64{
-		{1<<52 + 3<<18 + 1, t0 + 20*sec, t0},
-		{1<<52 + 2<<18 + 2, t0 + 70*sec, t0, t0 + 65*sec},
+	sec := int64(time.Second)
+	merged := make([]int64, a.Words())
+	for _, at := range []int64{t0 + 20*sec, t0 + 30*sec, t0 + 45*sec} {
+		a.Record(merged, at, 2)
+	}
+	if merged[0]&(1<<17) == 0 {
+		t.Fatalf("the events did not make a merged state: %v", merged[:6])
+	}
+	for i, c := range []struct {
+		st   []int64
+		want string
+	}{
+		{[]int64{1<<52 + 3<<18 + 1, t0 + 20*sec, t0}, "light"},
+		{[]int64{1<<52 + 2<<18 + 2, t0 + 70*sec, t0, t0 + 65*sec}, "light"},
+		{merged, "merged"},
 	} {
 		k := fmt.Sprint("old", i)
-		words := make([]float64, len(st))
-		for j, w := range st {
-			if j > 0 {
+		words := make([]float64, len(c.st))
+		for j, w := range c.st {
+			if sp.timeIdx[j] {
 				w /= 1000
 			}
 			words[j] = float64(w)
@@ -315,8 +327,8 @@ func TestBoundedLogCompactDoublesKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		ref := make([]int64, a.Words())
-		copy(ref, st)
-		now := (us + 75e6) * 1000
+		copy(ref, c.st)
+		now := t0 + 75*sec
 		want := micros(a.Decide(ref, now, 1))
 		got, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: k, Cost: 1})
 		if err != nil {
@@ -325,15 +337,15 @@ func TestBoundedLogCompactDoublesKept(t *testing.T) {
 		if got != want {
 			t.Fatalf("state %d: redis %+v, go %+v", i, got, want)
 		}
-		if form := storedForm(t, s.key(sp, k)); form != "light" {
-			t.Fatalf("state %d: stored as %s after a write, want light", i, form)
+		if form := storedForm(t, s.key(sp, k)); form != c.want {
+			t.Fatalf("state %d: stored as %s after a write, want %s", i, form, c.want)
 		}
 		b := []store.SyncBatch{{Algorithm: a, Key: k}}
 		if err := s.Sync(ctx, now, b); err != nil {
 			t.Fatal(err)
 		}
 		if !sameState(a, b[0].State, ref) {
-			t.Fatalf("state %d: synced\nredis %v\ngo    %v", i, b[0].State[:5], ref[:5])
+			t.Fatalf("state %d: synced\nredis %v\ngo    %v", i, b[0].State, ref)
 		}
 	}
 }
