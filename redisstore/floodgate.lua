@@ -432,6 +432,8 @@ end
 -- the state into the ring form bounded-log had before (entries, oldest
 -- index, then first, last, count per entry), merges there and packs it
 -- back. A key stored in the ring form is converted when first loaded.
+-- Light and merged states are stored in shorter forms (tostored and
+-- fromstored below); Sync always gets this layout back.
 if code == 8 then
   local MARK, MERGED, CUNIT = 4503599627370496, 131072, 262144
   -- bl_hdr returns n, the open entry's count and the merged flag, or nil
@@ -667,8 +669,8 @@ if code == 8 then
   -- = 30): r = 2, R = 2,000 s, 3R/8 = 12 min 30 s. Any other state, or one
   -- whose fields do not fit, stays doubles.
   local ZMAX, E9, ZOFF = 9223372035, 1000000000, 10000000
-  -- tostored returns the integer form of s (used words) or nil: short8,
-  -- then blint.
+  -- tostored returns the stored form of s (used words) when it has a
+  -- shorter one than its doubles: merged, short8 or blint; else nil.
   local function tostored(P, s, used, ttl, at)
     local h = s[1] - MARK
     if h < 0 then return nil end
@@ -677,7 +679,7 @@ if code == 8 then
       -- Merged: the header, the newest time, n firsts, then the n - 1
       -- deficits and n - 1 gaps without the zeros between the regions.
       local size = P[4]
-      if n < 1 or n > size or 3 * n >= used then return nil end
+      if n < 1 or n > size or 3 * n >= used or 3 * n > 255 then return nil end
       -- Anything nonzero outside those (no script writes it) keeps the
       -- full form.
       local dlo, glo = 3 + size, 3 + 2 * size
@@ -717,7 +719,8 @@ if code == 8 then
         pos = table.remove(vals)
         for j = 1, #vals do w[#w + 1] = vals[j] end
       end
-      local size = P[4]
+      local size, h = P[4], w[1] - MARK
+      if h < 0 or h % MERGED ~= n or floor(h / MERGED) % 2 ~= 1 then return nil end
       local s = {}
       for j = 1, words do s[j] = 0 end
       for j = 1, 2 + n do s[j] = w[j] end
