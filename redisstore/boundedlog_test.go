@@ -548,3 +548,56 @@ func TestBoundedLogDeadFirstIgnored(t *testing.T) {
 		t.Logf("%v: %d rewrites", c, rewritten)
 	}
 }
+
+// FuzzBoundedLogMergedValue stores 3k finite doubles followed by 'm' (the
+// merged form's shape) in a bounded-log key, the header made merged with n
+// = k so that most values reach the expansion. The script must report the
+// value as foreign or read it as a state on which it decides as Go does.
+func FuzzBoundedLogMergedValue(f *testing.F) {
+	f.Add(uint8(1), int64(1e15), int64(1e15), int64(29), int64(1e6))
+	f.Add(uint8(3), int64(1_764_470_000_000_000), int64(1_764_469_990_000_000), int64(0), int64(-5))
+	s := newStore(f, Options{ClientTime: true})
+	a := mustAlg(f, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	sp, err := s.specFor(a)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, n uint8, newest, first, deficit, gap int64) {
+		k := int(n%50) + 1
+		words := []float64{float64(1<<52 + 1<<18 + 1<<17 + int64(k)), float64(newest % (1 << 53))}
+		for i := range k {
+			words = append(words, float64((first+int64(i)*1000)%(1<<53)))
+		}
+		for range k - 1 {
+			words = append(words, float64(deficit%(1<<53)))
+		}
+		for range k - 1 {
+			words = append(words, float64(gap%(1<<53)))
+		}
+		var b strings.Builder
+		for _, w := range words {
+			bits := math.Float64bits(w)
+			for i := 0; i < 8; i++ {
+				b.WriteByte(byte(bits >> (8 * i)))
+			}
+		}
+		b.WriteByte('m')
+		ctx := context.Background()
+		if _, err := shared.Do("SET", s.key(sp, "fuzzm"), b.String()); err != nil {
+			t.Fatal(err)
+		}
+		sb := []store.SyncBatch{{Algorithm: a, Key: "fuzzm"}}
+		if err := s.Sync(ctx, t0, sb); err != nil {
+			if !strings.Contains(err.Error(), "another program or version") {
+				t.Fatalf("%d entries: %v", k, err)
+			}
+			return
+		}
+		st := slices.Clone(sb[0].State)
+		want := micros(a.Decide(st, t0, 1))
+		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzzm", Cost: 1})
+		if err != nil || got != want {
+			t.Fatalf("%d entries read as %v: redis %+v %v, go %+v", k, sb[0].State[:4], got, err, want)
+		}
+	})
+}
