@@ -346,6 +346,22 @@ func (a *boundedLog) Decide(s []int64, now, cost int64) Decision {
 	return d
 }
 
+// UsedWords returns how many leading words of s may be nonzero: 2 + n for
+// a state with n entries that took no late events (Decide writes nothing
+// past them), else len(s). A store that keeps a state only up to its last
+// nonzero word may keep this many instead of scanning for it.
+func (a *boundedLog) UsedWords(s []int64) int {
+	h := s[0]
+	if h == 0 {
+		return 0
+	}
+	n := h & blNMask
+	if h < blMark || h >= 2*blMark || h&blMerged != 0 || n < 1 || n > a.size {
+		return len(s)
+	}
+	return 2 + int(n)
+}
+
 // Peek is Decide without changing the state.
 func (a *boundedLog) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)

@@ -46,3 +46,30 @@ func TestBoundedLogFastPath(t *testing.T) {
 		return a.(*boundedLog).decide(s, now, cost, true)
 	})
 }
+
+// TestBoundedLogUsedWords checks that no word of a state at or past
+// UsedWords is nonzero, through random traffic with late Records.
+func TestBoundedLogUsedWords(t *testing.T) {
+	forEachSeed(t, BoundedLog, func(t *testing.T, rng *rand.Rand, alg Algorithm) {
+		a, c := alg.(*boundedLog), alg.Config()
+		s := make([]int64, a.Words())
+		short := 0
+		for i, e := range traffic(rng, 3000, int64(c.Window), max(1, c.Limit/3)) {
+			if rng.IntN(20) == 0 {
+				a.Record(s, e.t-rng.Int64N(int64(c.Window)), e.cost)
+			} else {
+				a.Decide(s, e.t, e.cost)
+			}
+			u := a.UsedWords(s)
+			if got := lastNonzero(s); got > u {
+				t.Fatalf("event %d: word %d is nonzero, UsedWords %d: %v", i, got-1, u, s)
+			}
+			if u < len(s) {
+				short++
+			}
+		}
+		if short == 0 {
+			t.Fatalf("UsedWords was never shorter than the state")
+		}
+	})
+}
