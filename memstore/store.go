@@ -263,20 +263,22 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 	if err != nil {
 		return algorithm.Decision{}, err
 	}
-	return s.decide(l, req.Algorithm, now, req.Key, req.Cost), nil
+	return s.decide(l, req.Algorithm, l.directFor(req.Algorithm), now, req.Key, req.Cost), nil
 }
 
 // decide is DecideOne once the request's limit is known.
-func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, cost int64) (d algorithm.Decision) {
-	s.decideInto(&d, l, a, now, key, cost)
+func (s *Store) decide(l *limit, a algorithm.Algorithm, dir *algorithm.Direct, now int64, key string, cost int64) (d algorithm.Decision) {
+	s.decideInto(&d, l, a, dir, now, key, cost)
 	return d
 }
 
 // decideInto is decide writing its decision into *d. The decision goes
-// straight from the algorithm's registers into *d: passed back by value
-// through the store's frames, the 64-byte Decision is copied several
-// times, which costs a tracked key's decision about a tenth of its time.
-func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorithm, now int64, key string, cost int64) {
+// straight from the algorithm into *d: passed back by value through the
+// store's frames, the 64-byte Decision is copied several times, which
+// costs a tracked key's decision about a tenth of its time. dir, when not
+// nil, is a's Direct form, which a tracked key's state in its slot is
+// decided with in place (see decideDirect).
+func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorithm, dir *algorithm.Direct, now int64, key string, cost int64) {
 	h := s.hash(key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
@@ -291,6 +293,10 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
 		if head&charged == 0 {
+			if dir != nil && t.decideDirect(d, dir, sl, now, cost) {
+				sh.mu.Unlock()
+				return
+			}
 			if t.packed {
 				st := sh.scratch[:l.words:l.words]
 				packed := t.slots[b+1 : b+t.stride : b+t.stride]
@@ -339,6 +345,41 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 	sh.mu.Unlock()
 }
 
+// decideDirect decides with dir on the state of slot sl, which the
+// eviction summary does not charge, where it lies when its layout allows
+// (the state whole in the slot, or packed in one or two slot words: then
+// on a copy on the stack), and reports whether it did. It is the common
+// case of a counting algorithm's decision made without the interface
+// call, the scratch state and the copies of the general path.
+func (t *table) decideDirect(d *algorithm.Decision, dir *algorithm.Direct, sl int, now, cost int64) bool {
+	b := sl * t.stride
+	switch {
+	case !t.packed && t.inline == t.l.words:
+		dir.DecideInto(d, t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
+	case t.packed && t.l.words == 2: // fixed-window: one slot word
+		p := &t.slots[b+1]
+		st := [2]int64{int64(uint64(*p) >> 32), *p & (half - 1)}
+		dir.DecideInto(d, st[:], now, cost)
+		if uint64(st[0]|st[1]) >= half { // a word below 0 or above 32 bits
+			t.put(sl, st[:]) // converts the table
+			return true
+		}
+		*p = st[0]<<32 | st[1]
+	case t.packed && t.l.words == 3: // weighted-window: two slot words
+		p := t.slots[b+1 : b+3 : b+3]
+		st := [3]int64{int64(uint64(p[0]) >> 32), p[0] & (half - 1), int64(uint64(p[1]) >> 32)}
+		dir.DecideInto(d, st[:], now, cost)
+		if uint64(st[0]|st[1]|st[2]) >= half {
+			t.put(sl, st[:])
+			return true
+		}
+		p[0], p[1] = st[0]<<32|st[1], st[2]<<32
+	default:
+		return false
+	}
+	return true
+}
+
 // decideCharged decides a request on st as if c more units had been
 // counted at now, and if it is allowed counts it in st (without c).
 func (sh *shard) decideCharged(a algorithm.Algorithm, st []int64, c, now, cost int64) algorithm.Decision {
@@ -360,9 +401,10 @@ func (sh *shard) decideCharged(a algorithm.Algorithm, st []int64, c, now, cost i
 // decides with the same one (a floodgate.Limiter): its Decide skips the
 // lookup of the algorithm's limit that DecideOne makes on every call.
 type Bound struct {
-	s *Store
-	a algorithm.Algorithm
-	l *limit
+	s   *Store
+	a   algorithm.Algorithm
+	l   *limit
+	dir *algorithm.Direct // a's Direct form, or nil
 }
 
 // Bind returns s bound to a. It fails only as DecideOne would for a.
@@ -374,20 +416,24 @@ func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bound{s: s, a: a, l: l}, nil
+	b := &Bound{s: s, a: a, l: l}
+	if dir, ok := algorithm.DirectOf(a); ok {
+		b.dir = &dir
+	}
+	return b, nil
 }
 
 // Decide decides a request of cost for key at time now and counts it if
 // allowed; it is DecideOne for the bound algorithm and allocates nothing
 // when the key is already tracked.
 func (b *Bound) Decide(now int64, key string, cost int64) algorithm.Decision {
-	return b.s.decide(b.l, b.a, now, key, cost)
+	return b.s.decide(b.l, b.a, b.dir, now, key, cost)
 }
 
 // DecideInto is Decide writing the decision into *d, which saves copying
 // it on the way back (see decideInto).
 func (b *Bound) DecideInto(d *algorithm.Decision, now int64, key string, cost int64) {
-	b.s.decideInto(d, b.l, b.a, now, key, cost)
+	b.s.decideInto(d, b.l, b.a, b.dir, now, key, cost)
 }
 
 // Release gives back the units of reqs (see algorithm.Algorithm.Release).
