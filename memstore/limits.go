@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -18,6 +19,9 @@ type limit struct {
 	full  int64 // units a zero state has available (for the eviction summary)
 	// direct is alg's Direct form, or nil if it has none.
 	direct *algorithm.Direct
+	// views holds, once a Bound asks for them (Store.views), the slots of
+	// the limit's table in each shard, which the tables keep current.
+	views atomic.Pointer[[]atomic.Pointer[slotView]]
 }
 
 // directFor returns a's Direct form when a is the algorithm l was made
