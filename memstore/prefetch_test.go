@@ -31,7 +31,10 @@ func TestPrefetchViewsCurrent(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for i := range s.shards {
-			tb := s.shards[i].tables[b.l.id]
+			var tb *table
+			if tables := s.shards[i].tables; b.l.id < len(tables) {
+				tb = tables[b.l.id]
+			}
 			v := b.views[i].Load()
 			if tb == nil {
 				if v != nil {

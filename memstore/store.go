@@ -287,6 +287,69 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algorithm, dir *algorithm.Direct, now int64, h uint64, cost int64) {
 	sh := s.shardOf(h)
 	sh.mu.Lock()
+	if dir == nil || !sh.decideDirect(d, l, dir, now, h, cost) {
+		sh.decideLocked(d, l, a, now, h, cost)
+	}
+	sh.mu.Unlock()
+}
+
+// decideDirect decides the common case with dir: a tracked key that the
+// eviction summary does not charge, in a table whose clock is current,
+// its state where it lies when its layout allows (the state whole in the
+// slot, or packed in one or two slot words: then on a copy on the stack).
+// That is a counting algorithm's decision without the interface call, the
+// scratch state and the copies of the general path. It reports whether it
+// decided; if not, it has changed nothing but the key's last-use tick,
+// which the general path sets alike. The shard's lock is held.
+func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Direct, now int64, h uint64, cost int64) bool {
+	if uint(l.id) >= uint(len(sh.tables)) {
+		return false
+	}
+	t := sh.tables[l.id]
+	if t == nil || now>>t.unitShift > t.latest {
+		return false // no table yet, or its clock must advance first
+	}
+	sl := t.find(h)
+	if sl < 0 {
+		return false
+	}
+	b := sl * t.stride
+	head := t.slots[b]
+	if head&charged != 0 {
+		return false
+	}
+	t.slots[b] = head&^tickMask | t.latest&tickMask // t.touch(sl)
+	switch {
+	case !t.packed && t.inline == l.words:
+		dir.DecideInto(d, t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
+	case t.packed && l.words == 2: // fixed-window: one slot word
+		p := &t.slots[b+1]
+		st := [2]int64{int64(uint64(*p) >> 32), *p & (half - 1)}
+		dir.DecideInto(d, st[:], now, cost)
+		if uint64(st[0]|st[1]) >= half { // a word below 0 or above 32 bits
+			t.put(sl, st[:]) // converts the table
+		} else {
+			*p = st[0]<<32 | st[1]
+		}
+	case t.packed && l.words == 3: // weighted-window: two slot words
+		p := t.slots[b+1 : b+3 : b+3]
+		st := [3]int64{int64(uint64(p[0]) >> 32), p[0] & (half - 1), int64(uint64(p[1]) >> 32)}
+		dir.DecideInto(d, st[:], now, cost)
+		if uint64(st[0]|st[1]|st[2]) >= half {
+			t.put(sl, st[:])
+		} else {
+			p[0], p[1] = st[0]<<32|st[1], st[2]<<32
+		}
+	default:
+		return false
+	}
+	// The eviction summary reads the newest time a state was written at.
+	sh.now = max(sh.now, now)
+	return true
+}
+
+// decideLocked is decideHashed's general case. The shard's lock is held.
+func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algorithm, now int64, h uint64, cost int64) {
 	t := sh.table(l)
 	// t.advance(now), by hand: the common case is two comparisons.
 	sh.now = max(sh.now, now)
@@ -298,10 +361,6 @@ func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algori
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
 		if head&charged == 0 {
-			if dir != nil && t.decideDirect(d, dir, sl, now, cost) {
-				sh.mu.Unlock()
-				return
-			}
 			if t.packed {
 				st := sh.scratch[:l.words:l.words]
 				packed := t.slots[b+1 : b+t.stride : b+t.stride]
@@ -311,17 +370,14 @@ func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algori
 					t.put(sl, st) // converts the table
 				}
 				clear(st)
-				sh.mu.Unlock()
 				return
 			}
 			if t.inline == l.words { // t.inPlace(sl), the common case
 				*d = a.Decide(t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
-				sh.mu.Unlock()
 				return
 			}
 			if st := t.inPlace(sl); st != nil {
 				*d = a.Decide(st, now, cost)
-				sh.mu.Unlock()
 				return
 			}
 		}
@@ -332,7 +388,6 @@ func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algori
 			*d = sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
 		}
 		clear(st[:t.put(sl, st)]) // put knows where the nonzero words end
-		sh.mu.Unlock()
 		return
 	}
 	// A never-seen key: decide on a zero state, charged what the eviction
@@ -347,42 +402,6 @@ func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algori
 		t.put(sl, st)
 	}
 	clear(st)
-	sh.mu.Unlock()
-}
-
-// decideDirect decides with dir on the state of slot sl, which the
-// eviction summary does not charge, where it lies when its layout allows
-// (the state whole in the slot, or packed in one or two slot words: then
-// on a copy on the stack), and reports whether it did. It is the common
-// case of a counting algorithm's decision made without the interface
-// call, the scratch state and the copies of the general path.
-func (t *table) decideDirect(d *algorithm.Decision, dir *algorithm.Direct, sl int, now, cost int64) bool {
-	b := sl * t.stride
-	switch {
-	case !t.packed && t.inline == t.l.words:
-		dir.DecideInto(d, t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
-	case t.packed && t.l.words == 2: // fixed-window: one slot word
-		p := &t.slots[b+1]
-		st := [2]int64{int64(uint64(*p) >> 32), *p & (half - 1)}
-		dir.DecideInto(d, st[:], now, cost)
-		if uint64(st[0]|st[1]) >= half { // a word below 0 or above 32 bits
-			t.put(sl, st[:]) // converts the table
-			return true
-		}
-		*p = st[0]<<32 | st[1]
-	case t.packed && t.l.words == 3: // weighted-window: two slot words
-		p := t.slots[b+1 : b+3 : b+3]
-		st := [3]int64{int64(uint64(p[0]) >> 32), p[0] & (half - 1), int64(uint64(p[1]) >> 32)}
-		dir.DecideInto(d, st[:], now, cost)
-		if uint64(st[0]|st[1]|st[2]) >= half {
-			t.put(sl, st[:])
-			return true
-		}
-		p[0], p[1] = st[0]<<32|st[1], st[2]<<32
-	default:
-		return false
-	}
-	return true
 }
 
 // decideCharged decides a request on st as if c more units had been

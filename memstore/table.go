@@ -128,7 +128,7 @@ func (t *table) find(h uint64) int {
 	if t.n == 0 {
 		return -1
 	}
-	for i := t.home(h); ; {
+	for i := homeOf(h, n); ; {
 		w := uint64(slots[i*stride])
 		if w&^metaMask == h {
 			return i
