@@ -68,6 +68,12 @@ func TestPrefetchViewsCurrent(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { b.DecideHashedInto(&got, now, k, 0) }); n != 0 {
 		t.Fatalf("DecideHashedInto on a known key allocates %v times", n)
 	}
+	// The zero Hashed is the empty key, not an empty slot.
+	b.DecideHashedInto(&got, now, Hashed{}, 1)
+	b.DecideInto(&want, now, "", 1)
+	if !got.Allowed || got.Remaining != 999 || want.Remaining != 998 {
+		t.Fatalf("zero Hashed: %+v, then the empty key: %+v; want 999 then 998 remaining", got, want)
+	}
 	now += 2 * int64(time.Second) // window number 2^32: the packed tables convert
 	for i := range 2000 {
 		b.DecideHashedInto(&got, now, b.Prefetch(fmt.Sprint("k", i)), 1)

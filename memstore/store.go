@@ -25,6 +25,11 @@
 // 16-byte one and a weighted-window key a 24-byte one, their state words
 // packed two to a word (see pack.go).
 //
+// A Bound (how a floodgate.Limiter uses the store) decides the counting
+// algorithms' tracked keys with their direct form (algorithm.Direct) in the
+// slot itself, and lets its caller start loading a key's slot before the
+// clock read (Bound.Prefetch), so that the one cache miss overlaps it.
+//
 // Larger states (algorithms whose Words() exceeds seven, such as
 // bounded-log and sliding-log) keep three words in the slot. The store
 // keeps a state only up to its last nonzero word and hands it back padded
@@ -488,7 +493,8 @@ func (b *Bound) DecideInto(d *algorithm.Decision, now int64, key string, cost in
 	b.s.decideInto(d, b.l, b.a, b.dir, now, key, cost)
 }
 
-// Hashed is a key as Bound.Prefetch hashed it, for Bound.DecideHashedInto.
+// Hashed is a key as Bound.Prefetch hashed it, for Bound.DecideHashedInto
+// on a Bound of the same Store. The zero Hashed stands for the empty key.
 type Hashed struct{ h uint64 }
 
 // Prefetch hashes key and starts bringing its slot into the processor's
@@ -508,7 +514,11 @@ func (b *Bound) Prefetch(key string) Hashed {
 
 // DecideHashedInto is DecideInto for the key that Prefetch hashed as k.
 func (b *Bound) DecideHashedInto(d *algorithm.Decision, now int64, k Hashed, cost int64) {
-	b.s.decideHashed(d, b.l, b.a, b.dir, now, k.h, cost)
+	h := k.h
+	if h == 0 { // zero marks an empty slot; no hash of the store is zero
+		h = b.s.hash("")
+	}
+	b.s.decideHashed(d, b.l, b.a, b.dir, now, h, cost)
 }
 
 // Release gives back the units of reqs (see algorithm.Algorithm.Release).
