@@ -288,8 +288,11 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 	s.decideHashed(d, l, a, dir, now, s.hash(key), cost)
 }
 
-// decideHashed is decideInto for the key of hash h.
+// decideHashed is decideInto for the key of hash h (0 for the empty key).
 func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algorithm, dir *algorithm.Direct, now int64, h uint64, cost int64) {
+	if h == 0 { // a zero Hashed: zero marks an empty slot, and no hash is zero
+		h = s.hash("")
+	}
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	if dir == nil || !sh.decideDirect(d, l, dir, now, h, cost) {
@@ -514,11 +517,7 @@ func (b *Bound) Prefetch(key string) Hashed {
 
 // DecideHashedInto is DecideInto for the key that Prefetch hashed as k.
 func (b *Bound) DecideHashedInto(d *algorithm.Decision, now int64, k Hashed, cost int64) {
-	h := k.h
-	if h == 0 { // zero marks an empty slot; no hash of the store is zero
-		h = b.s.hash("")
-	}
-	b.s.decideHashed(d, b.l, b.a, b.dir, now, h, cost)
+	b.s.decideHashed(d, b.l, b.a, b.dir, now, k.h, cost)
 }
 
 // Release gives back the units of reqs (see algorithm.Algorithm.Release).
