@@ -19,6 +19,9 @@ type limit struct {
 	full  int64 // units a zero state has available (for the eviction summary)
 	// direct is alg's Direct form, or nil if it has none.
 	direct *algorithm.Direct
+	// used is alg's bound on its state's nonzero words, or nil if it has
+	// none (see table.put).
+	used interface{ UsedWords([]int64) int }
 	// views holds, once a Bound asks for them (Store.views), the slots of
 	// the limit's table in each shard, which the tables keep current.
 	views atomic.Pointer[[]atomic.Pointer[slotView]]
@@ -103,6 +106,7 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 		if dir, ok := algorithm.DirectOf(a); ok {
 			l.direct = &dir
 		}
+		l.used, _ = a.(interface{ UsedWords([]int64) int })
 		s.limits[cfg] = l
 		for i := range s.shards {
 			sh := &s.shards[i]

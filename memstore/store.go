@@ -335,7 +335,7 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 		st := [2]int64{int64(uint64(*p) >> 32), *p & (half - 1)}
 		dir.DecideInto(d, st[:], now, cost)
 		if uint64(st[0]|st[1]) >= half { // a word below 0 or above 32 bits
-			t.put(sl, st[:]) // converts the table
+			sh.putCopy(t, sl, st[:]) // converts the table
 		} else {
 			*p = st[0]<<32 | st[1]
 		}
@@ -344,7 +344,7 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 		st := [3]int64{int64(uint64(p[0]) >> 32), p[0] & (half - 1), int64(uint64(p[1]) >> 32)}
 		dir.DecideInto(d, st[:], now, cost)
 		if uint64(st[0]|st[1]|st[2]) >= half {
-			t.put(sl, st[:])
+			sh.putCopy(t, sl, st[:])
 		} else {
 			p[0], p[1] = st[0]<<32|st[1], st[2]<<32
 		}
@@ -354,6 +354,15 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 	// The eviction summary reads the newest time a state was written at.
 	sh.now = max(sh.now, now)
 	return true
+}
+
+// putCopy is t.put(sl, st) by way of the shard's scratch state, so that st,
+// which decideDirect keeps on its stack, does not escape with put's
+// st (which goes to an interface method). The shard's lock is held.
+func (sh *shard) putCopy(t *table, sl int, st []int64) {
+	cp := sh.scratch[:len(st)]
+	copy(cp, st)
+	clear(cp[:t.put(sl, cp)])
 }
 
 // decideLocked is decideHashed's general case. The shard's lock is held.
