@@ -22,6 +22,9 @@ type limit struct {
 	// used is alg's bound on its state's nonzero words, or nil if it has
 	// none (see table.put).
 	used interface{ UsedWords([]int64) int }
+	// whole is set when alg says its state words do not fit in 32-bit
+	// halves (HalfWords false): its tables are never packed (see pack.go).
+	whole bool
 	// views holds, once a Bound asks for them (Store.views), the slots of
 	// the limit's table in each shard, which the tables keep current.
 	views atomic.Pointer[[]atomic.Pointer[slotView]]
@@ -107,6 +110,9 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 			l.direct = &dir
 		}
 		l.used, _ = a.(interface{ UsedWords([]int64) int })
+		if hw, ok := a.(interface{ HalfWords() bool }); ok && !hw.HalfWords() {
+			l.whole = true
+		}
 		s.limits[cfg] = l
 		for i := range s.shards {
 			sh := &s.shards[i]

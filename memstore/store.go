@@ -23,7 +23,9 @@
 // and the state lie side by side, usually within one cache line. A
 // token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
 // 16-byte one and a weighted-window key a 24-byte one, their state words
-// packed two to a word (see pack.go).
+// packed two to a word (see pack.go). A sliding-window key, whose counts
+// are bit fields filling whole words, takes 8·(1+Words()) bytes: 40 with
+// 12 slices and a limit below 65,536, 64 with 32-bit counts.
 //
 // A Bound (how a floodgate.Limiter uses the store) decides the counting
 // algorithms' tracked keys with their direct form (algorithm.Direct) in the
