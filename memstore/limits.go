@@ -22,6 +22,9 @@ type limit struct {
 	// used is alg's bound on its state's nonzero words, or nil if it has
 	// none (see table.put).
 	used interface{ UsedWords([]int64) int }
+	// prefix is alg's LogPrefix form (bounded-log), or nil: it decides a
+	// light key on the words kept in its slot (see decideLocked).
+	prefix *algorithm.LogPrefix
 	// whole is set when alg says its state words do not fit in 32-bit
 	// halves (HalfWords false): its tables are never packed (see pack.go).
 	whole bool
@@ -110,6 +113,9 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 			l.direct = &dir
 		}
 		l.used, _ = a.(interface{ UsedWords([]int64) int })
+		if p, ok := algorithm.LogPrefixOf(a); ok {
+			l.prefix = &p
+		}
 		if hw, ok := a.(interface{ HalfWords() bool }); ok && !hw.HalfWords() {
 			l.whole = true
 		}

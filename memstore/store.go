@@ -399,6 +399,12 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 				*d = a.Decide(st, now, cost)
 				return
 			}
+			// A bounded-log key whose state is whole in the slot (its
+			// later words zero), in the common case: decided there.
+			if l.prefix != nil && head&outOfLine == 0 && a == l.alg &&
+				l.prefix.DecideInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
+				return
+			}
 		}
 		st := t.load(sl, sh.scratch[:l.words])
 		if t.slots[sl*t.stride]&charged == 0 {
