@@ -38,7 +38,11 @@
 // with zeros, so a state whose words past the third are zero stays in the
 // slot (a bounded-log key with at most m units in its window); a longer
 // one keeps its first two words there and the rest in a buffer of its own
-// sized to its length (see state.go).
+// sized to its length (see state.go). A bounded-log key whose state is
+// whole in the slot is decided there in the common case
+// (algorithm.LogPrefix); others are copied out, decided and stored back up
+// to their last nonzero word, which the algorithm bounds (UsedWords) so
+// the store need not scan every word.
 //
 // # Identity by hash
 //
