@@ -300,17 +300,31 @@ func (a *boundedLog) shift(s []int64, n, drop int64, merged bool) int64 {
 	return left
 }
 
-// Decide decides and, if allowed, records the request. The common cases,
-// a key that took no late events and needs no entry dropped, and that either
-// is over its limit or has room in its open entry for the request, are
-// decided here on the header, the newest timestamp and two or three first
-// timestamps, with no loop; the rest goes through decide.
-func (a *boundedLog) Decide(s []int64, now, cost int64) Decision {
+// Decide decides and, if allowed, records the request. The common cases
+// (see decideFast) are decided with no loop; the rest goes through decide.
+func (a *boundedLog) Decide(s []int64, now, cost int64) (d Decision) {
 	s = s[:a.words:a.words]
+	if !a.decideFast(&d, s, now, cost) {
+		d = a.decide(s, now, cost, true)
+	}
+	return d
+}
+
+// decideFast decides the common cases, a key that took no late events and
+// needs no entry dropped, and that either is over its limit or has room in
+// its open entry for the request, on the header, the newest timestamp and
+// two or three first timestamps, and writes every field of *d. It reports
+// false, having changed nothing, for every other case. s may be the
+// state's first words only (the rest zero): a state of n entries needs
+// 2 + n of them, and decideFast writes only s[0] and s[1].
+func (a *boundedLog) decideFast(d *Decision, s []int64, now, cost int64) bool {
+	if len(s) < 3 {
+		return false
+	}
 	h := s[0]
 	n := h & blNMask
-	if h < blMark || h >= 2*blMark || h&blMerged != 0 || n < 1 || n > a.size || cost < 1 || cost > a.limit {
-		return a.decide(s, now, cost, true)
+	if h < blMark || h >= 2*blMark || h&blMerged != 0 || n < 1 || n > a.size || n > int64(len(s)-2) || cost < 1 || cost > a.limit {
+		return false
 	}
 	t := max(clampTime(now), s[1])
 	cut := t - a.window
@@ -326,24 +340,24 @@ func (a *boundedLog) Decide(s []int64, now, cost int64) Decision {
 		start = 1
 	}
 	if end <= cut || start == n {
-		return a.decide(s, now, cost, true)
+		return false
 	}
 	open := (h - blMark) / blCountUnit
 	sum := (n-1-start)*a.m + open // every counted entry but the open one is full
-	d := Decision{Limit: a.limit, ResetAfter: time.Duration(s[2+n-1] + a.window - t)}
+	reset := time.Duration(s[2+n-1] + a.window - t)
 	if sum+cost > a.limit {
 		// Entries leave S oldest first, each at its first timestamp + W.
 		i := min(start+(sum+cost-a.limit+a.m-1)/a.m-1, n-1)
-		d.Remaining, d.Reason = nonNeg(a.limit-sum), ReasonOverLimit
-		d.RetryAfter = time.Duration(s[2+i] + a.window - t)
-		return d
+		*d = Decision{Limit: a.limit, Remaining: nonNeg(a.limit - sum), ResetAfter: reset,
+			RetryAfter: time.Duration(s[2+i] + a.window - t), Reason: ReasonOverLimit}
+		return true
 	}
 	if open+cost > a.m || s[2+n-1] <= cut {
-		return a.decide(s, now, cost, true) // the request opens a new entry
+		return false // the request opens a new entry
 	}
 	s[0], s[1] = h+cost*blCountUnit, t
-	d.Allowed, d.Remaining = true, a.limit-sum-cost
-	return d
+	*d = Decision{Allowed: true, Limit: a.limit, Remaining: a.limit - sum - cost, ResetAfter: reset}
+	return true
 }
 
 // UsedWords returns how many leading words of s may be nonzero: 2 + n for

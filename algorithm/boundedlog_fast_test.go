@@ -73,3 +73,61 @@ func TestBoundedLogUsedWords(t *testing.T) {
 		}
 	})
 }
+
+// TestLogPrefix runs random traffic (late Records, bad costs, damaged words
+// included) through Decide on a whole state and, first, through
+// LogPrefix.DecideInto on its first 3 or 7 words when the rest are zero:
+// when DecideInto decides, its decision and writes must be Decide's; when
+// it does not, it must have changed nothing.
+func TestLogPrefix(t *testing.T) {
+	total := 0
+	forEachSeed(t, BoundedLog, func(t *testing.T, rng *rand.Rand, a Algorithm) {
+		x, ok := LogPrefixOf(a)
+		if !ok {
+			t.Fatal("no LogPrefix for bounded-log")
+		}
+		if _, ok := LogPrefixOf(mustNew(t, Config{Algorithm: FixedWindow, Limit: 5, Window: 1e9})); ok {
+			t.Fatal("a LogPrefix for fixed-window")
+		}
+		c := a.Config()
+		s := make([]int64, a.Words())
+		decided := 0
+		for i, e := range traffic(rng, 3000, int64(c.Window), max(1, c.Limit/3)) {
+			switch r := rng.IntN(100); {
+			case r < 3:
+				a.Record(s, e.t-rng.Int64N(int64(c.Window)), e.cost)
+			case r < 5:
+				s[rng.IntN(4)] = rng.Int64() >> rng.IntN(64)
+			}
+			cost := e.cost
+			if rng.IntN(50) == 0 {
+				cost = []int64{0, -1, c.Limit + 1}[rng.IntN(3)]
+			}
+			want := slices.Clone(s)
+			wd := a.Decide(want, e.t, cost)
+			for _, k := range []int{3, 7} {
+				if lastNonzero(s) > k || len(s) < k {
+					continue
+				}
+				p := slices.Clone(s[:k])
+				var d Decision
+				if !x.DecideInto(&d, p, e.t, cost) {
+					if !slices.Equal(p, s[:k]) {
+						t.Fatalf("event %d: DecideInto on %d words declined but wrote %v (was %v)", i, k, p, s[:k])
+					}
+					continue
+				}
+				decided++
+				if d != wd || !slices.Equal(p, want[:k]) || lastNonzero(want) > k {
+					t.Fatalf("event %d (t %d cost %d) on %v:\nDecideInto %+v %v\nDecide     %+v %v", i, e.t, cost, s[:k], d, p, wd, want[:lastNonzero(want)])
+				}
+			}
+			s = want
+		}
+		total += decided
+	})
+	if total == 0 {
+		t.Fatal("DecideInto never decided")
+	}
+	t.Logf("DecideInto decided %d times", total)
+}

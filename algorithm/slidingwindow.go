@@ -53,6 +53,14 @@ func newSlidingWindow(c Config) *slidingWindow {
 	return a
 }
 
+// HalfWords reports false: the state's counts are bit fields that fill
+// whole words (a 32-bit count at an odd ring position is a word's high
+// half), so a store that keeps state words in 32-bit halves while they fit
+// would change a key's layout whenever its newest slice moved to such a
+// position, that is, depending on the time of day. A store that asks keeps
+// these states in whole words from the start.
+func (a *slidingWindow) HalfWords() bool { return false }
+
 // count returns the count of slice number z.
 func (a *slidingWindow) count(s []int64, z int64) int64 {
 	return a.countAt(s, z%a.slices)

@@ -19,6 +19,15 @@ type limit struct {
 	full  int64 // units a zero state has available (for the eviction summary)
 	// direct is alg's Direct form, or nil if it has none.
 	direct *algorithm.Direct
+	// used is alg's bound on its state's nonzero words, or nil if it has
+	// none (see table.put).
+	used interface{ UsedWords([]int64) int }
+	// prefix is alg's LogPrefix form (bounded-log), or nil: it decides a
+	// light key on the words kept in its slot (see decideLocked).
+	prefix *algorithm.LogPrefix
+	// whole is set when alg says its state words do not fit in 32-bit
+	// halves (HalfWords false): its tables are never packed (see pack.go).
+	whole bool
 	// views holds, once a Bound asks for them (Store.views), the slots of
 	// the limit's table in each shard, which the tables keep current.
 	views atomic.Pointer[[]atomic.Pointer[slotView]]
@@ -102,6 +111,13 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 		l.full = available(a.Peek(make([]int64, words), 0, 1))
 		if dir, ok := algorithm.DirectOf(a); ok {
 			l.direct = &dir
+		}
+		l.used, _ = a.(interface{ UsedWords([]int64) int })
+		if p, ok := algorithm.LogPrefixOf(a); ok {
+			l.prefix = &p
+		}
+		if hw, ok := a.(interface{ HalfWords() bool }); ok && !hw.HalfWords() {
+			l.whole = true
 		}
 		s.limits[cfg] = l
 		for i := range s.shards {

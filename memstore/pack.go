@@ -12,9 +12,12 @@ package memstore
 // slot word per state word. Fixed-window and weighted-window states (a
 // window number and counts of at most algorithm.MaxLimit) fit while there
 // have been fewer than 2^32 windows since 1970: with windows of a second or
-// longer, until 2106. The buckets' states are times in nanoseconds and
-// sliding-window's counts fill whole words, so their tables convert on
-// their first key. A packed table is accounted against Options.MaxBytes at
+// longer, until 2106. The buckets' states are times in nanoseconds, so
+// their tables convert on their first key. An algorithm whose state words
+// are bit fields that use the whole word says so (HalfWords() false, as
+// sliding-window does) and its tables start in the plain layout: packing
+// them would make the layout depend on the clock (a 32-bit sliding-window
+// count fits a half only at even ring positions). A packed table is accounted against Options.MaxBytes at
 // its plain size (Stats.Bytes too), so a conversion, which may come late
 // in a table's life, never takes the store past its bound.
 

@@ -96,3 +96,36 @@ func TestPackRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingWindowNeverPacked checks that a sliding-window table keeps
+// whole words from its first key, whichever ring position the clock puts
+// the newest slice at (its counts are bit fields: a 32-bit count at an even
+// position would fit a half, one at an odd position would not), and that
+// its slot is 8·(1+Words()) bytes for 16-bit and 32-bit counts alike.
+func TestSlidingWindowNeverPacked(t *testing.T) {
+	for _, limit := range []int64{600, algorithm.MaxLimit} {
+		a, err := algorithm.New(algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: limit, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slice := int64(5 * time.Minute) // 12 slices
+		for pos := range int64(4) {
+			s := New(Options{Shards: 1})
+			now := (1_000_000*12+pos)*slice + 1
+			for i := range 100 {
+				if _, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: fmt.Sprint("k", i), Cost: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := s.limitFor(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb := s.shards[0].tables[l.id]
+			if tb.packed || tb.stride != 1+a.Words() {
+				t.Errorf("limit %d, newest slice at ring position %d: packed %v, stride %d; want whole words, stride %d",
+					limit, pos, tb.packed, tb.stride, 1+a.Words())
+			}
+		}
+	}
+}

@@ -85,7 +85,15 @@ func (t *table) put(sl int, st []int64) int {
 	huge := t.l.words > hugeState
 	n := len(st)
 	if !huge {
-		n = stateLen(st)
+		if t.l.used != nil {
+			// The algorithm bounds its nonzero words (a bounded-log
+			// state's entries): scan only those, not all Words(). An
+			// algorithm with an equal Config shares the state's format.
+			if u := t.l.used.UsedWords(st); u >= 0 && u < n {
+				n = u
+			}
+		}
+		n = stateLen(st[:n])
 	}
 	if n <= t.inline && !huge {
 		if head&outOfLine != 0 {

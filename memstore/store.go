@@ -23,7 +23,9 @@
 // and the state lie side by side, usually within one cache line. A
 // token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
 // 16-byte one and a weighted-window key a 24-byte one, their state words
-// packed two to a word (see pack.go).
+// packed two to a word (see pack.go). A sliding-window key, whose counts
+// are bit fields filling whole words, takes 8·(1+Words()) bytes: 40 with
+// 12 slices and a limit below 65,536, 64 with 32-bit counts.
 //
 // A Bound (how a floodgate.Limiter uses the store) decides the counting
 // algorithms' tracked keys with their direct form (algorithm.Direct) in the
@@ -36,7 +38,11 @@
 // with zeros, so a state whose words past the third are zero stays in the
 // slot (a bounded-log key with at most m units in its window); a longer
 // one keeps its first two words there and the rest in a buffer of its own
-// sized to its length (see state.go).
+// sized to its length (see state.go). A bounded-log key whose state is
+// whole in the slot is decided there in the common case
+// (algorithm.LogPrefix); others are copied out, decided and stored back up
+// to their last nonzero word, which the algorithm bounds (UsedWords) so
+// the store need not scan every word.
 //
 // # Identity by hash
 //
@@ -335,7 +341,7 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 		st := [2]int64{int64(uint64(*p) >> 32), *p & (half - 1)}
 		dir.DecideInto(d, st[:], now, cost)
 		if uint64(st[0]|st[1]) >= half { // a word below 0 or above 32 bits
-			t.put(sl, st[:]) // converts the table
+			sh.putCopy(t, sl, st[:]) // converts the table
 		} else {
 			*p = st[0]<<32 | st[1]
 		}
@@ -344,7 +350,7 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 		st := [3]int64{int64(uint64(p[0]) >> 32), p[0] & (half - 1), int64(uint64(p[1]) >> 32)}
 		dir.DecideInto(d, st[:], now, cost)
 		if uint64(st[0]|st[1]|st[2]) >= half {
-			t.put(sl, st[:])
+			sh.putCopy(t, sl, st[:])
 		} else {
 			p[0], p[1] = st[0]<<32|st[1], st[2]<<32
 		}
@@ -354,6 +360,15 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 	// The eviction summary reads the newest time a state was written at.
 	sh.now = max(sh.now, now)
 	return true
+}
+
+// putCopy is t.put(sl, st) by way of the shard's scratch state, so that st,
+// which decideDirect keeps on its stack, does not escape with put's
+// st (which goes to an interface method). The shard's lock is held.
+func (sh *shard) putCopy(t *table, sl int, st []int64) {
+	cp := sh.scratch[:len(st)]
+	copy(cp, st)
+	clear(cp[:t.put(sl, cp)])
 }
 
 // decideLocked is decideHashed's general case. The shard's lock is held.
@@ -386,6 +401,12 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 			}
 			if st := t.inPlace(sl); st != nil {
 				*d = a.Decide(st, now, cost)
+				return
+			}
+			// A bounded-log key whose state is whole in the slot (its
+			// later words zero), in the common case: decided there.
+			if l.prefix != nil && head&outOfLine == 0 && a == l.alg &&
+				l.prefix.DecideInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
 				return
 			}
 		}

@@ -90,7 +90,7 @@ func newTable(sh *shard, l *limit) *table {
 	switch {
 	case l.words > maxInline:
 		t.inline = bigInline
-	case l.words >= 2:
+	case l.words >= 2 && !l.whole:
 		// Two words to a slot word until a state does not fit; see pack.go.
 		t.packed, t.inline = true, (l.words+1)/2
 	}
