@@ -116,9 +116,12 @@ func (f floodgateLimiter) allow(ctx context.Context, key string) bool {
 	return err == nil && d.Allowed
 }
 
-func newFloodgate(alg string) func() limiter {
+func newFloodgate(alg string) func() limiter { return newFloodgateAt(alg, algorithm.MaxLimit) }
+
+// newFloodgateAt is newFloodgate with limit requests per hour.
+func newFloodgateAt(alg string, limit int64) func() limiter {
 	return func() limiter {
-		cfg := floodgate.Limit{Algorithm: alg, Limit: algorithm.MaxLimit, Window: time.Hour}
+		cfg := floodgate.Limit{Algorithm: alg, Limit: limit, Window: time.Hour}
 		if alg == algorithm.GCRA {
 			cfg.Burst = algorithm.MaxLimit // else the key is idle after one emission interval
 		}
@@ -221,6 +224,9 @@ var implementations = []struct {
 	{"floodgate/gcra", newFloodgate(algorithm.GCRA)},
 	{"floodgate/bounded-log", newFloodgate(algorithm.BoundedLog)},
 	{"floodgate/sliding-window", newFloodgate(algorithm.SlidingWindow)},
+	// The same at a limit below 65,536, where the slice counts are 16 bits
+	// (four to a word) instead of 32: most real limits, and a smaller slot.
+	{"floodgate/sliding-window-16bit", newFloodgateAt(algorithm.SlidingWindow, 60_000)},
 	{"floodgate/weighted-window", newFloodgate(algorithm.WeightedWindow)},
 	// Not a peer: the experiment of prototype_test.go, the floor a memory
 	// table reaches in this harness.
