@@ -574,7 +574,7 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		SyncResends:       nh.SyncResends,
 		SyncMerged:        nh.MergedEvents,
 		SyncDropped:       nh.DroppedEvents,
-		SyncSummarised:    nh.SummarisedEvents,
+		SyncOrphaned:      nh.OrphanedEvents,
 		SyncKeptViews:     nh.KeptViews,
 		SyncRepushSkipped: nh.RepushSkipped,
 		SyncRepushPending: nh.RepushPending,
