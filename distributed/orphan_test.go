@@ -14,7 +14,7 @@ import (
 )
 
 // TestRedisEvictedCountsReachRedis: one delayed node on a real Redis with
-// a tiny table (256 KiB, about a thousand keys) and a 10 ms sync interval,
+// a tiny table (256 KiB, about 600 keys) and a 10 ms sync interval,
 // under a flood of one-hit keys far beyond the table (2 goroutines, 64 new
 // keys per call, for 1 s), while 20 ledger keys are hit now and then
 // (each one every ~40 ms, so between its hits the flood evicts it and it
