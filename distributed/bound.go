@@ -61,8 +61,8 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 			return // over the bound by what could not go: bounded work per key
 		}
 		t.summary.note(victim, now)
-		if len(victim.events) > 0 {
-			t.orphanEvents(s, victim)
+		if t.onEvict != nil {
+			t.onEvict(s, victim, now)
 		}
 		t.remove(s, vk, victim)
 		t.evicted.Add(1)

@@ -198,6 +198,7 @@ type Node struct {
 	keptViews     atomic.Uint64 // pulls below the node's own view, not taken
 	repushSkipped atomic.Uint64 // keys not pushed again after a store reset
 	repushLeft    atomic.Int64  // keys still to push again after a store reset
+	retain        retained      // pushed counts of evicted keys, for a push again
 	resends       atomic.Uint64
 	missed        atomic.Uint64 // store calls that missed an adaptive deadline
 	storeErrors   atomic.Uint64
@@ -352,7 +353,9 @@ func (n *Node) initBounds(o Options) error {
 	}
 	n.table = newTable(maxKeys, maxBytes)
 	n.table.evictFresh = n.arr == Delayed
-	n.table.orphanEvents = n.orphanEvents
+	if n.arr == Delayed {
+		n.table.onEvict = n.evicted
+	}
 	n.maxSyncKeys = o.MaxSyncKeys
 	if n.maxSyncKeys == 0 {
 		n.maxSyncKeys = DefaultMaxSyncKeys
@@ -362,6 +365,7 @@ func (n *Node) initBounds(o Options) error {
 	if n.maxPending == 0 {
 		n.maxPending = DefaultMaxPendingBytes
 	}
+	n.retain.max = n.maxPending / 4
 	return nil
 }
 
@@ -500,6 +504,14 @@ type Health struct {
 	// the store lost its data: keys counted once, and keys beyond the
 	// bound of the push again (see docs/distributed.md).
 	RepushSkipped uint64
+	// RetainedKeys and RetainedBytes are the evicted keys whose pushed
+	// counts this node keeps to push again if the store loses its data
+	// (orphans once pushed, and keys with more than one request counted),
+	// bounded to a quarter of Options.MaxPendingBytes; RetainForgotten
+	// counts those dropped, still within their idle time, to stay in it.
+	RetainedKeys    int
+	RetainedBytes   int64
+	RetainForgotten uint64
 	// RepushPending is how many keys are still to be pushed again after
 	// the store lost its data.
 	RepushPending int64
@@ -559,6 +571,7 @@ func (n *Node) Health() Health {
 		sh.mu.Unlock()
 	}
 	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.summary.hits.Load()
+	h.RetainedKeys, h.RetainedBytes, h.RetainForgotten = n.retain.stats()
 	h.TableOverfull = n.table.overfull.Load()
 	if n.arr != Split {
 		if lag := n.clock().Sub(time.Unix(0, n.lastOK.Load())); lag > 0 {

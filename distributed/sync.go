@@ -352,6 +352,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 	for i, p := range parts {
 		if p.o != nil {
 			n.unqueueOrphan(p.o)
+			n.retainOrphan(p.o, seq, now.UnixNano())
 			done += int64(p.count)
 			continue
 		}
@@ -480,17 +481,18 @@ func (n *Node) lost(seq uint64, now int64) {
 		s := &n.table.shards[i]
 		s.mu.Lock()
 		for _, e := range s.m {
-			var cost int64
-			for _, h := range e.history {
-				if h.seq < seq && h.Time > now-int64(e.alg.IdleAfter()) {
-					cost += h.Cost
-				}
-			}
-			if cost > 0 {
+			if cost := owedCost(e, seq, now); cost > 0 {
 				all = append(all, owed{e, cost > 1, e.last})
 			}
 		}
 		s.mu.Unlock()
+	}
+	// Evicted keys whose pushed counts were retained (see retained); only
+	// the sync changes their history, and it holds syncMu here.
+	for _, e := range n.retain.snapshot() {
+		if cost := owedCost(e, seq, now); cost > 0 {
+			all = append(all, owed{e, cost > 1, e.last})
+		}
 	}
 	if len(all) > maxRepushKeys {
 		// Being near the limit does not count here: under a flood the
@@ -513,6 +515,18 @@ func (n *Node) lost(seq uint64, now int64) {
 	}
 	n.sentinel.list = list
 	n.repushLeft.Store(int64(len(list)))
+}
+
+// owedCost is the cost e's history holds from before sync seq still
+// within its idle time at now: what a push again owes the store.
+func owedCost(e *entry, seq uint64, now int64) int64 {
+	var cost int64
+	for _, h := range e.history {
+		if h.seq < seq && h.Time > now-int64(e.alg.IdleAfter()) {
+			cost += h.Cost
+		}
+	}
+	return cost
 }
 
 // repush pushes again the history, from before the sync that found the

@@ -96,9 +96,10 @@ type table struct {
 	summary           evictSummary
 	evicted, overfull atomic.Uint64
 	// evictFresh lets eviction take fresh entries (delayed): their queued
-	// events go to the shard's orphan list through orphanEvents.
-	evictFresh   bool
-	orphanEvents func(s *shard, e *entry)
+	// events go to the shard's orphan list through onEvict, which also
+	// keeps what a push again after a store loss needs (Node.evicted).
+	evictFresh bool
+	onEvict    func(s *shard, e *entry, now int64)
 }
 
 func newTable(maxKeys int, maxBytes int64) *table {

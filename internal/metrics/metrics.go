@@ -104,14 +104,17 @@ type StoreHealth struct {
 	// orphan list, and charged from the eviction summary); SyncKeptViews counts pulls below the node's own
 	// view (the store lost data); SyncRepushSkipped counts keys not pushed
 	// again after such a loss.
-	SyncOrphaned      uint64        `json:"sync_orphaned,omitempty"`
-	SyncKeptViews     uint64        `json:"sync_kept_views,omitempty"`
-	SyncRepushSkipped uint64        `json:"sync_repush_skipped,omitempty"`
-	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
-	PendingBytes      int64         `json:"pending_bytes,omitempty"`
-	Evictions         uint64        `json:"evictions,omitempty"`
-	DeadlineMisses    uint64        `json:"deadline_misses,omitempty"`
-	Deadline          time.Duration `json:"deadline_ns,omitempty"`
+	SyncOrphaned      uint64 `json:"sync_orphaned,omitempty"`
+	SyncKeptViews     uint64 `json:"sync_kept_views,omitempty"`
+	SyncRepushSkipped uint64 `json:"sync_repush_skipped,omitempty"`
+	// SyncRetainForgotten counts evicted keys' pushed counts dropped from
+	// the node's bounded list kept for a push again after a store loss.
+	SyncRetainForgotten uint64        `json:"sync_retain_forgotten,omitempty"`
+	SyncRepushPending   int64         `json:"sync_repush_pending,omitempty"`
+	PendingBytes        int64         `json:"pending_bytes,omitempty"`
+	Evictions           uint64        `json:"evictions,omitempty"`
+	DeadlineMisses      uint64        `json:"deadline_misses,omitempty"`
+	Deadline            time.Duration `json:"deadline_ns,omitempty"`
 }
 
 // KeysLocalView is the KeysScope of a node sharing a Redis store: Keys
@@ -296,6 +299,8 @@ func (r *Recorder) storeCollectors() []prometheus.Collector {
 			func(h StoreHealth) uint64 { return h.SyncKeptViews }),
 		counter("floodgate_sync_repush_skipped_total", "Keys not pushed again after the shared store lost its data (counted once, or beyond the bound).",
 			func(h StoreHealth) uint64 { return h.SyncRepushSkipped }),
+		counter("floodgate_sync_retain_forgotten_total", "Evicted keys whose pushed counts were dropped from the bounded list kept to push them again if the shared store loses its data.",
+			func(h StoreHealth) uint64 { return h.SyncRetainForgotten }),
 		gauge("floodgate_sync_repush_pending", "Keys still to be pushed again to the shared store after it lost its data.",
 			func(h StoreHealth) float64 { return float64(h.SyncRepushPending) }),
 		gauge("floodgate_sync_pending_bytes", "Bytes of the queue of counts not yet pushed to the shared store.",
