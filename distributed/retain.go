@@ -22,7 +22,8 @@ import (
 // changes their history; eviction only appends.
 type retained struct {
 	mu        sync.Mutex
-	list      []*entry
+	list      []*entry // list[head:] are kept, oldest first
+	head      int
 	bytes     int64
 	max       int64
 	forgotten uint64
@@ -44,22 +45,26 @@ func (r *retained) keep(e *entry, now int64) {
 	defer r.mu.Unlock()
 	r.list = append(r.list, e)
 	r.bytes += retainedBytes(e)
-	k := 0
-	for ; k < len(r.list); k++ {
-		f := r.list[k]
+	for r.head < len(r.list) {
+		f := r.list[r.head]
 		last := f.history[len(f.history)-1].Time
-		if r.bytes <= r.max && last > now-int64(f.alg.IdleAfter()) {
+		live := last > now-int64(f.alg.IdleAfter())
+		if r.bytes <= r.max && live {
 			break
 		}
-		if last > now-int64(f.alg.IdleAfter()) {
+		if live {
 			r.forgotten++
 		}
 		r.bytes -= retainedBytes(f)
+		r.list[r.head] = nil
+		r.head++
 	}
-	if k > 0 {
-		rest := copy(r.list, r.list[k:])
+	// Dropping from the front moves head; the slice is compacted once
+	// half of it is dropped, so each entry is copied O(1) times.
+	if r.head > len(r.list)/2 {
+		rest := copy(r.list, r.list[r.head:])
 		clear(r.list[rest:])
-		r.list = r.list[:rest]
+		r.list, r.head = r.list[:rest], 0
 	}
 }
 
@@ -67,7 +72,7 @@ func (r *retained) keep(e *entry, now int64) {
 func (r *retained) snapshot() []*entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]*entry(nil), r.list...)
+	return append([]*entry(nil), r.list[r.head:]...)
 }
 
 // stats returns the retained entries' count, bytes and how many were
@@ -75,7 +80,7 @@ func (r *retained) snapshot() []*entry {
 func (r *retained) stats() (keys int, bytes int64, forgotten uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.list), r.bytes, r.forgotten
+	return len(r.list) - r.head, r.bytes, r.forgotten
 }
 
 // retainOrphan keeps orphan o, just pushed by sync seq at now, for a push
