@@ -102,7 +102,10 @@ func (l *Limiter) Limit() Limit { return l.alg.Config() }
 // not keep them, only a hash of them.
 func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
 	if l.mem != nil {
-		l.mem.DecideInto(&d, l.now(), key, 1)
+		// Start fetching the key's state before reading the clock, so the
+		// two overlap.
+		k := l.mem.Prefetch(key)
+		l.mem.DecideHashedInto(&d, l.now(), k, 1)
 		return d, nil
 	}
 	return l.AllowN(ctx, key, 1)
@@ -115,7 +118,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if l.mem != nil {
 		var d Decision
-		l.mem.DecideInto(&d, l.now(), key, n)
+		k := l.mem.Prefetch(key)
+		l.mem.DecideHashedInto(&d, l.now(), k, n)
 		return d, nil
 	}
 	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: l.alg, Key: key, Cost: n})

@@ -300,9 +300,66 @@ func (a *boundedLog) shift(s []int64, n, drop int64, merged bool) int64 {
 	return left
 }
 
-// Decide decides and, if allowed, records the request.
+// Decide decides and, if allowed, records the request. The common cases,
+// a key that took no late events and needs no entry dropped, and that either
+// is over its limit or has room in its open entry for the request, are
+// decided here on the header, the newest timestamp and two or three first
+// timestamps, with no loop; the rest goes through decide.
 func (a *boundedLog) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, true)
+	s = s[:a.words:a.words]
+	h := s[0]
+	n := h & blNMask
+	if h < blMark || h >= 2*blMark || h&blMerged != 0 || n < 1 || n > a.size || cost < 1 || cost > a.limit {
+		return a.decide(s, now, cost, true)
+	}
+	t := max(clampTime(now), s[1])
+	cut := t - a.window
+	// Entry i ends where entry i+1 starts (the newest at s[1]), so nothing
+	// is dropped while the oldest entry ends after t-W; it is counted if it
+	// also starts after t-W. (In a state decide wrote the first timestamps
+	// never go down, but the checks keep this path decide's on any state.)
+	end, start := s[1], int64(0)
+	if n > 1 {
+		end = s[3]
+	}
+	if s[2] <= cut {
+		start = 1
+	}
+	if end <= cut || start == n {
+		return a.decide(s, now, cost, true)
+	}
+	open := (h - blMark) / blCountUnit
+	sum := (n-1-start)*a.m + open // every counted entry but the open one is full
+	d := Decision{Limit: a.limit, ResetAfter: time.Duration(s[2+n-1] + a.window - t)}
+	if sum+cost > a.limit {
+		// Entries leave S oldest first, each at its first timestamp + W.
+		i := min(start+(sum+cost-a.limit+a.m-1)/a.m-1, n-1)
+		d.Remaining, d.Reason = nonNeg(a.limit-sum), ReasonOverLimit
+		d.RetryAfter = time.Duration(s[2+i] + a.window - t)
+		return d
+	}
+	if open+cost > a.m || s[2+n-1] <= cut {
+		return a.decide(s, now, cost, true) // the request opens a new entry
+	}
+	s[0], s[1] = h+cost*blCountUnit, t
+	d.Allowed, d.Remaining = true, a.limit-sum-cost
+	return d
+}
+
+// UsedWords returns how many leading words of s may be nonzero: 2 + n for
+// a state with n entries that took no late events (Decide writes nothing
+// past them), else len(s). A store that keeps a state only up to its last
+// nonzero word may keep this many instead of scanning for it.
+func (a *boundedLog) UsedWords(s []int64) int {
+	h := s[0]
+	if h == 0 {
+		return 0
+	}
+	n := h & blNMask
+	if h < blMark || h >= 2*blMark || h&blMerged != 0 || n < 1 || n > a.size {
+		return len(s)
+	}
+	return 2 + int(n)
 }
 
 // Peek is Decide without changing the state.

@@ -44,29 +44,38 @@ func repairTAT(s []int64) {
 }
 
 // Decide decides and, if allowed, records the request.
-func (a *bucket) Decide(s []int64, now, cost int64) Decision {
+func (a *bucket) Decide(s []int64, now, cost int64) (d Decision) {
+	a.decideInto(&d, s, now, cost)
+	return d
+}
+
+// decideInto is Decide writing the decision into *d, every field of it
+// (see Direct).
+func (a *bucket) decideInto(d *Decision, s []int64, now, cost int64) {
 	s = s[:2:2]
 	repairTAT(s)
 	now = max(clampTime(now), s[1])
 	tat := max(s[0], now)
-	d := Decision{Limit: a.limit, ResetAfter: time.Duration(tat - now)}
-	if r := badCost(cost, a.capacity); r != "" {
-		d.Remaining, d.Reason = nonNeg(a.span-(tat-now))/a.interval, r
-		return d
-	}
+	// Computed before the cost is checked: for a bad cost they may wrap,
+	// and are not used.
 	newTat := tat + cost*a.interval
 	diff := now - (newTat - a.span)
-	if diff < 0 {
+	if cost < 1 || cost > a.capacity || diff < 0 {
 		// Remaining counts what a smaller request could still take; for a
 		// request of cost 1 it is 0, as in redis_rate.
-		d.Remaining, d.Reason = nonNeg(a.span-(tat-now))/a.interval, ReasonOverLimit
-		d.RetryAfter = time.Duration(-diff)
-		return d
+		*d = Decision{Limit: a.limit, Remaining: nonNeg(a.span-(tat-now)) / a.interval, ResetAfter: time.Duration(tat - now)}
+		switch {
+		case cost < 1:
+			d.Reason = ReasonBadCost
+		case cost > a.capacity:
+			d.Reason = ReasonCostOverLimit
+		default:
+			d.Reason, d.RetryAfter = ReasonOverLimit, time.Duration(-diff)
+		}
+		return
 	}
 	s[0], s[1] = newTat, now
-	d.Allowed, d.Remaining = true, diff/a.interval
-	d.ResetAfter = time.Duration(newTat - now)
-	return d
+	*d = Decision{Allowed: true, Limit: a.limit, Remaining: diff / a.interval, ResetAfter: time.Duration(newTat - now)}
 }
 
 // Peek is Decide on a copy of the state, which it leaves unchanged.

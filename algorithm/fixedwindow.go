@@ -22,20 +22,6 @@ func newFixedWindow(c Config) *fixedWindow {
 	return a
 }
 
-// view returns the window now falls in, the units counted in it, and now
-// moved forward if the clock went back to an earlier window.
-func (a *fixedWindow) view(s []int64, now int64) (k, n, t int64) {
-	now = clampTime(now)
-	k, n = now/a.window, s[1]
-	switch {
-	case k < s[0]: // clock went back: keep counting in the newest window
-		k, now = s[0], s[0]*a.window
-	case k > s[0]:
-		n = 0
-	}
-	return k, n, now
-}
-
 // repair zeroes a state no fixedWindow could have written.
 func (a *fixedWindow) repair(s []int64) {
 	if s[0] < 0 || s[0] > a.lastWindow || s[1] < 0 {
@@ -44,24 +30,42 @@ func (a *fixedWindow) repair(s []int64) {
 }
 
 // Decide decides and, if allowed, records the request.
-func (a *fixedWindow) Decide(s []int64, now, cost int64) Decision {
+func (a *fixedWindow) Decide(s []int64, now, cost int64) (d Decision) {
+	a.decideInto(&d, s, now, cost)
+	return d
+}
+
+// decideInto is Decide writing the decision into *d, every field of it
+// (see Direct).
+func (a *fixedWindow) decideInto(d *Decision, s []int64, now, cost int64) {
 	s = s[:2:2]
 	a.repair(s)
-	k, n, now := a.view(s, now)
-	d := Decision{Limit: a.limit, ResetAfter: time.Duration((k+1)*a.window - now)}
-	if r := badCost(cost, a.limit); r != "" {
-		d.Remaining, d.Reason = nonNeg(a.limit-n), r
-		return d
+	now = clampTime(now)
+	// The window now falls in: the state's own in the common case, found
+	// without dividing (k <= lastWindow, so start cannot overflow).
+	k, n := s[0], s[1]
+	switch start := k * a.window; {
+	case now < start: // clock went back: keep counting in the newest window
+		now = start
+	case now-start >= a.window:
+		k, n = now/a.window, 0
 	}
-	if n+cost > a.limit {
-		d.Remaining, d.Reason = nonNeg(a.limit-n), ReasonOverLimit
-		d.RetryAfter = d.ResetAfter
-		return d
+	reset := time.Duration((k+1)*a.window - now)
+	if cost < 1 || cost > a.limit || n+cost > a.limit {
+		*d = Decision{Limit: a.limit, Remaining: nonNeg(a.limit - n), ResetAfter: reset}
+		switch {
+		case cost < 1:
+			d.Reason = ReasonBadCost
+		case cost > a.limit:
+			d.Reason = ReasonCostOverLimit
+		default:
+			d.Reason, d.RetryAfter = ReasonOverLimit, reset
+		}
+		return
 	}
 	n += cost
 	s[0], s[1] = k, n
-	d.Allowed, d.Remaining = true, a.limit-n
-	return d
+	*d = Decision{Allowed: true, Limit: a.limit, Remaining: a.limit - n, ResetAfter: reset}
 }
 
 // Peek is Decide on a copy of the state, which it leaves unchanged.

@@ -67,7 +67,12 @@ func (a *slidingWindow) countAt(s []int64, p int64) int64 {
 // set sets the count of slice number z to v, saturated at the field's
 // maximum.
 func (a *slidingWindow) set(s []int64, z, v int64) {
-	p := z % a.slices
+	a.setAt(s, z%a.slices, v)
+}
+
+// setAt sets the count at ring position p to v, saturated at the field's
+// maximum.
+func (a *slidingWindow) setAt(s []int64, p, v int64) {
 	i, sh := 1+p>>a.perLog, a.bits*(p&(int64(1)<<a.perLog-1))
 	v = min(v, int64(a.field))
 	s[i] = int64(uint64(s[i])&^(a.field<<sh) | uint64(v)<<sh)
@@ -87,15 +92,37 @@ func (a *slidingWindow) view(s []int64, now int64) (k, t, oldest, total int64) {
 		return k, now, oldest, 0
 	}
 	// Sum every slot, then take out the slices the gap since s[0] expired.
-	for _, w := range s[1:] {
-		for u := uint64(w); u != 0; u >>= a.bits {
-			total += int64(u & a.field)
+	total = a.sum(s)
+	if z := max(s[0]-a.slices+1, 0); z < oldest {
+		for p := z % a.slices; z < oldest; z++ {
+			total -= a.countAt(s, p)
+			if p++; p == a.slices {
+				p = 0
+			}
 		}
 	}
-	for z := max(s[0]-a.slices+1, 0); z < oldest; z++ {
-		total -= a.count(s, z)
-	}
 	return k, now, oldest, total
+}
+
+// sum returns the sum of every slice count in s, without a loop per
+// field: the fields of a word are added in pairs, side by side.
+func (a *slidingWindow) sum(s []int64) int64 {
+	var acc uint64
+	if a.bits == 16 {
+		// Two 32-bit lanes, each the sum of two fields per word: at most
+		// MaxSlices/4 * 2 * (2^16-1) < 2^32, so no lane carries into the other.
+		const lanes = 0x0000ffff0000ffff
+		for _, w := range s[1:] {
+			u := uint64(w)
+			acc += u&lanes + u>>16&lanes
+		}
+		return int64(acc&(1<<32-1) + acc>>32)
+	}
+	for _, w := range s[1:] {
+		u := uint64(w)
+		acc += u&(1<<32-1) + u>>32
+	}
+	return int64(acc)
 }
 
 // repair zeroes a state no slidingWindow could have written.
@@ -112,25 +139,11 @@ func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision
 	d := Decision{Limit: a.limit}
 	if r := badCost(cost, a.limit); r != "" {
 		d.Remaining, d.Reason = nonNeg(a.limit-total), r
-		d.ResetAfter = a.resetAfter(s, now, oldest, s[0])
+		d.ResetAfter = a.resetAfter(s, now, oldest, s[0], s[0]%a.slices)
 		return d
 	}
 	if total+cost > a.limit {
-		// Slice z stops counting when slice z+N begins.
-		need, z, p := total+cost-a.limit, oldest, oldest%a.slices
-		for ; z < s[0]; z++ {
-			need -= a.countAt(s, p)
-			if need <= 0 {
-				break
-			}
-			if p++; p == a.slices {
-				p = 0
-			}
-		}
-		d.Remaining, d.Reason = nonNeg(a.limit-total), ReasonOverLimit
-		d.RetryAfter = time.Duration((z+a.slices)*a.slice - now)
-		d.ResetAfter = a.resetAfter(s, now, oldest, s[0])
-		return d
+		return a.overLimit(s, now, oldest, total, cost, s[0]%a.slices)
 	}
 	if commit {
 		a.advance(s, k)
@@ -141,10 +154,36 @@ func (a *slidingWindow) decide(s []int64, now, cost int64, commit bool) Decision
 	return d
 }
 
+// overLimit is the decision on a request of cost that total, the units
+// counted at now in slices oldest..s[0] (fewer than N), leaves no room for.
+// newest is the ring position of slice s[0].
+func (a *slidingWindow) overLimit(s []int64, now, oldest, total, cost, newest int64) Decision {
+	// Slice z stops counting when slice z+N begins.
+	need, z, p := total+cost-a.limit, oldest, newest-(s[0]-oldest)
+	if p < 0 {
+		p += a.slices
+	}
+	for ; z < s[0]; z++ {
+		need -= a.countAt(s, p)
+		if need <= 0 {
+			break
+		}
+		if p++; p == a.slices {
+			p = 0
+		}
+	}
+	return Decision{
+		Limit:      a.limit,
+		Remaining:  nonNeg(a.limit - total),
+		Reason:     ReasonOverLimit,
+		RetryAfter: time.Duration((z+a.slices)*a.slice - now),
+		ResetAfter: a.resetAfter(s, now, oldest, s[0], newest),
+	}
+}
+
 // resetAfter returns how long until the newest non-empty slice among
-// oldest..newest stops counting.
-func (a *slidingWindow) resetAfter(s []int64, now, oldest, newest int64) time.Duration {
-	p := newest % a.slices
+// oldest..newest stops counting; p is the ring position of newest.
+func (a *slidingWindow) resetAfter(s []int64, now, oldest, newest, p int64) time.Duration {
 	for z := newest; z >= oldest; z-- {
 		if a.countAt(s, p) > 0 {
 			return time.Duration((z+a.slices)*a.slice - now)
@@ -161,15 +200,60 @@ func (a *slidingWindow) advance(s []int64, k int64) {
 	if k <= s[0] {
 		return
 	}
-	for z := max(s[0]+1, k-a.slices+1); z <= k; z++ {
-		a.set(s, z, 0)
+	z := max(s[0]+1, k-a.slices+1)
+	for p := z % a.slices; z <= k; z++ {
+		a.setAt(s, p, 0)
+		if p++; p == a.slices {
+			p = 0
+		}
 	}
 	s[0] = k
 }
 
-// Decide decides and, if allowed, records the request.
+// Decide decides and, if allowed, records the request. The common cases,
+// a request in the state's newest slice or the one after it, are decided
+// here with comparisons in place of the division that finds the slice, the
+// counts summed two fields at a time, one division for the ring position
+// and, if allowed, one field's update; the rest goes through decide.
 func (a *slidingWindow) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, true)
+	s = s[:a.words:a.words]
+	k0, t := s[0], clampTime(now)
+	if k0 < 0 || k0 > a.lastSlice || cost < 1 || cost > a.limit {
+		return a.decide(s, now, cost, true)
+	}
+	d := t - k0*a.slice
+	if d < 0 || d >= 2*a.slice || d >= a.slice && a.slices == 1 {
+		return a.decide(s, now, cost, true)
+	}
+	total := a.sum(s)
+	p0 := int64(uint64(k0) % uint64(a.slices)) // the position of slice k0
+	k, p := k0, p0                             // and of slice k
+	if d >= a.slice {
+		// Slice k0+1 begins: it takes the position of slice k0-N+1,
+		// which stops counting (a slice before 0 never counted).
+		if k, p = k+1, p+1; p == a.slices {
+			p = 0
+		}
+		if k0 >= a.slices-1 {
+			total -= a.countAt(s, p)
+		}
+	}
+	if total+cost > a.limit {
+		return a.overLimit(s, t, max(k-a.slices+1, 0), total, cost, p0)
+	}
+	// The count stays within the limit, which fits a field: no
+	// saturation, no carry into the next field.
+	i, sh := 1+p>>a.perLog, uint64(a.bits*(p&(int64(1)<<a.perLog-1)))
+	if k > k0 {
+		s[0], s[i] = k, int64(uint64(s[i])&^(a.field<<sh))
+	}
+	s[i] += cost << sh
+	return Decision{
+		Allowed:    true,
+		Limit:      a.limit,
+		Remaining:  a.limit - total - cost,
+		ResetAfter: time.Duration((k+a.slices)*a.slice - t),
+	}
 }
 
 // Peek is Decide without changing the state.

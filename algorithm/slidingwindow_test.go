@@ -94,3 +94,12 @@ func TestSlidingWindowRecordSaturates(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingWindowFastPath checks that sliding-window's Decide, which
+// decides an allowed request in the newest slice by itself, decides and
+// records exactly as decide does.
+func TestSlidingWindowFastPath(t *testing.T) {
+	checkFastPath(t, SlidingWindow, func(a Algorithm, s []int64, now, cost int64) Decision {
+		return a.(*slidingWindow).decide(s, now, cost, true)
+	})
+}

@@ -33,21 +33,27 @@ func newWeightedWindow(c Config) *weightedWindow {
 // time elapsed in it, and the current and previous counts as of now.
 func (a *weightedWindow) view(s []int64, now int64) (k, elapsed, curr, prev int64) {
 	now = clampTime(now)
+	// The state's own window in the common case, found without dividing
+	// (s[0] <= lastWindow, so start cannot overflow).
+	k = s[0]
+	switch start := k * a.window; {
+	case now < start: // the clock went back: use the newest window
+		return k, 0, s[1], s[2]
+	case now-start < a.window:
+		return k, now - start, s[1], s[2]
+	}
 	k = now / a.window
-	switch {
-	case k <= s[0]: // same window, or the clock went back: use the newest
-		if k < s[0] {
-			k, now = s[0], s[0]*a.window
-		}
-		curr, prev = s[1], s[2]
-	case k == s[0]+1:
+	if k == s[0]+1 {
 		prev = s[1]
 	}
-	return k, now - k*a.window, curr, prev
+	return k, now - k*a.window, 0, prev
 }
 
 // estimate returns the weighted count.
 func (a *weightedWindow) estimate(elapsed, curr, prev int64) int64 {
+	if prev == 0 {
+		return curr
+	}
 	return curr + mulDivUp(prev, a.window-elapsed, a.window)
 }
 
@@ -70,28 +76,34 @@ func (a *weightedWindow) repair(s []int64) {
 }
 
 // Decide decides and, if allowed, records the request.
-func (a *weightedWindow) Decide(s []int64, now, cost int64) Decision {
+func (a *weightedWindow) Decide(s []int64, now, cost int64) (d Decision) {
+	a.decideInto(&d, s, now, cost)
+	return d
+}
+
+// decideInto is Decide writing the decision into *d, every field of it
+// (see Direct).
+func (a *weightedWindow) decideInto(d *Decision, s []int64, now, cost int64) {
 	s = s[:3:3]
 	a.repair(s)
 	k, elapsed, curr, prev := a.view(s, now)
 	est := a.estimate(elapsed, curr, prev)
-	d := Decision{Limit: a.limit}
-	if r := badCost(cost, a.limit); r != "" {
-		d.Remaining, d.Reason = nonNeg(a.limit-est), r
-		d.ResetAfter = a.reset(elapsed, curr, prev)
-		return d
-	}
-	if est+cost > a.limit {
-		d.Remaining, d.Reason = nonNeg(a.limit-est), ReasonOverLimit
-		d.ResetAfter = a.reset(elapsed, curr, prev)
-		d.RetryAfter = time.Duration(a.retryAfter(elapsed, curr, prev, cost))
-		return d
+	if cost < 1 || cost > a.limit || est+cost > a.limit {
+		*d = Decision{Limit: a.limit, Remaining: nonNeg(a.limit - est), ResetAfter: a.reset(elapsed, curr, prev)}
+		switch {
+		case cost < 1:
+			d.Reason = ReasonBadCost
+		case cost > a.limit:
+			d.Reason = ReasonCostOverLimit
+		default:
+			d.Reason = ReasonOverLimit
+			d.RetryAfter = time.Duration(a.retryAfter(elapsed, curr, prev, cost))
+		}
+		return
 	}
 	curr += cost
 	s[0], s[1], s[2] = k, curr, prev
-	d.Allowed, d.Remaining = true, nonNeg(a.limit-est-cost)
-	d.ResetAfter = a.reset(elapsed, curr, prev)
-	return d
+	*d = Decision{Allowed: true, Limit: a.limit, Remaining: nonNeg(a.limit - est - cost), ResetAfter: a.reset(elapsed, curr, prev)}
 }
 
 // retryAfter returns the time until a request of cost is accepted, for one

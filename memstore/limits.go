@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -16,6 +17,21 @@ type limit struct {
 	idle  time.Duration // IdleAfter; 0 = never
 	alg   algorithm.Algorithm
 	full  int64 // units a zero state has available (for the eviction summary)
+	// direct is alg's Direct form, or nil if it has none.
+	direct *algorithm.Direct
+	// views holds, once a Bound asks for them (Store.views), the slots of
+	// the limit's table in each shard, which the tables keep current.
+	views atomic.Pointer[[]atomic.Pointer[slotView]]
+}
+
+// directFor returns a's Direct form when a is the algorithm l was made
+// for (another with an equal Config may be an implementation of its own),
+// or nil.
+func (l *limit) directFor(a algorithm.Algorithm) *algorithm.Direct {
+	if l.direct != nil && a == l.alg {
+		return l.direct
+	}
+	return nil
 }
 
 // limitCache maps the Configs in use to their limit. It is replaced, never
@@ -84,6 +100,9 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 	if !ok {
 		l = &limit{id: len(s.limits), words: words, idle: a.IdleAfter(), alg: a}
 		l.full = available(a.Peek(make([]int64, words), 0, 1))
+		if dir, ok := algorithm.DirectOf(a); ok {
+			l.direct = &dir
+		}
 		s.limits[cfg] = l
 		for i := range s.shards {
 			sh := &s.shards[i]

@@ -56,6 +56,7 @@ func unpackState(dst, src []int64) {
 func (t *table) unpackAll() {
 	old, oldStride := t.slots, t.stride
 	t.packed, t.inline, t.stride = false, t.l.words, 1+t.l.words
+	defer t.publish()
 	if old == nil {
 		return
 	}

@@ -24,10 +24,11 @@ type shard struct {
 	// Bytes set aside for, and taken by, the tables' eviction summaries.
 	sketchRoom  int64
 	sketchBytes int64
+	idx         int // the shard's index in the store
 	evicted     int64
 	expired     int64
 	charged     int64
-	_           [40]byte // keep hot shards on separate cache lines
+	_           [56]byte // 256 bytes: each shard starts its own cache line
 }
 
 func (sh *shard) table(l *limit) *table {
@@ -41,11 +42,14 @@ func (sh *shard) table(l *limit) *table {
 
 // newTable makes l's table in the shard; table calls it the first time.
 func (sh *shard) newTable(l *limit) *table {
+	idx := sh.idx
 	if l.id >= len(sh.tables) {
 		sh.tables = append(sh.tables, make([]*table, l.id+1-len(sh.tables))...)
 	}
 	t := newTable(sh, l)
+	t.shardIdx = idx
 	sh.tables[l.id] = t
+	t.publish()
 	sh.ensureScratch(l.words)
 	return t
 }

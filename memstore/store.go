@@ -25,6 +25,11 @@
 // 16-byte one and a weighted-window key a 24-byte one, their state words
 // packed two to a word (see pack.go).
 //
+// A Bound (how a floodgate.Limiter uses the store) decides the counting
+// algorithms' tracked keys with their direct form (algorithm.Direct) in the
+// slot itself, and lets its caller start loading a key's slot before the
+// clock read (Bound.Prefetch), so that the one cache miss overlaps it.
+//
 // Larger states (algorithms whose Words() exceeds seven, such as
 // bounded-log and sliding-log) keep three words in the slot. The store
 // keeps a state only up to its last nonzero word and hands it back padded
@@ -164,6 +169,7 @@ func New(o Options) *Store {
 			sh.maxBytes = s.maxBytes/int64(n) - sh.sketchRoom
 		}
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 | 1
+		sh.idx = i
 	}
 	s.batchPool.New = func() any { return new(batch) }
 	return s
@@ -263,23 +269,95 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 	if err != nil {
 		return algorithm.Decision{}, err
 	}
-	return s.decide(l, req.Algorithm, now, req.Key, req.Cost), nil
+	return s.decide(l, req.Algorithm, l.directFor(req.Algorithm), now, req.Key, req.Cost), nil
 }
 
 // decide is DecideOne once the request's limit is known.
-func (s *Store) decide(l *limit, a algorithm.Algorithm, now int64, key string, cost int64) (d algorithm.Decision) {
-	s.decideInto(&d, l, a, now, key, cost)
+func (s *Store) decide(l *limit, a algorithm.Algorithm, dir *algorithm.Direct, now int64, key string, cost int64) (d algorithm.Decision) {
+	s.decideInto(&d, l, a, dir, now, key, cost)
 	return d
 }
 
 // decideInto is decide writing its decision into *d. The decision goes
-// straight from the algorithm's registers into *d: passed back by value
-// through the store's frames, the 64-byte Decision is copied several
-// times, which costs a tracked key's decision about a tenth of its time.
-func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorithm, now int64, key string, cost int64) {
-	h := s.hash(key)
+// straight from the algorithm into *d: passed back by value through the
+// store's frames, the 64-byte Decision is copied several times, which
+// costs a tracked key's decision about a tenth of its time. dir, when not
+// nil, is a's Direct form, which a tracked key's state in its slot is
+// decided with in place (see decideDirect).
+func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorithm, dir *algorithm.Direct, now int64, key string, cost int64) {
+	s.decideHashed(d, l, a, dir, now, s.hash(key), cost)
+}
+
+// decideHashed is decideInto for the key of hash h (0 for the empty key).
+func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algorithm, dir *algorithm.Direct, now int64, h uint64, cost int64) {
+	if h == 0 { // a zero Hashed: zero marks an empty slot, and no hash is zero
+		h = s.hash("")
+	}
 	sh := s.shardOf(h)
 	sh.mu.Lock()
+	if dir == nil || !sh.decideDirect(d, l, dir, now, h, cost) {
+		sh.decideLocked(d, l, a, now, h, cost)
+	}
+	sh.mu.Unlock()
+}
+
+// decideDirect decides the common case with dir: a tracked key that the
+// eviction summary does not charge, in a table whose clock is current,
+// its state where it lies when its layout allows (the state whole in the
+// slot, or packed in one or two slot words: then on a copy on the stack).
+// That is a counting algorithm's decision without the interface call, the
+// scratch state and the copies of the general path. It reports whether it
+// decided; if not, it has changed nothing but the key's last-use tick,
+// which the general path sets alike. The shard's lock is held.
+func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Direct, now int64, h uint64, cost int64) bool {
+	if uint(l.id) >= uint(len(sh.tables)) {
+		return false
+	}
+	t := sh.tables[l.id]
+	if t == nil || now>>t.unitShift > t.latest {
+		return false // no table yet, or its clock must advance first
+	}
+	sl := t.find(h)
+	if sl < 0 {
+		return false
+	}
+	b := sl * t.stride
+	head := t.slots[b]
+	if head&charged != 0 {
+		return false
+	}
+	t.slots[b] = head&^tickMask | t.latest&tickMask // t.touch(sl)
+	switch {
+	case !t.packed && t.inline == l.words:
+		dir.DecideInto(d, t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
+	case t.packed && l.words == 2: // fixed-window: one slot word
+		p := &t.slots[b+1]
+		st := [2]int64{int64(uint64(*p) >> 32), *p & (half - 1)}
+		dir.DecideInto(d, st[:], now, cost)
+		if uint64(st[0]|st[1]) >= half { // a word below 0 or above 32 bits
+			t.put(sl, st[:]) // converts the table
+		} else {
+			*p = st[0]<<32 | st[1]
+		}
+	case t.packed && l.words == 3: // weighted-window: two slot words
+		p := t.slots[b+1 : b+3 : b+3]
+		st := [3]int64{int64(uint64(p[0]) >> 32), p[0] & (half - 1), int64(uint64(p[1]) >> 32)}
+		dir.DecideInto(d, st[:], now, cost)
+		if uint64(st[0]|st[1]|st[2]) >= half {
+			t.put(sl, st[:])
+		} else {
+			p[0], p[1] = st[0]<<32|st[1], st[2]<<32
+		}
+	default:
+		return false
+	}
+	// The eviction summary reads the newest time a state was written at.
+	sh.now = max(sh.now, now)
+	return true
+}
+
+// decideLocked is decideHashed's general case. The shard's lock is held.
+func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algorithm, now int64, h uint64, cost int64) {
 	t := sh.table(l)
 	// t.advance(now), by hand: the common case is two comparisons.
 	sh.now = max(sh.now, now)
@@ -300,17 +378,14 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 					t.put(sl, st) // converts the table
 				}
 				clear(st)
-				sh.mu.Unlock()
 				return
 			}
 			if t.inline == l.words { // t.inPlace(sl), the common case
 				*d = a.Decide(t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
-				sh.mu.Unlock()
 				return
 			}
 			if st := t.inPlace(sl); st != nil {
 				*d = a.Decide(st, now, cost)
-				sh.mu.Unlock()
 				return
 			}
 		}
@@ -321,7 +396,6 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 			*d = sh.decideCharged(a, st, t.chargeFor(sl, now), now, cost)
 		}
 		clear(st[:t.put(sl, st)]) // put knows where the nonzero words end
-		sh.mu.Unlock()
 		return
 	}
 	// A never-seen key: decide on a zero state, charged what the eviction
@@ -336,7 +410,6 @@ func (s *Store) decideInto(d *algorithm.Decision, l *limit, a algorithm.Algorith
 		t.put(sl, st)
 	}
 	clear(st)
-	sh.mu.Unlock()
 }
 
 // decideCharged decides a request on st as if c more units had been
@@ -358,11 +431,16 @@ func (sh *shard) decideCharged(a algorithm.Algorithm, st []int64, c, now, cost i
 
 // A Bound is a Store bound to one Algorithm, for a caller that always
 // decides with the same one (a floodgate.Limiter): its Decide skips the
-// lookup of the algorithm's limit that DecideOne makes on every call.
+// lookup of the algorithm's limit that DecideOne makes on every call, and
+// decides a counting algorithm's tracked key with its direct form
+// (algorithm.Direct).
 type Bound struct {
-	s *Store
-	a algorithm.Algorithm
-	l *limit
+	s   *Store
+	a   algorithm.Algorithm
+	l   *limit
+	dir *algorithm.Direct // a's Direct form, or nil
+	// views are the limit's tables' slots by shard, for Prefetch.
+	views []atomic.Pointer[slotView]
 }
 
 // Bind returns s bound to a. It fails only as DecideOne would for a.
@@ -374,20 +452,72 @@ func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bound{s: s, a: a, l: l}, nil
+	b := &Bound{s: s, a: a, l: l, views: s.views(l)}
+	if dir, ok := algorithm.DirectOf(a); ok {
+		b.dir = &dir
+	}
+	return b, nil
+}
+
+// views returns l's slot views by shard, asking l's tables to publish
+// them from now on.
+func (s *Store) views(l *limit) []atomic.Pointer[slotView] {
+	s.limitsMu.Lock()
+	defer s.limitsMu.Unlock()
+	if vs := l.views.Load(); vs != nil {
+		return *vs
+	}
+	vs := make([]atomic.Pointer[slotView], len(s.shards))
+	l.views.Store(&vs)
+	// Tables made from here on publish themselves; publish those made
+	// before. Either way under the shard's lock, so the last view
+	// published is the table's current one.
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
+			sh.tables[l.id].publish()
+		}
+		sh.mu.Unlock()
+	}
+	return vs
 }
 
 // Decide decides a request of cost for key at time now and counts it if
 // allowed; it is DecideOne for the bound algorithm and allocates nothing
 // when the key is already tracked.
 func (b *Bound) Decide(now int64, key string, cost int64) algorithm.Decision {
-	return b.s.decide(b.l, b.a, now, key, cost)
+	return b.s.decide(b.l, b.a, b.dir, now, key, cost)
 }
 
 // DecideInto is Decide writing the decision into *d, which saves copying
 // it on the way back (see decideInto).
 func (b *Bound) DecideInto(d *algorithm.Decision, now int64, key string, cost int64) {
-	b.s.decideInto(d, b.l, b.a, now, key, cost)
+	b.s.decideInto(d, b.l, b.a, b.dir, now, key, cost)
+}
+
+// Hashed is a key as Bound.Prefetch hashed it, for Bound.DecideHashedInto
+// on a Bound of the same Store. The zero Hashed stands for the empty key.
+type Hashed struct{ h uint64 }
+
+// Prefetch hashes key and starts bringing its slot into the processor's
+// cache, without taking a lock or waiting for the memory. A caller with
+// work to do before the decision, such as reading the clock, does it
+// between Prefetch and DecideHashedInto: that work then overlaps the
+// memory access, which at hundreds of thousands of keys is most of what a
+// decision costs. Where the store has no prefetch instruction for the
+// processor (see prefetch_asm.go) it only hashes.
+func (b *Bound) Prefetch(key string) Hashed {
+	h := b.s.hash(key)
+	if v := b.views[b.s.shardIndex(h)].Load(); v != nil && v.cap > 0 {
+		prefetch(&v.slots[homeOf(h, v.cap)*v.stride], uintptr(v.stride)*8)
+	}
+	return Hashed{h}
+}
+
+// DecideHashedInto is DecideInto for the key that Prefetch hashed as k.
+func (b *Bound) DecideHashedInto(d *algorithm.Decision, now int64, k Hashed, cost int64) {
+	b.s.decideHashed(d, b.l, b.a, b.dir, now, k.h, cost)
 }
 
 // Release gives back the units of reqs (see algorithm.Algorithm.Release).

@@ -64,6 +64,25 @@ type table struct {
 	freeRefs  []int64   // unused indexes of big
 	bigLive   int       // big entries in use
 	sketch    *sketch   // the eviction summary, made on first eviction
+	shardIdx  int       // the shard's index in the store
+}
+
+// slotView is what Bound.Prefetch reads of a table without the shard's
+// lock: where its slots are and how many. A table publishes a new one
+// whenever its slots move, once a Bound for its limit asks for them (see
+// limit.views).
+type slotView struct {
+	slots  []int64
+	cap    int
+	stride int
+}
+
+// publish makes the table's current slots what Bound.Prefetch sees, if a
+// Bound for its limit looks. The shard's lock is held.
+func (t *table) publish() {
+	if vs := t.l.views.Load(); vs != nil {
+		(*vs)[t.shardIdx].Store(&slotView{slots: t.slots, cap: t.cap, stride: t.stride})
+	}
 }
 
 func newTable(sh *shard, l *limit) *table {
@@ -91,7 +110,10 @@ func newTable(sh *shard, l *limit) *table {
 
 // home returns the first slot of hash h's probe run: bits 8..39 of the
 // hash scaled to the table's size.
-func (t *table) home(h uint64) int { return int((h >> metaBits & 0xffffffff) * uint64(t.cap) >> 32) }
+func (t *table) home(h uint64) int { return homeOf(h, t.cap) }
+
+// homeOf is the home slot of hash h in a table of size slots.
+func homeOf(h uint64, size int) int { return int((h >> metaBits & 0xffffffff) * uint64(size) >> 32) }
 
 func (t *table) next(i int) int {
 	if i++; i == t.cap {
@@ -106,7 +128,7 @@ func (t *table) find(h uint64) int {
 	if t.n == 0 {
 		return -1
 	}
-	for i := t.home(h); ; {
+	for i := homeOf(h, n); ; {
 		w := uint64(slots[i*stride])
 		if w&^metaMask == h {
 			return i
@@ -205,6 +227,7 @@ func (t *table) rebuild(size int) {
 	old, oldCap := t.slots, t.cap
 	t.sh.bytes += int64(size-oldCap) * t.slotBytes
 	t.slots, t.cap, t.cursor = make([]int64, size*t.stride), size, 0
+	defer t.publish()
 	if size == 0 {
 		t.slots = nil
 		return

@@ -432,6 +432,8 @@ end
 -- the state into the ring form bounded-log had before (entries, oldest
 -- index, then first, last, count per entry), merges there and packs it
 -- back. A key stored in the ring form is converted when first loaded.
+-- Light and merged states are stored in shorter forms (tostored and
+-- fromstored below); Sync always gets this layout back.
 if code == 8 then
   local MARK, MERGED, CUNIT = 4503599627370496, 131072, 262144
   -- bl_hdr returns n, the open entry's count and the merged flag, or nil
@@ -634,6 +636,133 @@ if code == 8 then
     ring = { record = ring_record, expand = bl_expand, pack = bl_pack }
     return ring
   end
+  -- A light state is stored as a decimal integer, which Redis keeps in its
+  -- integer encoding: 88 bytes of MEMORY USAGE with a 34-byte key name,
+  -- where 24 or 32 bytes of doubles take 120 or 136 (and any string of 1 to
+  -- 12 bytes 104). fromstored tells the two integer forms from doubles by
+  -- their first byte and digits: a state's doubles start with a header
+  -- whose eighth byte is 0x43, or a ring form's count, never a digit.
+  --
+  -- short8: one entry whose units all came at one time (a key that sent
+  -- one request): the count, then the time in 16 digits. It needs no clock
+  -- to read.
+  --
+  -- blint: a state not merged whose open entry holds c <= m units, first
+  -- taken d < W before the newest time t, alone (n = 1) or after a closed
+  -- entry whose first time is at or before t - W (n = 2). Neither Decide
+  -- nor Record reads more from that closed entry's first time than that it
+  -- is at or before every later cut (newest - W), so it is stored as
+  -- exactly t - W. The value is -(Z * 10^9 + lo) with
+  --   X = 1 + ((n - 1) * m + c - 1) * W + d   (1 <= X <= 2 * m * W)
+  --   Y = t mod R, R = r * 10^9, r = floor(9213372036 / (2 * m * W + 1))
+  --   Z * 10^9 + lo = (10^7 + r * X) * 10^9 + Y
+  -- (18 to 20 characters, never a multiple of 8, so a script from before
+  -- this form reports it as foreign rather than reading doubles; below 2^63,
+  -- Redis's integer range; r is capped at 10^6). Only t mod R is kept: it is read back as the one time congruent
+  -- to it in (now - R/2, now + R/2], now being the reading call's (the
+  -- server's TIME, or the caller's with ClientTime). The form is written
+  -- only when the key's TTL is at most R/4 and t is within R/8 of the
+  -- writing call's now, so a read is exact whenever the nows of two calls
+  -- on a live key differ by less than 3R/8: the key expires a TTL after its
+  -- last write, so that fails only if the clock steps back, or callers'
+  -- clocks differ, by more than 3R/8 - TTL. At 600 per minute, e = 0.05 (m
+  -- = 30): r = 2, R = 2,000 s, 3R/8 = 12 min 30 s. Any other state, or one
+  -- whose fields do not fit, stays doubles.
+  local ZMAX, E9, ZOFF = 9223372035, 1000000000, 10000000
+  -- tostored returns the stored form of s (used words) when it has a
+  -- shorter one than its doubles: merged, short8 or blint; else nil.
+  local function tostored(P, s, used, ttl, at)
+    local h = s[1] - MARK
+    if h < 0 then return nil end
+    local n, c = h % MERGED, floor(h / CUNIT)
+    if floor(h / MERGED) % 2 == 1 then
+      -- Merged: the header, the newest time, n firsts, then the n - 1
+      -- deficits and n - 1 gaps without the zeros between the regions.
+      local size = P[4]
+      if n < 1 or n > size or 3 * n >= used or 3 * n > 255 then return nil end
+      -- Anything nonzero outside those (no script writes it) keeps the
+      -- full form.
+      local dlo, glo = 3 + size, 3 + 2 * size
+      for j = 3 + n, used do
+        if s[j] ~= 0 and (j < dlo or j > dlo + n - 2) and (j < glo or j > glo + n - 2) then return nil end
+      end
+      local w = { s[1], s[2] }
+      for i = 1, n do w[2 + i] = s[2 + i] end
+      for i = 0, n - 2 do w[3 + n + i], w[2 + 2 * n + i] = s[dlo + i], s[glo + i] end
+      return struct.pack('<' .. string.rep('d', 3 * n), unpack(w, 1, 3 * n)) .. 'm'
+    end
+    local t, W, m = s[2], P[2], P[3]
+    if n == 1 and used == 3 and s[3] == t and c >= 1 and c <= 999 and t <= 9999999999999999 then
+      return string.format('%d%016d', c, t)
+    end
+    if used ~= 2 + n or n > 2 or c < 1 or c > m then return nil end
+    local d = t - s[2 + n]
+    if d < 0 or d >= W or t < W then return nil end
+    if n == 2 and s[3] > t - W then return nil end
+    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
+    local R = r * E9
+    if r < 1 or 4 * ttl * 1000 > R or 8 * (t - at) > R or 8 * (at - t) > R then return nil end
+    local X = 1 + ((n - 1) * m + c - 1) * W + d
+    local Y = t - idiv(t, R) * R
+    local yh = floor(Y / E9)
+    return string.format('-%d%09d', ZOFF + r * X + yh, Y - yh * E9)
+  end
+  -- fromstored returns the state words of a value tostored wrote, or nil.
+  local function fromstored(P, v, at, words)
+    if #v % 8 == 1 and string.byte(v, #v) == 109 then -- 'm': merged
+      local k = (#v - 1) / 8
+      local n = k / 3
+      if n < 1 or n > P[4] or n ~= floor(n) then return nil end
+      local w, pos = {}, 1
+      while #w < k do -- at most 255 values per struct.unpack
+        local vals = { struct.unpack('<' .. string.rep('d', min(255, k - #w)), v, pos) }
+        pos = table.remove(vals)
+        for j = 1, #vals do w[#w + 1] = vals[j] end
+      end
+      local size, h = P[4], w[1] - MARK
+      if h < 0 or h % MERGED ~= n or floor(h / MERGED) % 2 ~= 1 then return nil end
+      local s = {}
+      for j = 1, words do s[j] = 0 end
+      for j = 1, 2 + n do s[j] = w[j] end
+      for i = 0, n - 2 do s[3 + size + i], s[3 + 2 * size + i] = w[3 + n + i], w[2 + 2 * n + i] end
+      return s
+    end
+    if #v > 20 then return nil end
+    local b = string.byte(v, 1)
+    if b >= 49 and b <= 57 then -- short8
+      if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
+      local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
+      if t > MAXT then return nil end
+      return { MARK + c * CUNIT + 1, t, t }
+    end
+    -- A value Redis keeps as an integer reads back in canonical digits.
+    -- tonumber(v) is v to within 2^10, so Z is exact once lo is taken off;
+    -- one tonumber of the whole value and one of its last nine digits
+    -- instead of a pattern match and two of its parts (less CPU per call).
+    if b ~= 45 or #v < 11 then return nil end
+    local x, lo = tonumber(v), tonumber(string.sub(v, -9))
+    if not x or not lo or x ~= floor(x) or lo ~= floor(lo) or lo < 0 or lo >= E9 then return nil end
+    local Z = floor((-x - lo) / E9 + 0.5) - ZOFF
+    local W, m = P[2], P[3]
+    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
+    local R = r * E9
+    if r < 1 or Z > ZMAX - ZOFF then return nil end
+    local X = floor(Z / r)
+    local Y = (Z - X * r) * E9 + lo
+    local q = floor((X - 1) / W)
+    local d = X - 1 - q * W
+    local n = floor(q / m) + 1
+    local c = q - (n - 1) * m + 1
+    if X < 1 or n > 2 then return nil end
+    -- The time congruent to Y mod R in (at - R/2, at + R/2]; at + R/2 - Y
+    -- may be negative, and idiv takes only a >= 0.
+    local a = at + floor(R / 2) - Y + R
+    local t = at + floor(R / 2) - (a - idiv(a, R) * R)
+    if t < W or t > MAXT then return nil end
+    local s = { MARK + c * CUNIT + n, t, t - d }
+    if n == 2 then s[3], s[4] = t - W, t - d end
+    return s
+  end
   return {
     -- decide is Go's view, decide and append in one function (one closure
     -- per call instead of four).
@@ -715,6 +844,8 @@ if code == 8 then
       end
       return 1, limit - sum - cost, first + window - now, 0, 0, OK
     end,
+    tostored = tostored,
+    fromstored = fromstored,
     record = function(P, s, now, cost)
       if cost < 1 then return end
       local words, R = 2 + 3 * P[4], ringfns()
@@ -752,7 +883,8 @@ end
 
 -- State I/O: a key's value is its state words packed as little-endian
 -- doubles, 8 bytes each (exact, since every word is an integer below 2^53),
--- without the trailing zero words.
+-- without the trailing zero words; a light bounded-log state is an integer
+-- instead (see short8 and blint).
 -- struct.pack and struct.unpack handle a whole chunk of words in one C
 -- call, several times faster than decimal text; chunks keep the values on
 -- the Lua stack well below its limit.
@@ -762,34 +894,38 @@ local CHUNK = 256
 -- records nothing.
 local raw = {}
 
--- A bounded-log state of one entry whose units all came at one time (most
--- keys of a flood: one request each) is stored as a decimal integer, the
--- entry's count then the time in 16 digits, which Redis keeps as an integer:
--- 88 bytes of MEMORY USAGE with a 34-byte key name, where the 24 bytes of
--- three doubles take 120. It is never a multiple of 8 bytes long, so it
--- cannot be mistaken for packed doubles. short8 returns it, or nil.
-local BL_MARK, BL_MERGED, BL_CUNIT = 4503599627370496, 131072, 262144
-local function short8(s, used)
-  if used ~= 3 or s[2] ~= s[3] then return nil end
-  local h = s[1] - BL_MARK
-  if h < 0 or h % BL_MERGED ~= 1 or floor(h / BL_MERGED) % 2 == 1 then return nil end
-  local c = floor(h / BL_CUNIT)
-  if c > 999 or s[2] > 9999999999999999 then return nil end
-  return string.format('%d%016d', c, s[2])
+local op = ARGV[1]
+local now, anchor = 0, nil
+-- packwords returns words 1..used of s (default: up to the last nonzero)
+-- packed as doubles.
+local function packwords(s, used)
+  if not used then
+    used = #s
+    while used > 0 and s[used] == 0 do used = used - 1 end
+  end
+  if used <= CHUNK then
+    return struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
+  end
+  local parts, i = {}, 0
+  while i < used do
+    local n = min(CHUNK, used - i)
+    parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
+    i = i + n
+  end
+  return table.concat(parts)
 end
 
--- unshort8 returns the doubles of a state short8 wrote, or nil.
-local function unshort8(v)
-  if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
-  local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
-  return struct.pack('<ddd', BL_MARK + c * BL_CUNIT + 1, t, t)
-end
-
-local function load(key, words, code)
+local function load(key, words, code, P, alg)
   local v = redis.call('GET', key)
   local s = {}
   if not v then v = '' end
-  if code == 8 and #v % 8 ~= 0 then v = unshort8(v) or v end
+  if alg.fromstored and #v > 0 and (#v <= 20 or #v % 8 == 1) then
+    local st = alg.fromstored(P, v, anchor, words)
+    if st then
+      if op == 's' then raw[key] = packwords(st) end
+      return st, nil, #st < words -- an integer form is valid; fix checks a merged one
+    end
+  end
   raw[key] = v
   if #v % 8 ~= 0 or #v > 8 * words then
     return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want a multiple of 8 up to ' ..
@@ -817,7 +953,7 @@ local function load(key, words, code)
   return s
 end
 
-local function save(key, s, ttl, code)
+local function save(key, s, ttl, code, P, alg)
   if code == 7 and ttl == 0 and s[1] == 0 then
     -- A concurrency limit without a window keeps its keys while units are
     -- in flight; with none, the state only remembers the last time (which
@@ -828,20 +964,10 @@ local function save(key, s, ttl, code)
   -- mostly empty stays small.
   local used = #s
   while used > 0 and s[used] == 0 do used = used - 1 end
-  local packed
-  if used <= CHUNK then
-    packed = struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
-  else
-    local parts, i = {}, 0
-    while i < used do
-      local n = min(CHUNK, used - i)
-      parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
-      i = i + n
-    end
-    packed = table.concat(parts)
-  end
-  local stored = packed
-  if code == 8 then stored = short8(s, used) or packed end
+  local stored, packed
+  if alg.tostored then stored = alg.tostored(P, s, used, ttl, anchor) end
+  if not stored or op == 's' then packed = packwords(s, used) end
+  stored = stored or packed
   if ttl > 0 then
     redis.call('SET', key, stored, 'PX', ttl)
   else
@@ -870,8 +996,6 @@ local function once(rec, seq, chunk, remember)
   return true
 end
 
-local op = ARGV[1]
-local now = 0
 if op ~= 's' then -- merging uses the events' own times
   if ARGV[2] == '' then
     local t = redis.call('TIME')
@@ -911,14 +1035,27 @@ for i = 1, #KEYS do
   end
   local P = {}
   for j = 1, np do P[j] = nextarg() end
+  if alg.fromstored and not anchor then
+    -- The time a light bounded-log state is read and written around: now,
+    -- or for a merge (whose events carry their own times) the time
+    -- argument or the server's clock.
+    if op ~= 's' then
+      anchor = clamp(now)
+    elseif ARGV[2] == '' then
+      local t = redis.call('TIME')
+      anchor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    else
+      anchor = clamp(tonumber(ARGV[2]))
+    end
+  end
   local s = states[key]
   if not s then
-    local err
-    s, err = load(key, words, code)
+    local err, valid
+    s, err, valid = load(key, words, code, P, alg)
     if not s then return redis.error_reply(err) end
-    if alg.fix and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code) end
+    if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
     states[key] = s
-    meta[key] = { ttl, code }
+    meta[key] = { ttl, code, P, alg }
   end
   if op == 's' then
     local ne = nextarg()
@@ -930,7 +1067,7 @@ for i = 1, #KEYS do
     -- words left out): one string per key instead of one reply integer per
     -- word, which for a log of a hundred words was most of a sync's cost.
     if ne > 0 and not replay then
-      raw[key] = save(key, s, ttl, code)
+      raw[key] = save(key, s, ttl, code, P, alg)
     end
     out[#out + 1] = raw[key]
   elseif op == 'r' then
@@ -938,7 +1075,7 @@ for i = 1, #KEYS do
     nextarg() -- shadow: unused
     if alg.release then
       alg.release(P, s, now, cost)
-      save(key, s, ttl, code)
+      save(key, s, ttl, code, P, alg)
     end
   else
     local cost, shadow = nextarg(), nextarg()
@@ -959,7 +1096,8 @@ end
 
 if op == 'd' and commit then
   for key in pairs(dirty) do
-    save(key, states[key], meta[key][1], meta[key][2])
+    local mk = meta[key]
+    save(key, states[key], mk[1], mk[2], mk[3], mk[4])
   end
 end
 return out

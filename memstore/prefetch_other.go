@@ -1,0 +1,7 @@
+//go:build (!amd64 && !arm64) || purego
+
+package memstore
+
+// prefetch does nothing where the store has no prefetch instruction for
+// the processor (see prefetch_asm.go).
+func prefetch(p *int64, n uintptr) {}
