@@ -34,11 +34,10 @@ func sizeOf(e *entry) int64 {
 }
 
 // makeRoom evicts entries from s until one of need bytes fits under the
-// shard's bounds, or no entry can go. An entry can go when it has nothing
-// to push (not dirty, nothing queued or in flight) and was not decided on
-// at now (a decision in progress may hold it). Of evictSample entries it
-// takes the least recently used, keys near their limit last; what it used
-// goes into the eviction summary, so the key comes back charged with it.
+// shard's bounds, or no entry can go. Of evictSample entries it takes
+// the first evictable one in evictBefore's order; what it used goes into
+// the eviction summary, so the key comes back charged with it, and its
+// queued events, if any, go on the shard's orphan list, to be pushed.
 // The caller holds s's lock.
 func (t *table) makeRoom(s *shard, need, now int64) {
 	evicted := 0
@@ -62,8 +61,8 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 			return // over the bound by what could not go: bounded work per key
 		}
 		t.summary.note(victim, now)
-		if len(victim.events) > 0 {
-			t.dropQueued(victim)
+		if t.onEvict != nil {
+			t.onEvict(s, victim, now)
 		}
 		t.remove(s, vk, victim)
 		t.evicted.Add(1)
@@ -71,7 +70,8 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 }
 
 // evictable reports whether e may be evicted at now: it has nothing to
-// push (perhaps a pull pending), or (summariseFresh) it was never synced and has one request queued,
+// push (perhaps a pull pending), or (evictFresh) it was never synced and
+// has one request queued, which then goes on the orphan list to be pushed,
 // nothing in flight; and it was not decided on at now (a decision in
 // progress may hold it).
 func (t *table) evictable(e *entry, now int64) bool {
@@ -80,13 +80,14 @@ func (t *table) evictable(e *entry, now int64) bool {
 	}
 	// Nothing queued: at most a pull is wanted (a key that rejected).
 	clean := len(e.events) == 0
-	return clean || t.summariseFresh && len(e.events) == 1 && len(e.history) == 0
+	return clean || t.evictFresh && len(e.events) == 1 && len(e.history) == 0
 }
 
 // evictBefore reports whether e goes before v: keys seen once before keys
 // seen more than once (a flood's one-hit keys go first), keys with nothing
-// queued before keys whose count would be summarised, then the least
-// recently used. Being near the limit gives no protection: under a key
+// queued before keys whose count would go on the orphan list (it is pushed
+// all the same, but later, and its queue record outlives the entry), then
+// the least recently used. Being near the limit gives no protection: under a key
 // flood the eviction summary's charge puts most new keys near their limit;
 // an evicted key near its limit is charged from the summary when it returns.
 func evictBefore(e, v *entry) bool {
@@ -94,7 +95,7 @@ func evictBefore(e, v *entry) bool {
 		return !me
 	}
 	if ce, cv := len(e.events) == 0, len(v.events) == 0; ce != cv {
-		return ce // a key whose count is in the store before one summarised
+		return ce // a key whose count is in the store before one orphaned
 	}
 	return e.last < v.last
 }

@@ -184,28 +184,29 @@ type Node struct {
 	origin   string           // this node instance's name in store.SyncID
 	remember time.Duration    // store.SyncID.Remember
 
-	maxSyncKeys    int          // keys pushed per sync at most
-	syncKeys       int          // keys the next sync pushes at most, under syncMu
-	backoff        uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
-	maxPending     int64        // bound of pendingBytes
-	pending        atomic.Int64 // events not yet pushed
-	pendingBytes   atomic.Int64 // their size, as the queue accounts it
-	merged         atomic.Uint64
-	dropped        atomic.Uint64
-	droppedCost    atomic.Uint64
-	summarised     atomic.Uint64 // queued events of fresh keys evicted unpushed
-	summarisedCost atomic.Uint64
-	keptViews      atomic.Uint64 // pulls below the node's own view, not taken
-	repushSkipped  atomic.Uint64 // keys not pushed again after a store reset
-	repushLeft     atomic.Int64  // keys still to push again after a store reset
-	resends        atomic.Uint64
-	missed         atomic.Uint64 // store calls that missed an adaptive deadline
-	storeErrors    atomic.Uint64
-	syncs          atomic.Uint64
-	lastOK         atomic.Int64 // Unix ns of the last successful store exchange
-	errMu          sync.Mutex
-	lastErr        string
-	lastErrAt      time.Time
+	maxSyncKeys   int          // keys pushed per sync at most
+	syncKeys      int          // keys the next sync pushes at most, under syncMu
+	backoff       uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
+	maxPending    int64        // bound of pendingBytes
+	pending       atomic.Int64 // events not yet pushed
+	pendingBytes  atomic.Int64 // their size, as the queue accounts it
+	merged        atomic.Uint64
+	dropped       atomic.Uint64
+	droppedCost   atomic.Uint64
+	orphaned      atomic.Uint64 // queued events of keys evicted unpushed (pushed later)
+	orphanedCost  atomic.Uint64
+	keptViews     atomic.Uint64 // pulls below the node's own view, not taken
+	repushSkipped atomic.Uint64 // keys not pushed again after a store reset
+	repushLeft    atomic.Int64  // keys still to push again after a store reset
+	retain        retained      // pushed counts of evicted keys, for a push again
+	resends       atomic.Uint64
+	missed        atomic.Uint64 // store calls that missed an adaptive deadline
+	storeErrors   atomic.Uint64
+	syncs         atomic.Uint64
+	lastOK        atomic.Int64 // Unix ns of the last successful store exchange
+	errMu         sync.Mutex
+	lastErr       string
+	lastErrAt     time.Time
 
 	kick    chan struct{} // asks the loop to sync now
 	stop    chan struct{}
@@ -351,8 +352,10 @@ func (n *Node) initBounds(o Options) error {
 		maxBytes = DefaultMaxBytes
 	}
 	n.table = newTable(maxKeys, maxBytes)
-	n.table.summariseFresh = n.arr == Delayed
-	n.table.dropQueued = n.summarise
+	n.table.evictFresh = n.arr == Delayed
+	if n.arr == Delayed {
+		n.table.onEvict = n.evicted
+	}
 	n.maxSyncKeys = o.MaxSyncKeys
 	if n.maxSyncKeys == 0 {
 		n.maxSyncKeys = DefaultMaxSyncKeys
@@ -362,6 +365,7 @@ func (n *Node) initBounds(o Options) error {
 	if n.maxPending == 0 {
 		n.maxPending = DefaultMaxPendingBytes
 	}
+	n.retain.max = n.maxPending / 4
 	return nil
 }
 
@@ -485,12 +489,14 @@ type Health struct {
 	// to merge into; DroppedCost is their summed cost. These counts never
 	// reach the shared store.
 	DroppedEvents, DroppedCost uint64
-	// SummarisedEvents counts accepted requests of keys seen once whose
-	// count was not pushed because the table was full and the sync behind:
-	// the key was evicted with its count in the eviction summary (the node
-	// still charges it), and the shared store never gets it.
-	// SummarisedCost is their summed cost.
-	SummarisedEvents, SummarisedCost uint64
+	// OrphanedEvents counts accepted requests of keys seen once that the
+	// full table evicted before their count was pushed (the sync behind):
+	// the count stays in the pending queue, on an orphan list that later
+	// syncs push, so the shared store still gets it once, and the key's
+	// usage goes into the eviction summary, which charges it if it comes
+	// back. OrphanedCost is their summed cost. Nothing here is dropped:
+	// DroppedEvents counts what is.
+	OrphanedEvents, OrphanedCost uint64
 	// KeptViews counts pulls that showed a key below what this node knows
 	// was counted (the store lost data): the node kept its own view.
 	KeptViews uint64
@@ -498,6 +504,14 @@ type Health struct {
 	// the store lost its data: keys counted once, and keys beyond the
 	// bound of the push again (see docs/distributed.md).
 	RepushSkipped uint64
+	// RetainedKeys and RetainedBytes are the evicted keys whose pushed
+	// counts this node keeps to push again if the store loses its data
+	// (orphans once pushed, and keys with more than one request counted),
+	// bounded to a quarter of Options.MaxPendingBytes; RetainForgotten
+	// counts those dropped, still within their idle time, to stay in it.
+	RetainedKeys    int
+	RetainedBytes   int64
+	RetainForgotten uint64
 	// RepushPending is how many keys are still to be pushed again after
 	// the store lost its data.
 	RepushPending int64
@@ -526,24 +540,24 @@ type Health struct {
 // Health returns the node's current health.
 func (n *Node) Health() Health {
 	h := Health{
-		Arrangement:      n.arr,
-		Store:            n.name,
-		BreakerOpen:      n.br.isOpen(),
-		BreakerOpenings:  n.br.openings(),
-		Syncs:            n.syncs.Load(),
-		StoreErrors:      n.storeErrors.Load(),
-		PendingEvents:    n.pending.Load(),
-		PendingBytes:     n.pendingBytes.Load(),
-		MergedEvents:     n.merged.Load(),
-		DroppedEvents:    n.dropped.Load(),
-		DroppedCost:      n.droppedCost.Load(),
-		SummarisedEvents: n.summarised.Load(),
-		SummarisedCost:   n.summarisedCost.Load(),
-		KeptViews:        n.keptViews.Load(),
-		RepushSkipped:    n.repushSkipped.Load(),
-		RepushPending:    n.repushLeft.Load(),
-		SyncResends:      n.resends.Load(),
-		DeadlineMisses:   n.missed.Load(),
+		Arrangement:     n.arr,
+		Store:           n.name,
+		BreakerOpen:     n.br.isOpen(),
+		BreakerOpenings: n.br.openings(),
+		Syncs:           n.syncs.Load(),
+		StoreErrors:     n.storeErrors.Load(),
+		PendingEvents:   n.pending.Load(),
+		PendingBytes:    n.pendingBytes.Load(),
+		MergedEvents:    n.merged.Load(),
+		DroppedEvents:   n.dropped.Load(),
+		DroppedCost:     n.droppedCost.Load(),
+		OrphanedEvents:  n.orphaned.Load(),
+		OrphanedCost:    n.orphanedCost.Load(),
+		KeptViews:       n.keptViews.Load(),
+		RepushSkipped:   n.repushSkipped.Load(),
+		RepushPending:   n.repushLeft.Load(),
+		SyncResends:     n.resends.Load(),
+		DeadlineMisses:  n.missed.Load(),
 	}
 	if n.arr == Centralized {
 		h.Deadline = n.lat.deadline(time.Now().UnixNano())
@@ -557,6 +571,7 @@ func (n *Node) Health() Health {
 		sh.mu.Unlock()
 	}
 	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.summary.hits.Load()
+	h.RetainedKeys, h.RetainedBytes, h.RetainForgotten = n.retain.stats()
 	h.TableOverfull = n.table.overfull.Load()
 	if n.arr != Split {
 		if lag := n.clock().Sub(time.Unix(0, n.lastOK.Load())); lag > 0 {

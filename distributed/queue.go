@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -70,26 +71,41 @@ func (n *Node) unqueue(e *entry, k int) {
 	n.pendingBytes.Add(-freed)
 }
 
-// summarise takes e's queued events out of the queue when eviction drops
-// the entry (a fresh key while the table is full and the sync behind). Its
-// usage, these events included, went into the eviction summary, so the
-// node still charges the key if it returns; the shared store never gets
-// these counts, which Health's SummarisedEvents and SummarisedCost count.
-// The caller holds e's shard lock; nothing of e is in flight.
-func (n *Node) summarise(e *entry) {
-	k := len(e.events)
-	if k == 0 {
+// orphan is the queued events of a key evicted before they were pushed
+// (a fresh key while the table is full and the sync behind). They stay in
+// the pending queue, accounted as they were (a key's queue record and
+// eventBytes per event), on their shard's orphan list, and the next syncs
+// push them under the same identities as every other count, so the shared
+// store gets each exactly once. What the store returns for them is not
+// used: the key's usage, these events included, went into the eviction
+// summary, which charges the key if it comes back.
+type orphan struct {
+	alg    algorithm.Algorithm
+	key    string
+	events []store.Event
+}
+
+// orphanEvents moves e's queued events to s's orphan list when eviction
+// takes the entry; Health's OrphanedEvents and OrphanedCost count them.
+// Nothing leaves the queue: its size and bound are unchanged. The caller
+// holds s's lock; nothing of e is in flight.
+func (n *Node) orphanEvents(s *shard, e *entry) {
+	if len(e.events) == 0 {
 		return
 	}
 	var cost int64
 	for _, ev := range e.events {
 		cost += ev.Cost
 	}
-	n.unqueue(e, k)
-	n.pending.Add(-int64(k))
-	n.summarised.Add(uint64(k))
-	n.summarisedCost.Add(uint64(cost))
+	s.orphans = append(s.orphans, &orphan{alg: e.alg, key: e.key, events: e.events})
+	n.orphaned.Add(uint64(len(e.events)))
+	n.orphanedCost.Add(uint64(cost))
 	e.events = nil
+}
+
+// unqueueOrphan accounts for o's events leaving the queue (pushed).
+func (n *Node) unqueueOrphan(o *orphan) {
+	n.pendingBytes.Add(-(int64(len(o.events))*eventBytes + queuedKeyBytes + int64(len(o.key))))
 }
 
 // kickSync asks the background loop to sync now.

@@ -44,10 +44,11 @@ type pushedEvent struct {
 	seq uint64 // the sync that pushed them
 }
 
-// pushed is one entry's part of a sync in flight.
+// pushed is one entry's part of a sync in flight, or an orphan's (e nil).
 type pushed struct {
 	e     *entry
 	count int // events pushed
+	o     *orphan
 }
 
 // syncLocked is Sync with syncMu held. A final sync (Close) ignores the
@@ -173,7 +174,8 @@ func (n *Node) retry(ctx context.Context, now time.Time, final bool) error {
 // collect takes the batches to push: every dirty entry (and, for a
 // delayed node, every entry decided on within the refresh period and every
 // key near its limit in use), with its unpushed events marked in flight,
-// then the fresh keys (seen once, never synced) while the push has room.
+// then the orphans (queued events of evicted keys) and the fresh keys
+// (seen once, never synced) while the push has room.
 func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 	// Reuse the last sync's slices; their States now belong to entries.
 	clear(n.bufB)
@@ -204,10 +206,33 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 	for j := range n.table.shards {
 		s := &n.table.shards[(first+j)%numShards]
 		s.mu.Lock()
+		c.orphans(s)
 		s.fresh = c.list(s.fresh, true)
 		s.mu.Unlock()
 	}
 	return c.batches, c.parts
+}
+
+// orphans takes s's orphans while the push has room; the rest wait for
+// the next sync, which comes at once. Their events leave the queue when
+// the push succeeds (apply), or go back on the list (release). The caller
+// holds s's lock.
+func (c *collector) orphans(s *shard) {
+	k := 0
+	for ; k < len(s.orphans) && len(c.batches) < c.cap; k++ {
+		o := s.orphans[k]
+		c.batches = append(c.batches, store.SyncBatch{Algorithm: o.alg, Key: o.key, Events: o.events})
+		c.parts = append(c.parts, pushed{count: len(o.events), o: o})
+	}
+	if k == 0 {
+		return
+	}
+	rest := copy(s.orphans, s.orphans[k:])
+	clear(s.orphans[rest:])
+	s.orphans = s.orphans[:rest]
+	if rest > 0 {
+		c.n.kickSync()
+	}
 }
 
 // collector gathers one push.
@@ -298,6 +323,13 @@ func (c *collector) nears(s *shard, now time.Time) {
 // pending and the entries go back on the sync list.
 func (n *Node) release(parts []pushed) {
 	for _, p := range parts {
+		if p.o != nil {
+			s := &n.table.shards[n.table.shardOf(p.o.key)]
+			s.mu.Lock()
+			s.orphans = append(s.orphans, p.o)
+			s.mu.Unlock()
+			continue
+		}
 		s := &n.table.shards[n.table.shardOf(p.e.key)]
 		s.mu.Lock()
 		p.e.inflight = 0
@@ -313,10 +345,17 @@ func (n *Node) release(parts []pushed) {
 
 // apply takes in a successful sync: the pushed events leave the pending
 // list, and a delayed node's view becomes the pulled state with the events
-// accepted during the call applied again.
+// accepted during the call applied again. An orphan's pulled state is not
+// used (its key was charged from the eviction summary if it came back).
 func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, seq uint64) {
 	var done int64
 	for i, p := range parts {
+		if p.o != nil {
+			n.unqueueOrphan(p.o)
+			n.retainOrphan(p.o, seq, now.UnixNano())
+			done += int64(p.count)
+			continue
+		}
 		e := p.e
 		s := &n.table.shards[n.table.shardOf(e.key)]
 		s.mu.Lock()
@@ -442,17 +481,18 @@ func (n *Node) lost(seq uint64, now int64) {
 		s := &n.table.shards[i]
 		s.mu.Lock()
 		for _, e := range s.m {
-			var cost int64
-			for _, h := range e.history {
-				if h.seq < seq && h.Time > now-int64(e.alg.IdleAfter()) {
-					cost += h.Cost
-				}
-			}
-			if cost > 0 {
+			if cost := owedCost(e, seq, now); cost > 0 {
 				all = append(all, owed{e, cost > 1, e.last})
 			}
 		}
 		s.mu.Unlock()
+	}
+	// Evicted keys whose pushed counts were retained (see retained); only
+	// the sync changes their history, and it holds syncMu here.
+	for _, e := range n.retain.snapshot() {
+		if cost := owedCost(e, seq, now); cost > 0 {
+			all = append(all, owed{e, cost > 1, e.last})
+		}
 	}
 	if len(all) > maxRepushKeys {
 		// Being near the limit does not count here: under a flood the
@@ -475,6 +515,18 @@ func (n *Node) lost(seq uint64, now int64) {
 	}
 	n.sentinel.list = list
 	n.repushLeft.Store(int64(len(list)))
+}
+
+// owedCost is the cost e's history holds from before sync seq still
+// within its idle time at now: what a push again owes the store.
+func owedCost(e *entry, seq uint64, now int64) int64 {
+	var cost int64
+	for _, h := range e.history {
+		if h.seq < seq && h.Time > now-int64(e.alg.IdleAfter()) {
+			cost += h.Cost
+		}
+	}
+	return cost
 }
 
 // repush pushes again the history, from before the sync that found the

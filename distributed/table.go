@@ -55,7 +55,8 @@ type entry struct {
 	gone bool
 	// fresh is set while the entry is on its shard's list of keys never
 	// synced with one event queued (a delayed node pushes them after every
-	// other key, and may summarise them when full: see makeRoom).
+	// other key, and may evict them when full, their event kept to push:
+	// see makeRoom).
 	fresh bool
 
 	// Centralized only: the last decision the shared store made, the
@@ -81,6 +82,8 @@ type shard struct {
 	dirty []*entry
 	fresh []*entry // dirty entries never synced, with one event (see entry.fresh)
 	nears []*entry // entries that have been near their limit
+	// orphans are queued events of evicted keys, still to push (delayed).
+	orphans []*orphan
 }
 
 // table is a node's local state, sharded by key, bounded in keys and bytes
@@ -92,10 +95,11 @@ type table struct {
 	shardBytes        int64
 	summary           evictSummary
 	evicted, overfull atomic.Uint64
-	// summariseFresh lets eviction take fresh entries (delayed): their
-	// queued events leave through dropQueued.
-	summariseFresh bool
-	dropQueued     func(e *entry)
+	// evictFresh lets eviction take fresh entries (delayed): their queued
+	// events go to the shard's orphan list through onEvict, which also
+	// keeps what a push again after a store loss needs (Node.evicted).
+	evictFresh bool
+	onEvict    func(s *shard, e *entry, now int64)
 }
 
 func newTable(maxKeys int, maxBytes int64) *table {

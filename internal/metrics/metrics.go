@@ -99,19 +99,22 @@ type StoreHealth struct {
 	SyncResends uint64 `json:"sync_resends,omitempty"`
 	SyncMerged  uint64 `json:"sync_merged,omitempty"`
 	SyncDropped uint64 `json:"sync_dropped,omitempty"`
-	// SyncSummarised counts requests of keys seen once whose count was
-	// left unpushed when the node's full table evicted them (charged from
-	// the eviction summary); SyncKeptViews counts pulls below the node's own
+	// SyncOrphaned counts requests of keys seen once that the node's full
+	// table evicted before their count was pushed (pushed later from the
+	// orphan list, and charged from the eviction summary); SyncKeptViews counts pulls below the node's own
 	// view (the store lost data); SyncRepushSkipped counts keys not pushed
 	// again after such a loss.
-	SyncSummarised    uint64        `json:"sync_summarised,omitempty"`
-	SyncKeptViews     uint64        `json:"sync_kept_views,omitempty"`
-	SyncRepushSkipped uint64        `json:"sync_repush_skipped,omitempty"`
-	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
-	PendingBytes      int64         `json:"pending_bytes,omitempty"`
-	Evictions         uint64        `json:"evictions,omitempty"`
-	DeadlineMisses    uint64        `json:"deadline_misses,omitempty"`
-	Deadline          time.Duration `json:"deadline_ns,omitempty"`
+	SyncOrphaned      uint64 `json:"sync_orphaned,omitempty"`
+	SyncKeptViews     uint64 `json:"sync_kept_views,omitempty"`
+	SyncRepushSkipped uint64 `json:"sync_repush_skipped,omitempty"`
+	// SyncRetainForgotten counts evicted keys' pushed counts dropped from
+	// the node's bounded list kept for a push again after a store loss.
+	SyncRetainForgotten uint64        `json:"sync_retain_forgotten,omitempty"`
+	SyncRepushPending   int64         `json:"sync_repush_pending,omitempty"`
+	PendingBytes        int64         `json:"pending_bytes,omitempty"`
+	Evictions           uint64        `json:"evictions,omitempty"`
+	DeadlineMisses      uint64        `json:"deadline_misses,omitempty"`
+	Deadline            time.Duration `json:"deadline_ns,omitempty"`
 }
 
 // KeysLocalView is the KeysScope of a node sharing a Redis store: Keys
@@ -290,12 +293,14 @@ func (r *Recorder) storeCollectors() []prometheus.Collector {
 			func(h StoreHealth) uint64 { return h.SyncMerged }),
 		counter("floodgate_sync_dropped_total", "Accepted requests whose count was dropped because the pending queue was full (never reaches the shared store).",
 			func(h StoreHealth) uint64 { return h.SyncDropped }),
-		counter("floodgate_sync_summarised_total", "Accepted requests of keys seen once left unpushed when the full table evicted them (the node still charges them from its eviction summary).",
-			func(h StoreHealth) uint64 { return h.SyncSummarised }),
+		counter("floodgate_sync_orphaned_total", "Accepted requests of keys seen once that the full table evicted before their count was pushed; they are pushed later from the orphan list (not dropped).",
+			func(h StoreHealth) uint64 { return h.SyncOrphaned }),
 		counter("floodgate_sync_kept_views_total", "Pulled states below what this node knows it counted (the shared store lost data); the node kept its own view.",
 			func(h StoreHealth) uint64 { return h.SyncKeptViews }),
 		counter("floodgate_sync_repush_skipped_total", "Keys not pushed again after the shared store lost its data (counted once, or beyond the bound).",
 			func(h StoreHealth) uint64 { return h.SyncRepushSkipped }),
+		counter("floodgate_sync_retain_forgotten_total", "Evicted keys whose pushed counts were dropped from the bounded list kept to push them again if the shared store loses its data.",
+			func(h StoreHealth) uint64 { return h.SyncRetainForgotten }),
 		gauge("floodgate_sync_repush_pending", "Keys still to be pushed again to the shared store after it lost its data.",
 			func(h StoreHealth) float64 { return float64(h.SyncRepushPending) }),
 		gauge("floodgate_sync_pending_bytes", "Bytes of the queue of counts not yet pushed to the shared store.",

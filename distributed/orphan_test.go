@@ -1,0 +1,169 @@
+package distributed
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+// TestRedisEvictedCountsReachRedis: one delayed node on a real Redis with
+// a tiny table (256 KiB, about 600 keys) and a 10 ms sync interval,
+// under a flood of one-hit keys far beyond the table (2 goroutines, 64 new
+// keys per call, for 1 s), while 20 ledger keys are hit now and then
+// (each one every ~40 ms, so between its hits the flood evicts it and it
+// comes back as a new key with one request queued). The full table evicts
+// keys whose one count is not yet pushed; those counts go on the orphan
+// list and later syncs push them. Once nothing is pending, Redis holds
+// exactly the node's allowed count for every ledger key and in total for
+// the flood's keys.
+func TestRedisEvictedCountsReachRedis(t *testing.T) {
+	evictionFlood(t, false)
+}
+
+// TestRedisWipeKeepsEvictedLedger is TestRedisEvictedCountsReachRedis with
+// redis-server killed and restarted without persistence halfway through
+// the flood: the node finds the store lost its counts and pushes again
+// what it pushed before, including the counts of keys it has evicted since
+// (pushed orphans and keys with more than one request, kept on a bounded
+// list). No key's Redis count is above its allowed count. Ledger keys are
+// expected exact (they were in every plain run), but a ledger key pushed
+// once and evicted as a one-hit key before its next hit is not kept, like
+// the flood's one-hit keys, so the wipe can take that count: the test logs
+// such a shortfall rather than fail on it (seen once under -race: 84 of 85).
+func TestRedisWipeKeepsEvictedLedger(t *testing.T) {
+	evictionFlood(t, true)
+}
+
+// evictionFlood runs the flood of TestRedisEvictedCountsReachRedis, with
+// a Redis kill and restart halfway if wipe is set.
+func evictionFlood(t *testing.T, wipe bool) {
+	srv := redistest.Start(t)
+	shared := redisShared(t, srv, false)
+	n := mustNode(t, Options{
+		Arrangement: Delayed, Shared: shared, ID: "orphans",
+		Interval: 10 * time.Millisecond, SyncDeadline: time.Second,
+		MaxBytes: 256 << 10,
+	})
+	rule := counterRule(t)
+	const workers, perCall, ledgerKeys = 2, 64, 20
+	var allowed atomic.Int64
+	keys := make([][]string, workers)
+	var ledgerMu sync.Mutex
+	ledger := map[string]int64{}
+	stop := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := make([]store.Request, perCall)
+			out := make([]algorithm.Decision, perCall)
+			for c := 0; time.Now().Before(stop); c++ {
+				for i := range reqs {
+					k := fmt.Sprintf("w%d/c%d/k%d", w, c, i)
+					keys[w] = append(keys[w], k)
+					reqs[i] = store.Request{Algorithm: rule, Key: k, Cost: 1}
+				}
+				if err := n.Decide(ctx, time.Now().UnixNano(), reqs, out); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, o := range out {
+					if o.Allowed {
+						allowed.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for time.Now().Before(stop) {
+			key := fmt.Sprintf("ledger-%d", rand.IntN(ledgerKeys))
+			d, err := n.DecideOne(ctx, time.Now().UnixNano(), store.Request{Algorithm: rule, Key: key, Cost: 1})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Allowed {
+				ledgerMu.Lock()
+				ledger[key]++
+				ledgerMu.Unlock()
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	if wipe {
+		time.Sleep(500 * time.Millisecond)
+		srv.Kill()
+		time.Sleep(200 * time.Millisecond)
+		srv.Restart()
+	}
+	wg.Wait()
+	waitSettled(t, n, 30*time.Second)
+	h := n.Health()
+	var flood []string
+	for _, ks := range keys {
+		flood = append(flood, ks...)
+	}
+	total := redisTotal(t, shared, flood)
+	t.Logf("flood: %d keys, %d allowed, Redis total %d; %d evictions, %d orphaned, %d dropped, %d overfull; table %d keys %d bytes; retained %d keys %d bytes, %d forgotten; kept views %d",
+		len(flood), allowed.Load(), total, h.Evictions, h.OrphanedEvents, h.DroppedEvents, h.TableOverfull, h.Keys, h.TableBytes,
+		h.RetainedKeys, h.RetainedBytes, h.RetainForgotten, h.KeptViews)
+	if h.OrphanedEvents == 0 {
+		t.Error("no count was orphaned: the table never evicted a key with a count to push, the test proves nothing")
+	}
+	if h.DroppedEvents != 0 {
+		t.Errorf("%d events dropped with the default pending queue", h.DroppedEvents)
+	}
+	if total > allowed.Load() || !wipe && total != allowed.Load() {
+		t.Errorf("flood: Redis holds %d for %d allowed requests", total, allowed.Load())
+	}
+	if wipe && h.KeptViews == 0 {
+		t.Error("no pull showed a lost count: the wipe was not seen, the test proves nothing")
+	}
+	var want, got int64
+	for key, a := range ledger {
+		g := redisTotal(t, shared, []string{key})
+		want, got = want+a, got+g
+		switch {
+		case g > a:
+			t.Errorf("ledger %s: Redis holds %d for %d allowed (a count applied twice)", key, g, a)
+		case g < a && !wipe:
+			t.Errorf("ledger %s: Redis holds %d for %d allowed", key, g, a)
+		case g < a:
+			// The known gap: a ledger key pushed once and evicted (as a
+			// one-hit key) before its next hit is not kept, so the wipe
+			// took that count (seen under -race on a loaded machine).
+			t.Logf("ledger %s: Redis holds %d for %d allowed (a one-hit push lost with the wipe)", key, g, a)
+		}
+	}
+	t.Logf("ledger: %d keys, %d allowed, Redis total %d", len(ledger), want, got)
+}
+
+// waitSettled waits until n has nothing pending, no push outstanding and
+// no push again owed.
+func waitSettled(t *testing.T, n *Node, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n.syncMu.Lock()
+		settled := n.out == nil && n.pending.Load() == 0 && !n.sentinel.repush
+		n.syncMu.Unlock()
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d events pending after %v: %+v", n.pending.Load(), within, n.Health())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,112 @@
+package distributed
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// retained keeps, for a push again after the shared store loses its data,
+// the pushed counts of keys that are no longer in the table: orphans (keys
+// evicted before their count was pushed; see orphan), once pushed, and
+// keys evicted with more than one request counted in their history. Each
+// is an entry outside the table holding only its algorithm, key and
+// history, which lost and repush treat like any other. Keys seen once
+// that were pushed and then evicted (a flood's one-hit keys) are not kept:
+// a store that loses its data under-counts them, and the eviction summary
+// still charges them on this node.
+//
+// The list is bounded in bytes (a quarter of Options.MaxPendingBytes);
+// past the bound the oldest are forgotten and counted (Health's
+// RetainForgotten). Entries whose history has all passed its idle time
+// leave as they stop mattering. Only the sync (under syncMu) reads or
+// changes their history; eviction only appends.
+type retained struct {
+	mu        sync.Mutex
+	list      []*entry // list[head:] are kept, oldest first
+	head      int
+	bytes     int64
+	max       int64
+	forgotten uint64
+}
+
+// retainedBytes is what one retained entry is accounted: the entry, its
+// slot in the list, its key and history.
+func retainedBytes(e *entry) int64 {
+	return int64(unsafe.Sizeof(entry{})) + 8 + int64(len(e.key)) + historyBytes*int64(len(e.history))
+}
+
+// keep adds e (an entry outside the table) to the list and drops what no
+// longer matters at now or does not fit.
+func (r *retained) keep(e *entry, now int64) {
+	if len(e.history) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list = append(r.list, e)
+	r.bytes += retainedBytes(e)
+	for r.head < len(r.list) {
+		f := r.list[r.head]
+		last := f.history[len(f.history)-1].Time
+		live := last > now-int64(f.alg.IdleAfter())
+		if r.bytes <= r.max && live {
+			break
+		}
+		if live {
+			r.forgotten++
+		}
+		r.bytes -= retainedBytes(f)
+		r.list[r.head] = nil
+		r.head++
+	}
+	// Dropping from the front moves head; the slice is compacted once
+	// half of it is dropped, so each entry is copied O(1) times.
+	if r.head > len(r.list)/2 {
+		rest := copy(r.list, r.list[r.head:])
+		clear(r.list[rest:])
+		r.list, r.head = r.list[:rest], 0
+	}
+}
+
+// snapshot returns the retained entries.
+func (r *retained) snapshot() []*entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*entry(nil), r.list[r.head:]...)
+}
+
+// stats returns the retained entries' count, bytes and how many were
+// forgotten.
+func (r *retained) stats() (keys int, bytes int64, forgotten uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.list) - r.head, r.bytes, r.forgotten
+}
+
+// retainOrphan keeps orphan o, just pushed by sync seq at now, for a push
+// again. The caller holds syncMu.
+func (n *Node) retainOrphan(o *orphan, seq uint64, now int64) {
+	var owed uint64
+	if n.sentinel.repush {
+		owed = n.sentinel.lostAt
+	}
+	e := &entry{alg: o.alg, key: o.key}
+	for _, ev := range o.events {
+		e.last = max(e.last, ev.Time)
+	}
+	e.history = appendHistory(nil, o.events, seq, now-int64(o.alg.IdleAfter()), owed)
+	n.retain.keep(e, now)
+}
+
+// evicted takes what eviction removes from the table with e: its queued
+// events go to the orphan list, and its history, if it counted more than
+// one request, to the retained list. The caller holds s's lock.
+func (n *Node) evicted(s *shard, e *entry, now int64) {
+	if len(e.history) > 0 && e.manyHits() {
+		kept := &entry{alg: e.alg, key: e.key, last: e.last, history: append([]pushedEvent(nil), e.history...)}
+		n.retain.keep(kept, now)
+	}
+	if len(e.events) > 0 {
+		n.orphanEvents(s, e)
+	}
+}
