@@ -61,6 +61,13 @@ func newSlidingWindow(c Config) *slidingWindow {
 // these states in whole words from the start.
 func (a *slidingWindow) HalfWords() bool { return false }
 
+// CountFields reports how the state keeps its counts, for a store that
+// holds them narrower while they fit: n counts of bits bits each, ring
+// position p in bits [bits*(p%f), bits*(p%f+1)) of word 1+p/f, f = 64/bits,
+// after the newest slice's number in word 0. The fields depend on the
+// limit only, never on the clock.
+func (a *slidingWindow) CountFields() (n, bits int) { return int(a.slices), int(a.bits) }
+
 // count returns the count of slice number z.
 func (a *slidingWindow) count(s []int64, z int64) int64 {
 	return a.countAt(s, z%a.slices)

@@ -28,6 +28,10 @@ type limit struct {
 	// whole is set when alg says its state words do not fit in 32-bit
 	// halves (HalfWords false): its tables are never packed (see pack.go).
 	whole bool
+	// narrow, when not 0, is the words of the narrow form of alg's state
+	// (32-bit sliding-window counts kept in 16 bits; see pack.go), which
+	// its tables start in.
+	narrow int
 	// views holds, once a Bound asks for them (Store.views), the slots of
 	// the limit's table in each shard, which the tables keep current.
 	views atomic.Pointer[[]atomic.Pointer[slotView]]
@@ -119,6 +123,7 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 		if hw, ok := a.(interface{ HalfWords() bool }); ok && !hw.HalfWords() {
 			l.whole = true
 		}
+		l.narrow = narrowWords(a, words)
 		s.limits[cfg] = l
 		for i := range s.shards {
 			sh := &s.shards[i]

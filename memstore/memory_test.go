@@ -76,10 +76,15 @@ func TestMemoryPerKey(t *testing.T) {
 		{algorithm.Config{Algorithm: algorithm.GCRA}, "", n, 1, 48},
 		{algorithm.Config{Algorithm: algorithm.WeightedWindow}, "", n, 1, 48},
 		{algorithm.Config{Algorithm: algorithm.SlidingWindow}, "", n, 1, 64},
+		// 32-bit counts, kept in 16 bits while they fit (pack.go).
+		{algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: algorithm.MaxLimit}, "sliding-window/32", n, 1, 64},
 		{algorithm.Config{Algorithm: algorithm.BoundedLog, Tolerance: 0.05}, "bounded-log/light", n, 1, 64},
 		{algorithm.Config{Algorithm: algorithm.BoundedLog, Tolerance: 0.05}, "bounded-log/heavy", n / 10, 600, 256},
 	} {
-		c.cfg.Limit, c.cfg.Window = 600, time.Minute
+		c.cfg.Window = time.Minute
+		if c.cfg.Limit == 0 {
+			c.cfg.Limit = 600
+		}
 		a, err := algorithm.New(c.cfg)
 		if err != nil {
 			t.Fatalf("%+v: %v", c.cfg, err)

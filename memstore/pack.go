@@ -1,5 +1,7 @@
 package memstore
 
+import "github.com/floodgate-dev/floodgate/algorithm"
+
 // Packed tables. A table whose algorithm keeps two to seven state words
 // starts packed: the state words go two to a slot word, as 32-bit halves
 // (first word high), so a fixed-window key (window number, count) takes a
@@ -57,8 +59,8 @@ func unpackState(dst, src []int64) {
 // its index (the probe positions depend only on the table's size), so a
 // slot number held by a caller stays valid.
 func (t *table) unpackAll() {
-	old, oldStride := t.slots, t.stride
-	t.packed, t.inline, t.stride = false, t.l.words, 1+t.l.words
+	old, oldStride, narrow := t.slots, t.stride, t.narrow
+	t.packed, t.narrow, t.inline, t.stride = false, false, t.l.words, 1+t.l.words
 	defer t.publish()
 	if old == nil {
 		return
@@ -66,6 +68,94 @@ func (t *table) unpackAll() {
 	t.slots = make([]int64, t.cap*t.stride)
 	for i := range t.cap {
 		t.slots[i*t.stride] = old[i*oldStride]
-		unpackState(t.slots[i*t.stride+1:(i+1)*t.stride], old[i*oldStride+1:(i+1)*oldStride])
+		dst, src := t.slots[i*t.stride+1:(i+1)*t.stride], old[i*oldStride+1:(i+1)*oldStride]
+		if narrow {
+			unpackNarrow(dst, src)
+		} else {
+			unpackState(dst, src)
+		}
+	}
+}
+
+// pack packs st into dst, a packed slot's state words, in the table's
+// packed form, and reports whether st fit; dst is unchanged if not.
+func (t *table) pack(dst, st []int64) bool {
+	if t.narrow {
+		return packNarrow(dst, st)
+	}
+	return packState(dst, st)
+}
+
+// unpack unpacks src, a packed slot's state words, into dst, which has
+// Words() words.
+func (t *table) unpack(dst, src []int64) {
+	if t.narrow {
+		unpackNarrow(dst, src)
+	} else {
+		unpackState(dst, src)
+	}
+}
+
+// Narrow tables. A sliding-window state with 32-bit counts (a limit of
+// 65,536 or more) is its newest slice's number and the counts two to a
+// word: 7 words with 12 slices, a 64-byte slot. Most keys count far fewer
+// than 65,536 units in a slice, so such a table starts narrow: the slice
+// number whole, the counts four to a word in 16 bits each, at the same
+// ring positions (1+ceil(N/4) words: 4 with 12 slices, a 40-byte slot,
+// the same as a limit below 65,536 gives). Whether a state fits depends on
+// its counts only, never on the clock. The first state with a count above
+// 65,535 converts the table for good to the plain layout (unpackAll),
+// exactly as a packed table converts; until then each decision unpacks
+// the slot to the algorithm's own words, decides and packs them back, so
+// the algorithm's state format, which other stores share, is unchanged.
+const narrowMask = 0xffff0000_ffff0000 // a 32-bit count's upper 16 bits, in both halves
+
+// narrowWords returns the words of a's narrow state, or 0 if a's tables
+// are not kept narrow: a's counts are not 32-bit fields, its state is too
+// long to lie whole in a slot, or narrow counts would not save a word.
+func narrowWords(a algorithm.Algorithm, words int) int {
+	cf, ok := a.(interface{ CountFields() (n, bits int) })
+	if !ok || words > maxInline {
+		return 0
+	}
+	n, bits := cf.CountFields()
+	if bits != 32 || words != 1+(n+1)/2 || 1+(n+3)/4 >= words {
+		return 0
+	}
+	return 1 + (n+3)/4
+}
+
+// packNarrow packs st (32-bit counts) into dst (16-bit counts), which has
+// 1+ceil(N/4) words, and reports whether every count fit; dst is
+// unchanged if not.
+func packNarrow(dst, st []int64) bool {
+	var or uint64
+	for _, w := range st[1:] {
+		or |= uint64(w)
+	}
+	if or&narrowMask != 0 {
+		return false
+	}
+	dst[0] = st[0]
+	for j := 1; j < len(dst); j++ { // counts 4j-4..4j-1: st[2j-1] and st[2j]
+		lo, hi := uint64(st[2*j-1]), uint64(0)
+		if 2*j < len(st) {
+			hi = uint64(st[2*j])
+		}
+		dst[j] = int64(lo&0xffff | lo>>32<<16 | (hi&0xffff)<<32 | hi>>32<<48)
+	}
+	return true
+}
+
+// unpackNarrow unpacks src (16-bit counts) into dst (32-bit counts), which
+// has Words() words.
+func unpackNarrow(dst, src []int64) {
+	dst[0] = src[0]
+	for j := 1; j < len(src); j++ {
+		w := uint64(src[j])
+		dst[2*j-1] = int64(w&0xffff | w>>16&0xffff<<32)
+		if 2*j < len(dst) {
+			dst[2*j] = int64(w>>32&0xffff | w>>48<<32)
+		}
 	}
 }

@@ -39,7 +39,7 @@ func (t *table) load(sl int, dst []int64) []int64 {
 	b := sl * t.stride
 	switch {
 	case t.packed:
-		unpackState(dst, t.slots[b+1:b+t.stride])
+		t.unpack(dst, t.slots[b+1:b+t.stride])
 	case t.slots[b]&outOfLine == 0:
 		copy(dst, t.slots[b+1:b+t.stride])
 	case t.l.words > hugeState:
@@ -71,7 +71,7 @@ func stateLen(st []int64) int {
 func (t *table) put(sl int, st []int64) int {
 	b := sl * t.stride
 	if t.packed {
-		if packState(t.slots[b+1:b+t.stride], st) {
+		if t.pack(t.slots[b+1:b+t.stride], st) {
 			return len(st)
 		}
 		t.unpackAll() // the slots keep their places: sl stays valid

@@ -387,9 +387,9 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 			if t.packed {
 				st := sh.scratch[:l.words:l.words]
 				packed := t.slots[b+1 : b+t.stride : b+t.stride]
-				unpackState(st, packed)
+				t.unpack(st, packed)
 				*d = a.Decide(st, now, cost)
-				if !packState(packed, st) {
+				if !t.pack(packed, st) {
 					t.put(sl, st) // converts the table
 				}
 				clear(st)

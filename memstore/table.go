@@ -47,6 +47,7 @@ type table struct {
 	l      *limit
 	inline int  // state words kept in the slot
 	packed bool // state words packed two to a slot word (pack.go)
+	narrow bool // packed: 32-bit counts kept in 16 bits (pack.go)
 	// slotBytes is what a slot is accounted against the shard's bytes:
 	// a packed table's is its plain size, so that converting it never
 	// takes the shard past its bound.
@@ -90,6 +91,9 @@ func newTable(sh *shard, l *limit) *table {
 	switch {
 	case l.words > maxInline:
 		t.inline = bigInline
+	case l.narrow > 0:
+		// 32-bit counts in 16 bits until a count does not fit; see pack.go.
+		t.packed, t.narrow, t.inline = true, true, l.narrow
 	case l.words >= 2 && !l.whole:
 		// Two words to a slot word until a state does not fit; see pack.go.
 		t.packed, t.inline = true, (l.words+1)/2
