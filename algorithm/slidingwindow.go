@@ -22,6 +22,10 @@ type slidingWindow struct {
 	bits      int64  // width of a count field: 16 or 32
 	perLog    int64  // log2 of the count fields per word (64/bits): 2 or 1
 	field     uint64 // largest count a field holds: 1<<bits - 1
+	// narrow, for 32-bit counts, is a twin with 16-bit fields (four to a
+	// word, the same ring positions) that DecideNarrow decides with; nil
+	// for 16-bit counts.
+	narrow *slidingWindow
 }
 
 // slidingWindowBits returns the width of a slice count field for a limit: 16
@@ -50,6 +54,11 @@ func newSlidingWindow(c Config) *slidingWindow {
 		field:     1<<bits - 1,
 	}
 	a.withParams(Params{Slices: c.Slices})
+	if bits == 32 {
+		n := *a
+		n.words, n.bits, n.perLog, n.field = 1+int((a.slices+3)/4), 16, 2, 1<<16-1
+		a.narrow = &n
+	}
 	return a
 }
 
@@ -289,4 +298,57 @@ func (a *slidingWindow) Record(s []int64, now, cost int64) {
 	}
 	a.advance(s, z)
 	a.set(s, z, a.count(s, z)+min(cost, MaxLimit))
+}
+
+// DecideNarrow decides on the narrow form of a state with 32-bit counts,
+// as a store keeps it while every count fits 16 bits: word 0 the newest
+// slice's number, then the counts in 16-bit fields, four to a word, at
+// their ring positions (see CountFields). It decides the common cases of
+// Decide; it reports false, having changed nothing, for the others and
+// for a request that would take a count past 65,535, which the caller
+// decides on the state's own words. The counted span, the sums and the
+// decisions are Decide's: only the fields are narrower.
+func (a *slidingWindow) DecideNarrow(s []int64, now, cost int64) (Decision, bool) {
+	n := a.narrow
+	if n == nil {
+		return Decision{}, false
+	}
+	s = s[:n.words:n.words]
+	k0, t := s[0], clampTime(now)
+	if k0 < 0 || k0 > n.lastSlice || cost < 1 || cost > n.limit {
+		return Decision{}, false
+	}
+	d := t - k0*n.slice
+	if d < 0 || d >= 2*n.slice || d >= n.slice && n.slices == 1 {
+		return Decision{}, false
+	}
+	total := n.sum(s) // MaxSlices 16-bit counts: no lane carries
+	p0 := int64(uint64(k0) % uint64(n.slices))
+	k, p := k0, p0
+	if d >= n.slice {
+		if k, p = k+1, p+1; p == n.slices {
+			p = 0
+		}
+		if k0 >= n.slices-1 {
+			total -= n.countAt(s, p)
+		}
+	}
+	if total+cost > n.limit {
+		return n.overLimit(s, t, max(k-n.slices+1, 0), total, cost, p0), true
+	}
+	i, sh := 1+p>>2, uint64(16*(p&3))
+	w := uint64(s[i])
+	if k > k0 {
+		w &^= n.field << sh
+	}
+	if w>>sh&n.field+uint64(cost) > n.field {
+		return Decision{}, false // the count would not fit 16 bits
+	}
+	s[0], s[i] = k, int64(w+uint64(cost)<<sh)
+	return Decision{
+		Allowed:    true,
+		Limit:      n.limit,
+		Remaining:  n.limit - total - cost,
+		ResetAfter: time.Duration((k+n.slices)*n.slice - t),
+	}, true
 }

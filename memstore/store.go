@@ -384,6 +384,14 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
 		if head&charged == 0 {
+			if t.narrow && l.narrowDec != nil && a == l.alg {
+				// A narrow sliding-window state decided where it lies, in
+				// the common case (pack.go).
+				if nd, ok := l.narrowDec.DecideNarrow(t.slots[b+1:b+t.stride:b+t.stride], now, cost); ok {
+					*d = nd
+					return
+				}
+			}
 			if t.packed {
 				st := sh.scratch[:l.words:l.words]
 				packed := t.slots[b+1 : b+t.stride : b+t.stride]
