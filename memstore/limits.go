@@ -26,7 +26,8 @@ type limit struct {
 	// light key on the words kept in its slot (see decideLocked).
 	prefix *algorithm.LogPrefix
 	// whole is set when alg says its state words do not fit in 32-bit
-	// halves (HalfWords false): its tables are never packed (see pack.go).
+	// halves (HalfWords false): its tables are never packed in halves (see
+	// pack.go).
 	whole bool
 	// narrow, when not 0, is the words of the narrow form of alg's state
 	// (32-bit sliding-window counts kept in 16 bits; see pack.go), which

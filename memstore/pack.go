@@ -17,11 +17,13 @@ import "github.com/floodgate-dev/floodgate/algorithm"
 // longer, until 2106. The buckets' states are times in nanoseconds, so
 // their tables convert on their first key. An algorithm whose state words
 // are bit fields that use the whole word says so (HalfWords() false, as
-// sliding-window does) and its tables start in the plain layout: packing
-// them would make the layout depend on the clock (a 32-bit sliding-window
-// count fits a half only at even ring positions). A packed table is accounted against Options.MaxBytes at
-// its plain size (Stats.Bytes too), so a conversion, which may come late
-// in a table's life, never takes the store past its bound.
+// sliding-window does) and its tables are never packed in halves: that
+// would make the layout depend on the clock (a 32-bit sliding-window count
+// fits a half only at even ring positions). Sliding-window tables with
+// 32-bit counts are packed by count instead (narrow tables, below). A
+// packed table is accounted against Options.MaxBytes at its plain size
+// (Stats.Bytes too), so a conversion, which may come late in a table's
+// life, never takes the store past its bound.
 
 const half = 1 << 32
 
@@ -105,9 +107,12 @@ func (t *table) unpack(dst, src []int64) {
 // the same as a limit below 65,536 gives). Whether a state fits depends on
 // its counts only, never on the clock. The first state with a count above
 // 65,535 converts the table for good to the plain layout (unpackAll),
-// exactly as a packed table converts; until then each decision unpacks
-// the slot to the algorithm's own words, decides and packs them back, so
-// the algorithm's state format, which other stores share, is unchanged.
+// exactly as a packed table converts. Until then the common decision is
+// made on the narrow words in the slot (the algorithm's DecideNarrow,
+// which declines a request that would take a count past 16 bits); the
+// others unpack the slot to the algorithm's own words, decide and pack
+// them back. The algorithm's state format, which other stores share, is
+// unchanged.
 const narrowMask = 0xffff0000_ffff0000 // a 32-bit count's upper 16 bits, in both halves
 
 // narrowWords returns the words of a's narrow state, or 0 if a's tables

@@ -23,9 +23,10 @@
 // and the state lie side by side, usually within one cache line. A
 // token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
 // 16-byte one and a weighted-window key a 24-byte one, their state words
-// packed two to a word (see pack.go). A sliding-window key, whose counts
-// are bit fields filling whole words, takes 8·(1+Words()) bytes: 40 with
-// 12 slices and a limit below 65,536, 64 with 32-bit counts.
+// packed two to a word (see pack.go). A sliding-window key with 12 slices
+// takes a 40-byte slot: its counts are 16 bits each below a limit of
+// 65,536, and above it the table keeps its 32-bit counts in 16 bits until
+// one passes 65,535 (then 64 bytes; see pack.go).
 //
 // A Bound (how a floodgate.Limiter uses the store) decides the counting
 // algorithms' tracked keys with their direct form (algorithm.Direct) in the
