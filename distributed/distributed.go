@@ -199,6 +199,7 @@ type Node struct {
 	repushSkipped atomic.Uint64 // keys not pushed again after a store reset
 	repushLeft    atomic.Int64  // keys still to push again after a store reset
 	retain        retained      // pushed counts of evicted keys, for a push again
+	returning     retained      // pushed counts of evicted one-hit keys, taken back if they return
 	resends       atomic.Uint64
 	missed        atomic.Uint64 // store calls that missed an adaptive deadline
 	storeErrors   atomic.Uint64
@@ -355,6 +356,8 @@ func (n *Node) initBounds(o Options) error {
 	n.table.evictFresh = n.arr == Delayed
 	if n.arr == Delayed {
 		n.table.onEvict = n.evicted
+		n.returning.index = map[entryKey]*entry{}
+		n.table.onCreate = n.returning.adopt
 	}
 	n.maxSyncKeys = o.MaxSyncKeys
 	if n.maxSyncKeys == 0 {
@@ -366,6 +369,7 @@ func (n *Node) initBounds(o Options) error {
 		n.maxPending = DefaultMaxPendingBytes
 	}
 	n.retain.max = n.maxPending / 4
+	n.returning.max = n.maxPending / 4
 	return nil
 }
 
