@@ -64,12 +64,7 @@ func (a *bucket) decideInto(d *Decision, s []int64, now, cost int64) {
 		// Remaining counts what a smaller request could still take; for a
 		// request of cost 1 it is 0, as in redis_rate.
 		*d = Decision{Limit: a.limit, Remaining: nonNeg(a.span-(tat-now)) / a.interval, ResetAfter: time.Duration(tat - now)}
-		switch {
-		case cost < 1:
-			d.Reason = ReasonBadCost
-		case cost > a.capacity:
-			d.Reason = ReasonCostOverLimit
-		default:
+		if d.Reason = badCost(cost, a.capacity); d.Reason == "" {
 			d.Reason, d.RetryAfter = ReasonOverLimit, time.Duration(-diff)
 		}
 		return

@@ -53,12 +53,7 @@ func (a *fixedWindow) decideInto(d *Decision, s []int64, now, cost int64) {
 	reset := time.Duration((k+1)*a.window - now)
 	if cost < 1 || cost > a.limit || n+cost > a.limit {
 		*d = Decision{Limit: a.limit, Remaining: nonNeg(a.limit - n), ResetAfter: reset}
-		switch {
-		case cost < 1:
-			d.Reason = ReasonBadCost
-		case cost > a.limit:
-			d.Reason = ReasonCostOverLimit
-		default:
+		if d.Reason = badCost(cost, a.limit); d.Reason == "" {
 			d.Reason, d.RetryAfter = ReasonOverLimit, reset
 		}
 		return

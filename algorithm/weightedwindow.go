@@ -90,12 +90,7 @@ func (a *weightedWindow) decideInto(d *Decision, s []int64, now, cost int64) {
 	est := a.estimate(elapsed, curr, prev)
 	if cost < 1 || cost > a.limit || est+cost > a.limit {
 		*d = Decision{Limit: a.limit, Remaining: nonNeg(a.limit - est), ResetAfter: a.reset(elapsed, curr, prev)}
-		switch {
-		case cost < 1:
-			d.Reason = ReasonBadCost
-		case cost > a.limit:
-			d.Reason = ReasonCostOverLimit
-		default:
+		if d.Reason = badCost(cost, a.limit); d.Reason == "" {
 			d.Reason = ReasonOverLimit
 			d.RetryAfter = time.Duration(a.retryAfter(elapsed, curr, prev, cost))
 		}
