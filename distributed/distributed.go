@@ -199,6 +199,7 @@ type Node struct {
 	repushSkipped atomic.Uint64 // keys not pushed again after a store reset
 	repushLeft    atomic.Int64  // keys still to push again after a store reset
 	retain        retained      // pushed counts of evicted keys, for a push again
+	returning     retained      // pushed counts of evicted one-hit keys, taken back if they return
 	resends       atomic.Uint64
 	missed        atomic.Uint64 // store calls that missed an adaptive deadline
 	storeErrors   atomic.Uint64
@@ -355,6 +356,9 @@ func (n *Node) initBounds(o Options) error {
 	n.table.evictFresh = n.arr == Delayed
 	if n.arr == Delayed {
 		n.table.onEvict = n.evicted
+		n.retain.index = map[entryKey]*entry{}
+		n.returning.index = map[entryKey]*entry{}
+		n.table.onCreate = n.adoptKept
 	}
 	n.maxSyncKeys = o.MaxSyncKeys
 	if n.maxSyncKeys == 0 {
@@ -366,6 +370,7 @@ func (n *Node) initBounds(o Options) error {
 		n.maxPending = DefaultMaxPendingBytes
 	}
 	n.retain.max = n.maxPending / 4
+	n.returning.max = n.maxPending / 4
 	return nil
 }
 
@@ -506,8 +511,9 @@ type Health struct {
 	RepushSkipped uint64
 	// RetainedKeys and RetainedBytes are the evicted keys whose pushed
 	// counts this node keeps to push again if the store loses its data
-	// (orphans once pushed, and keys with more than one request counted),
-	// bounded to a quarter of Options.MaxPendingBytes; RetainForgotten
+	// (orphans once pushed, and keys evicted with any pushed count: one
+	// list for keys counted once, one for the others), each list bounded
+	// to a quarter of Options.MaxPendingBytes; RetainForgotten
 	// counts those dropped, still within their idle time, to stay in it.
 	RetainedKeys    int
 	RetainedBytes   int64
@@ -572,6 +578,8 @@ func (n *Node) Health() Health {
 	}
 	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.summary.hits.Load()
 	h.RetainedKeys, h.RetainedBytes, h.RetainForgotten = n.retain.stats()
+	rk, rb, rf := n.returning.stats()
+	h.RetainedKeys, h.RetainedBytes, h.RetainForgotten = h.RetainedKeys+rk, h.RetainedBytes+rb, h.RetainForgotten+rf
 	h.TableOverfull = n.table.overfull.Load()
 	if n.arr != Split {
 		if lag := n.clock().Sub(time.Unix(0, n.lastOK.Load())); lag > 0 {

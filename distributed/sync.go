@@ -136,10 +136,11 @@ func (n *Node) send(ctx context.Context, now time.Time, a *attempt, final bool) 
 	n.syncs.Add(1)
 	n.apply(a.batches[:len(a.parts)], a.parts, now, a.id.Seq)
 	if a.repush {
-		n.sentinel.adopt(a.batches[a.sentinelAt].State, now.UnixNano())
 		n.repushed(a)
-		return nil
 	}
+	// A push again checks the store too: a store that loses its data again
+	// while the node pushes its counts again must be found, or what the
+	// node pushed since the first loss stays lost.
 	if a.sentinelAt >= 0 && n.sentinel.check(a.batches[a.sentinelAt].State, now.UnixNano()) {
 		// This sync's events reached the store; everything pushed before it
 		// is gone.
@@ -477,6 +478,11 @@ func (n *Node) lost(seq uint64, now int64) {
 		last int64
 	}
 	var all []owed
+	// Evicted keys whose pushed counts were retained (see retained), taken
+	// before the table: a key that comes back meanwhile takes its kept
+	// history into its new entry (adopt), listed then under both, which
+	// repush pushes once (both resolve to the new entry).
+	kept := append(n.retain.snapshot(), n.returning.snapshot()...)
 	for i := range n.table.shards {
 		s := &n.table.shards[i]
 		s.mu.Lock()
@@ -487,9 +493,8 @@ func (n *Node) lost(seq uint64, now int64) {
 		}
 		s.mu.Unlock()
 	}
-	// Evicted keys whose pushed counts were retained (see retained); only
-	// the sync changes their history, and it holds syncMu here.
-	for _, e := range n.retain.snapshot() {
+	// Only the sync changes kept entries' history, and it holds syncMu here.
+	for _, e := range kept {
 		if cost := owedCost(e, seq, now); cost > 0 {
 			all = append(all, owed{e, cost > 1, e.last})
 		}
@@ -539,21 +544,25 @@ func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 	var batches []store.SyncBatch
 	var parts []pushed
 	list := n.sentinel.list
+	taken := map[*entry]bool{}
 	k := 0
 	for ; k < len(list) && len(batches) < n.syncKeys; k++ {
 		e := list[k]
 		s := &n.table.shards[n.table.shardOf(e.key)]
 		s.mu.Lock()
+		e = resolve(e)
 		var evs []store.Event
 		for _, h := range e.history {
 			if h.seq < n.sentinel.lostAt {
 				evs = append(evs, h.Event)
 			}
 		}
+		gone := e.gone
 		s.mu.Unlock()
-		if len(evs) == 0 || e.gone {
-			continue
+		if len(evs) == 0 || gone || taken[e] {
+			continue // listed twice (see lost): pushed once
 		}
+		taken[e] = true
 		batches = append(batches, store.SyncBatch{Algorithm: e.alg, Key: e.key, Events: evs})
 		parts = append(parts, pushed{e: e, count: 0})
 	}
@@ -563,15 +572,31 @@ func (n *Node) repush(ctx context.Context, now time.Time, final bool) error {
 	return n.send(ctx, now, a, final)
 }
 
+// resolve follows an entry gone from the table to the entry that holds its
+// history now, if any. The caller holds the key's shard lock.
+func resolve(e *entry) *entry {
+	for e.gone && e.movedTo != nil {
+		e = e.movedTo
+	}
+	return e
+}
+
 // repushed takes in a successful push of a: its keys' history now counts as
 // pushed by it, and the keys leave the list.
 func (n *Node) repushed(a *attempt) {
 	for _, p := range a.parts {
 		s := &n.table.shards[n.table.shardOf(p.e.key)]
 		s.mu.Lock()
-		for i := range p.e.history {
-			if h := &p.e.history[i]; h.seq < n.sentinel.lostAt {
-				h.seq = a.id.Seq
+		// Along the chain: an entry evicted (or its kept copy taken back)
+		// since the push was made holds the pushed history now.
+		for e := p.e; e != nil; e = e.movedTo {
+			for i := range e.history {
+				if h := &e.history[i]; h.seq < n.sentinel.lostAt {
+					h.seq = a.id.Seq
+				}
+			}
+			if !e.gone {
+				break
 			}
 		}
 		s.mu.Unlock()
@@ -681,13 +706,6 @@ func (t *sentinel) check(state []int64, now int64) (lost bool) {
 	lost = got < t.expected+1
 	t.expected = got
 	return lost
-}
-
-// adopt takes the pulled sentinel state as the new baseline.
-func (t *sentinel) adopt(state []int64, now int64) {
-	if len(state) == t.alg.Words() {
-		t.expected = used(t.alg, state, now)
-	}
 }
 
 // randomID returns a short random node name.

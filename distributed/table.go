@@ -53,6 +53,10 @@ type entry struct {
 	near, onNear bool
 	// gone is set when the entry has left the table (evicted or idle).
 	gone bool
+	// movedTo is, for an entry gone, the entry that holds its history
+	// now (what eviction kept of it, or the entry of the key come back
+	// that took it): a push again listed for it is made from there.
+	movedTo *entry
 	// fresh is set while the entry is on its shard's list of keys never
 	// synced with one event queued (a delayed node pushes them after every
 	// other key, and may evict them when full, their event kept to push:
@@ -100,6 +104,9 @@ type table struct {
 	// keeps what a push again after a store loss needs (Node.evicted).
 	evictFresh bool
 	onEvict    func(s *shard, e *entry, now int64)
+	// onCreate, when set, is called for each new entry (under its key k)
+	// before it is used.
+	onCreate func(s *shard, k entryKey, e *entry)
 }
 
 func newTable(maxKeys int, maxBytes int64) *table {
@@ -129,6 +136,9 @@ func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64)
 		s.t.makeRoom(s, size, now)
 		s.m[k] = e
 		s.bytes += size
+		if s.t.onCreate != nil {
+			s.t.onCreate(s, k, e)
+		}
 	}
 	return e
 }
