@@ -283,7 +283,15 @@ func TestStoreDetailsOnAdminListener(t *testing.T) {
 	if code, body := get(t, r.url("/readyz"), ""); code != http.StatusServiceUnavailable || strings.Contains(body, port) {
 		t.Errorf("/readyz on the http listener: %d %q, want 503 without the address", code, body)
 	}
-	if _, feed := get(t, admin+"/status.json", ""); !strings.Contains(feed, port) {
+	// The feed's store figures are refreshed on their own schedule: wait
+	// for them to carry the error /readyz already shows.
+	var feed string
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, feed = get(t, admin+"/status.json", ""); strings.Contains(feed, port) || time.Now().After(end) {
+			break
+		}
+	}
+	if !strings.Contains(feed, port) {
 		t.Errorf("status.json on the admin listener lacks the store error:\n%s", feed)
 	}
 	r.stopErr(t) // counts taken during the outage cannot be pushed
