@@ -52,6 +52,9 @@ const (
 	// over the last two thirds is only a claim about a table at its bound,
 	// and the default 512 MiB takes even an uncapped flood about 40 s to
 	// fill. FLOODGATE_SOAK_TABLE_BYTES overrides it (scripts/soak: 128 MiB).
+	// The pending queue is bounded to half of it (scripts/soak: 64 MiB, the
+	// default), so the lists of evicted keys' kept counts (a quarter of the
+	// queue's bound each) also reach their bound within the first third.
 	soakTableBytes = 16 << 20
 )
 
@@ -226,6 +229,7 @@ store:
 arrangement:
   mode: delayed
   max_bytes: %d
+  max_pending_bytes: %d
 gateway:
   addr: 127.0.0.1:0
   descriptors: ["header:x-api-key"]
@@ -234,7 +238,7 @@ gateway:
       upstream: %s
 log:
   level: info
-`, rulesPath, r.redis.Addr(), soakTable(), upstream)
+`, rulesPath, r.redis.Addr(), soakTable(), soakTable()/2, upstream)
 	cfgPath := filepath.Join(r.dir, "floodgate.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
