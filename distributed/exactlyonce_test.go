@@ -219,3 +219,46 @@ func TestCloseIsBoundedAndHonest(t *testing.T) {
 		}
 	}
 }
+
+// A ledger counts, per key, the requests a node allowed, for comparing
+// with what the shared store ends up holding.
+type ledger struct {
+	mu sync.Mutex
+	ok map[string]int64
+}
+
+// hit decides one request on key every 2 ms until running reports false,
+// counting the allowed ones. The caller has added one to wg.
+func (l *ledger) hit(t *testing.T, n *Node, rule algorithm.Algorithm, wg *sync.WaitGroup, key func() string, running func() bool) {
+	defer wg.Done()
+	for running() {
+		k := key()
+		d, err := n.DecideOne(context.Background(), time.Now().UnixNano(), store.Request{Algorithm: rule, Key: k, Cost: 1})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if d.Allowed {
+			l.mu.Lock()
+			l.ok[k]++
+			l.mu.Unlock()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// check requires every key's count in shared to equal its allowed count.
+func (l *ledger) check(t *testing.T, shared *redisstore.Store) {
+	var want, got int64
+	for key, a := range l.ok {
+		g := redisTotal(t, shared, []string{key})
+		want, got = want+a, got+g
+		switch {
+		case g > a:
+			t.Errorf("ledger %s: Redis holds %d for %d allowed (a count applied twice)", key, g, a)
+		case g < a:
+			t.Errorf("ledger %s: Redis holds %d for %d allowed", key, g, a)
+		}
+	}
+	t.Logf("ledger: %d keys, %d allowed, Redis total %d", len(l.ok), want, got)
+}

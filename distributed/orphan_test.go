@@ -53,8 +53,7 @@ func evictionFlood(t *testing.T, wipe bool) {
 	const workers, perCall, ledgerKeys = 2, 64, 20
 	var allowed atomic.Int64
 	keys := make([][]string, workers)
-	var ledgerMu sync.Mutex
-	ledger := map[string]int64{}
+	led := &ledger{ok: map[string]int64{}}
 	stop := time.Now().Add(time.Second)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -82,23 +81,9 @@ func evictionFlood(t *testing.T, wipe bool) {
 		}()
 	}
 	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for time.Now().Before(stop) {
-			key := fmt.Sprintf("ledger-%d", rand.IntN(ledgerKeys))
-			d, err := n.DecideOne(ctx, time.Now().UnixNano(), store.Request{Algorithm: rule, Key: key, Cost: 1})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if d.Allowed {
-				ledgerMu.Lock()
-				ledger[key]++
-				ledgerMu.Unlock()
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
+	go led.hit(t, n, rule, &wg,
+		func() string { return fmt.Sprintf("ledger-%d", rand.IntN(ledgerKeys)) },
+		func() bool { return time.Now().Before(stop) })
 	if wipe {
 		time.Sleep(500 * time.Millisecond)
 		srv.Kill()
@@ -128,18 +113,7 @@ func evictionFlood(t *testing.T, wipe bool) {
 	if wipe && h.KeptViews == 0 {
 		t.Error("no pull showed a lost count: the wipe was not seen, the test proves nothing")
 	}
-	var want, got int64
-	for key, a := range ledger {
-		g := redisTotal(t, shared, []string{key})
-		want, got = want+a, got+g
-		switch {
-		case g > a:
-			t.Errorf("ledger %s: Redis holds %d for %d allowed (a count applied twice)", key, g, a)
-		case g < a:
-			t.Errorf("ledger %s: Redis holds %d for %d allowed", key, g, a)
-		}
-	}
-	t.Logf("ledger: %d keys, %d allowed, Redis total %d", len(ledger), want, got)
+	led.check(t, shared)
 }
 
 // waitSettled waits until n has nothing pending, no push outstanding and
