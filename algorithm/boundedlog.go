@@ -36,9 +36,9 @@ import (
 // k*m + 1 <= L, k <= floor((L-1)/m). So Decide alone keeps at most
 // floor((L-1)/m) + 2 entries; a test checks it on random traffic. Record,
 // which merges counts taken elsewhere, also closes entries that span
-// ceil(W*m/L) (see logRing.record), so the capacity is 2*ceil(L/m) + 2
-// entries. Only when it is full does Record put more than m units in an
-// entry, rather than lose units.
+// ceil(W*m/L) when entries before them are kept (see logRing.record), so the
+// capacity is 2*ceil(L/m) + 2 entries. Only when it is full does Record put
+// more than m units in an entry, rather than lose units.
 //
 // Compact encoding. Decide needs only each entry's first timestamp, the
 // open entry's count and the newest timestamp: every closed entry Decide

@@ -13,7 +13,7 @@ type logRing struct {
 	window int64
 	m      int64 // units per entry
 	size   int64 // entries in the ring
-	span   int64 // Record's entries span less than this: ceil(W*m/L)
+	span   int64 // late events do not make entries span this: ceil(W*m/L)
 }
 
 // at returns the offset in the state of the i-th oldest entry.
@@ -54,13 +54,24 @@ func (a *logRing) view(s []int64, now int64) (t, drop, start, sum int64) {
 	return now, drop, start, sum
 }
 
-// add appends cost units at time now (not before the newest entry). An open
-// entry whose first timestamp is at or before cut is not filled.
+// add appends cost units at time now, not before the newest entry's last
+// timestamp, with cut = now - W. They fill the open entry up to m units, as
+// Decide's do, while its first timestamp is after cut and, when entries
+// before it are kept, it spans less than span; then they start new
+// entries. A straddler (an open entry whose first timestamp is at or before
+// cut) is dropped rather than closed, since it is never counted again. So
+// a key with at most m units in its window that takes its events in time
+// order keeps one entry, as it does under Decide, instead of one per span.
 func (a *logRing) add(s []int64, now, cost, cut int64) {
 	n := s[0]
 	if n > 0 {
 		o := a.at(s, n-1)
-		if s[o] > cut && s[o+2] < a.m {
+		switch {
+		case s[o] <= cut:
+			// The entries before a straddler end at or before its first
+			// timestamp, so view has dropped them: it is alone.
+			n, s[1] = 0, 0
+		case s[o+2] < a.m && (n == 1 || now-s[o] < a.span):
 			k := min(cost, a.m-s[o+2])
 			s[o+1], s[o+2] = now, s[o+2]+k
 			cost -= k
@@ -82,37 +93,38 @@ func (a *logRing) add(s []int64, now, cost, cut int64) {
 
 // record adds cost units at now without checking the limit, as merges of
 // counts taken elsewhere do. Its entries hold at most m units, as Decide's
-// do, and also span less than span (the time L units at the limit's even
-// rate take to fill one: ceil(W·m/L)); that is why the ring has room for
-// twice as many entries as Decide needs.
-//
-// An event at or after the newest entry's last timestamp is appended. An
-// older one (a late event, pushed by another node) goes, while there is
-// room, to:
+// do. An event at or after the newest entry's last timestamp is appended
+// (see add). An older one (a late event, pushed by another node) goes, while
+// there is room, to:
 //
 //   - the entry that covers its time (the latest one starting at or before
-//     it), moving that entry's last timestamp up to it if need be;
-//   - if the event falls after a full covering entry, into the gap: the next
-//     entry, its first timestamp moved down to the event, or a new entry;
+//     it) if that entry is not full, moving its last timestamp up to the
+//     event while the entry then spans less than span (the time L units at
+//     the limit's even rate take to fill one entry: ceil(W·m/L));
+//   - if the event falls after a full covering entry (or one that would
+//     span too long), into the gap: the next entry, its first timestamp
+//     moved down to the event while it spans less than span, or a new entry;
 //   - if it falls inside a full entry, the first later entry with room, its
 //     first timestamp moved down to the end of the entry before it when that
 //     keeps its span, or else a new entry at the end of the full one. This
 //     is the one place an event is counted as later than it happened: an
-//     overcount by at most the full entry's span, never an undercount;
+//     overcount, never an undercount;
 //   - if it predates every entry, the oldest entry, its first timestamp moved
-//     down, or a new oldest entry.
+//     down while it spans less than span, or a new oldest entry.
 //
 // So entries stay in time order without overlapping and every unit lies at
 // or before its entry's last timestamp: at most one entry straddles t-W, and
-// the log undercounts (t-W, t] by at most m. Only when the ring is full do
-// units go beyond m, into the entry covering their time.
+// the log undercounts (t-W, t] by at most m. Closing entries for their span
+// is why the ring has room for twice as many entries as Decide needs. Only
+// when the ring is full do units go beyond m, into the entry covering their
+// time.
 func (a *logRing) record(s []int64, now, cost int64) {
 	latest, drop, _, _ := a.view(s, now)
 	s[1] = (s[1] + drop) % a.size
 	s[0] -= drop
 	now = clampTime(now)
 	if n := s[0]; n == 0 || now >= s[a.at(s, n-1)+1] {
-		a.add(s, now, cost, max(latest-a.window, now-a.span))
+		a.add(s, now, cost, latest-a.window)
 		return
 	}
 	if now <= latest-a.window {

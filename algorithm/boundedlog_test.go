@@ -179,7 +179,11 @@ func TestBoundedLogLateRecordAtTheLimit(t *testing.T) {
 		var got []event
 		for _, p := range pushes {
 			for _, e := range p.events {
+				newest := s[1]
 				a.Record(s, e.t, e.cost)
+				if s[1] < newest {
+					t.Fatalf("seed %d: Record of a late event at %v moved the newest timestamp back from %v to %v", seed, time.Duration(e.t), time.Duration(newest), time.Duration(s[1]))
+				}
 				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
 				got = slices.Insert(got, i, e)
 			}
@@ -245,6 +249,139 @@ func TestBoundedLogSizeExact(t *testing.T) {
 			if m > 1 && float64(m) > e*float64(l) {
 				t.Fatalf("L %d e %v: m %d above e*L", l, e, m)
 			}
+		}
+	}
+}
+
+// TestBoundedLogLateRecordHonest merges, as delayed nodes would, traces of
+// honest clients (never more than L units in any window) that change pace:
+// light phases of one unit every few seconds, which Record folds into one
+// long entry, runs at about the limit's rate and bursts at twice it, with
+// two outages after which every node pushes its backlog. After every push
+// the merged log must count no fewer than the exact units of (t-W, t] less
+// m, and its newest timestamp must never have gone back. How far it
+// overcounts (events inside full entries counted from later ones) is
+// logged, between the outages and in the window after each.
+func TestBoundedLogLateRecordHonest(t *testing.T) {
+	w := int64(time.Minute)
+	checks, over, calm := 0, 0, 0
+	worst, worstCalm := int64(0), int64(0)
+	for seed := range uint64(60) {
+		rng := rand.New(rand.NewPCG(seed, 23))
+		l := []int64{600, 100, 1000}[seed%3]
+		a := mustNew(t, Config{Algorithm: BoundedLog, Limit: l, Window: time.Minute}).(*boundedLog)
+		var ev []event
+		inWindow := func(tm int64) (sum int64) {
+			for i := len(ev) - 1; i >= 0 && ev[i].t > tm-w; i-- {
+				sum += ev[i].cost
+			}
+			return sum
+		}
+		tm := int64(time.Second)
+		for range 8 {
+			end := tm + w/2 + rng.Int64N(w)
+			// Mean gap between units: light, twice the limit's rate, about
+			// it, or a third of it.
+			gap := []int64{5 * int64(time.Second), w / l / 2, w / l, w / l * 3}[rng.IntN(4)]
+			for tm < end {
+				tm += rng.Int64N(2*gap) + 1
+				if inWindow(tm) < l {
+					ev = append(ev, event{tm, 1})
+				}
+			}
+		}
+		outages := [][2]int64{{2 * w, 2*w + w/6}, {5 * w, 5*w + w/4}}
+		pushes := nodePushes(rng, ev, 8, int64(200*time.Millisecond), outages)
+		s := make([]int64, a.Words())
+		var got []event
+		for _, p := range pushes {
+			for _, e := range p.events {
+				newest := s[1]
+				a.Record(s, e.t, e.cost)
+				if s[1] < newest {
+					t.Fatalf("seed %d: Record of a late event at %v moved the newest timestamp back from %v to %v", seed, time.Duration(e.t), time.Duration(newest), time.Duration(s[1]))
+				}
+				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
+				got = slices.Insert(got, i, e)
+			}
+			var v logView
+			a.view(s, p.at, &v)
+			exact := windowSum(got, v.t, w)
+			if v.sum < exact-a.m {
+				t.Fatalf("seed %d (L %d) at %v: counts %d, exact %d: undercount above m = %d", seed, l, time.Duration(v.t), v.sum, exact, a.m)
+			}
+			checks++
+			if x := v.sum - exact; x > 0 {
+				over++
+				worst = max(worst, x)
+				afterOutage := false
+				for _, o := range outages {
+					afterOutage = afterOutage || v.t >= o[0] && v.t < o[1]+w
+				}
+				if !afterOutage {
+					calm++
+					worstCalm = max(worstCalm, x)
+				}
+			}
+		}
+	}
+	t.Logf("%d pushes: %d overcounted, by at most %d units; outside the outages and the window after each, %d, by at most %d", checks, over, worst, calm, worstCalm)
+}
+
+// TestBoundedLogRecordInOrderLight checks that a light key (at most m units
+// in any window) whose events Record takes in time order, as the delayed
+// arrangement's store takes a key one node serves, is never merged and
+// keeps at most two entries, the forms a store keeps in one integer, and
+// counts what Decide counts on the same events.
+func TestBoundedLogRecordInOrderLight(t *testing.T) {
+	w := int64(time.Minute)
+	for seed := range uint64(30) {
+		rng := rand.New(rand.NewPCG(seed, 31))
+		l := []int64{600, 100, 20}[seed%3]
+		a := mustNew(t, Config{Algorithm: BoundedLog, Limit: l, Window: time.Minute}).(*boundedLog)
+		rec, dec := make([]int64, a.Words()), make([]int64, a.Words())
+		var ev []event
+		tm := int64(time.Hour)
+		for range 400 {
+			tm += rng.Int64N(int64(20*time.Second)) + 1
+			c := 1 + rng.Int64N(min(3, a.m))
+			if windowSum(ev, tm, w)+c > a.m {
+				continue
+			}
+			ev = append(ev, event{tm, c})
+			a.Record(rec, tm, c)
+			if d := a.Decide(dec, tm, c); !d.Allowed {
+				t.Fatalf("seed %d: Decide rejected a light key: %+v", seed, d)
+			}
+			if rec[0]&blMerged != 0 || a.UsedWords(rec) > 4 {
+				t.Fatalf("seed %d at %v: Record made %d words in use (merged %v): %v", seed, time.Duration(tm), a.UsedWords(rec), rec[0]&blMerged != 0, rec[:6])
+			}
+			var vr, vd logView
+			a.view(rec, tm, &vr)
+			a.view(dec, tm, &vd)
+			if x := windowSum(ev, tm, w); vr.sum != vd.sum || vr.sum > x || vr.sum < x-a.m {
+				t.Fatalf("seed %d at %v: Record counts %d, Decide %d, exact %d", seed, time.Duration(tm), vr.sum, vd.sum, windowSum(ev, tm, w))
+			}
+		}
+	}
+}
+
+// TestBoundedLogRecordInOrderAtTheLimit checks that a key at its limit's
+// even rate, recorded in time order, keeps no more entries than Decide
+// keeps on the same requests and counts what Decide counts.
+func TestBoundedLogRecordInOrderAtTheLimit(t *testing.T) {
+	a := mustNew(t, Config{Algorithm: BoundedLog, Limit: 600, Window: time.Minute}).(*boundedLog)
+	rec, dec := make([]int64, a.Words()), make([]int64, a.Words())
+	step := int64(time.Minute) / 600
+	for i := range int64(1500) {
+		tm := int64(time.Hour) + i*step
+		a.Record(rec, tm, 1)
+		a.Decide(dec, tm, 1)
+		var vr, vd logView
+		a.view(rec, tm, &vr)
+		a.view(dec, tm, &vd)
+		if vr.n > vd.n || vr.sum != vd.sum {
+			t.Fatalf("request %d: Record keeps %d entries counting %d, Decide %d counting %d", i, vr.n, vr.sum, vd.n, vd.sum)
 		}
 	}
 }

@@ -96,11 +96,13 @@
 // the open entry's count), the newest timestamp, then one first timestamp
 // per entry, so a key with at most m units in its window uses 3 words and
 // a key at its limit at most floor((L-1)/m) + 4 (23 at L = 600, e = 0.05).
-// Stores may keep a state up to its last nonzero word. Record merges late
-// events (older than the newest entry, as delayed nodes push them) without
-// letting an entry grow past m units or the count of (t-W, t] fall more
-// than m short; an event inside a full entry is counted from a later entry
-// instead, a short overcount. Only keys that took late events use the two
+// Stores may keep a state up to its last nonzero word. Record merges counts
+// taken elsewhere: a light key's events in time order keep one entry, as
+// under Decide, and late events (older than the newest entry, as delayed
+// nodes push them) go in without letting an entry grow past m units or the
+// count of (t-W, t] fall more than m short; an event inside a full entry is
+// counted from a later entry instead, an overcount. Only keys that took
+// late events, or whose entries Record closed for their span, use the two
 // regions after the timestamps (each closed entry's shortfall from m and
 // its gap to the next entry), and half the capacity is for the entries
 // Record makes. m is computed exactly (never rounded up) and timestamps are
