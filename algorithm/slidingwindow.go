@@ -1,6 +1,9 @@
 package algorithm
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // slidingWindow counts units in N slices of Window/N each and counts the
 // current slice and the N-1 before it, as the classic sliding window counter
@@ -22,6 +25,7 @@ type slidingWindow struct {
 	bits      int64  // width of a count field: 16 or 32
 	perLog    int64  // log2 of the count fields per word (64/bits): 2 or 1
 	field     uint64 // largest count a field holds: 1<<bits - 1
+	recip     uint64 // ceil(2^64 / slices), for ring
 	// narrow, for 32-bit counts, is a twin with 16-bit fields (four to a
 	// word, the same ring positions) that DecideNarrow decides with; nil
 	// for 16-bit counts.
@@ -52,6 +56,7 @@ func newSlidingWindow(c Config) *slidingWindow {
 		bits:      bits,
 		perLog:    perLog,
 		field:     1<<bits - 1,
+		recip:     ^uint64(0)/uint64(c.Slices) + 1,
 	}
 	a.withParams(Params{Slices: c.Slices})
 	if bits == 32 {
@@ -234,25 +239,43 @@ func (a *slidingWindow) advance(s []int64, k int64) {
 	s[0] = k
 }
 
-// Decide decides and, if allowed, records the request. The common cases,
-// a request in the state's newest slice or the one after it, are decided
-// here with comparisons in place of the division that finds the slice, the
-// counts summed two fields at a time, one division for the ring position
-// and, if allowed, one field's update; the rest goes through decide.
-func (a *slidingWindow) Decide(s []int64, now, cost int64) Decision {
+// Decide decides and, if allowed, records the request.
+func (a *slidingWindow) Decide(s []int64, now, cost int64) (d Decision) {
+	a.decideInto(&d, s, now, cost)
+	return d
+}
+
+// decideInto is Decide writing the decision into *d, every field of it
+// (see Direct). The common cases, a request in the state's newest slice or
+// the one after it, are decided by fast; the rest go through decide.
+func (a *slidingWindow) decideInto(d *Decision, s []int64, now, cost int64) {
 	s = s[:a.words:a.words]
+	if !a.fast(d, s, now, cost) {
+		*d = a.decide(s, now, cost, true)
+	}
+}
+
+// fast decides the common cases of Decide on s, a's words, into *d: a
+// request in the state's newest slice or the one after it, with
+// comparisons in place of the division that finds the slice, the counts
+// summed two fields at a time, a multiplication for the ring position and,
+// if allowed, one field's update. It reports false, having changed
+// nothing, for the other cases and for a request that would take a count
+// past its field (which only a narrow twin's 16-bit fields can meet: a
+// count within the limit fits a's own).
+func (a *slidingWindow) fast(d *Decision, s []int64, now, cost int64) bool {
 	k0, t := s[0], clampTime(now)
 	if k0 < 0 || k0 > a.lastSlice || cost < 1 || cost > a.limit {
-		return a.decide(s, now, cost, true)
+		return false
 	}
-	d := t - k0*a.slice
-	if d < 0 || d >= 2*a.slice || d >= a.slice && a.slices == 1 {
-		return a.decide(s, now, cost, true)
+	e := t - k0*a.slice
+	if e < 0 || e >= 2*a.slice || e >= a.slice && a.slices == 1 {
+		return false
 	}
 	total := a.sum(s)
-	p0 := int64(uint64(k0) % uint64(a.slices)) // the position of slice k0
-	k, p := k0, p0                             // and of slice k
-	if d >= a.slice {
+	p0 := a.ring(k0) // the position of slice k0
+	k, p := k0, p0   // and of slice k
+	if e >= a.slice {
 		// Slice k0+1 begins: it takes the position of slice k0-N+1,
 		// which stops counting (a slice before 0 never counted).
 		if k, p = k+1, p+1; p == a.slices {
@@ -263,21 +286,38 @@ func (a *slidingWindow) Decide(s []int64, now, cost int64) Decision {
 		}
 	}
 	if total+cost > a.limit {
-		return a.overLimit(s, t, max(k-a.slices+1, 0), total, cost, p0)
+		*d = a.overLimit(s, t, max(k-a.slices+1, 0), total, cost, p0)
+		return true
 	}
-	// The count stays within the limit, which fits a field: no
-	// saturation, no carry into the next field.
 	i, sh := 1+p>>a.perLog, uint64(a.bits*(p&(int64(1)<<a.perLog-1)))
+	w := uint64(s[i])
 	if k > k0 {
-		s[0], s[i] = k, int64(uint64(s[i])&^(a.field<<sh))
+		w &^= a.field << sh
 	}
-	s[i] += cost << sh
-	return Decision{
+	if w>>sh&a.field+uint64(cost) > a.field {
+		return false // the count would not fit its field
+	}
+	s[0], s[i] = k, int64(w+uint64(cost)<<sh)
+	*d = Decision{
 		Allowed:    true,
 		Limit:      a.limit,
 		Remaining:  a.limit - total - cost,
 		ResetAfter: time.Duration((k+a.slices)*a.slice - t),
 	}
+	return true
+}
+
+// ring returns the ring position of slice number z >= 0, z % N: for z
+// below 2^32 without a division, as ((recip*z mod 2^64) * N) >> 64 with
+// recip = ceil(2^64/N), exact for every 32-bit z and N (Lemire, Kaser and
+// Kurz, "Faster remainder by direct computation", 2019). Slice numbers
+// stay below 2^32 for slices of half a second or more until 2106.
+func (a *slidingWindow) ring(z int64) int64 {
+	if uint64(z) < 1<<32 {
+		hi, _ := bits.Mul64(a.recip*uint64(z), uint64(a.slices))
+		return int64(hi)
+	}
+	return int64(uint64(z) % uint64(a.slices))
 }
 
 // Peek is Decide without changing the state.
@@ -308,47 +348,18 @@ func (a *slidingWindow) Record(s []int64, now, cost int64) {
 // for a request that would take a count past 65,535, which the caller
 // decides on the state's own words. The counted span, the sums and the
 // decisions are Decide's: only the fields are narrower.
-func (a *slidingWindow) DecideNarrow(s []int64, now, cost int64) (Decision, bool) {
+func (a *slidingWindow) DecideNarrow(s []int64, now, cost int64) (d Decision, ok bool) {
+	ok = a.DecideNarrowInto(&d, s, now, cost)
+	return d, ok
+}
+
+// DecideNarrowInto is DecideNarrow writing the decision into *d, every
+// field of it, when it reports true; when false it leaves *d alone.
+func (a *slidingWindow) DecideNarrowInto(d *Decision, s []int64, now, cost int64) bool {
 	n := a.narrow
 	if n == nil {
-		return Decision{}, false
+		return false
 	}
-	s = s[:n.words:n.words]
-	k0, t := s[0], clampTime(now)
-	if k0 < 0 || k0 > n.lastSlice || cost < 1 || cost > n.limit {
-		return Decision{}, false
-	}
-	d := t - k0*n.slice
-	if d < 0 || d >= 2*n.slice || d >= n.slice && n.slices == 1 {
-		return Decision{}, false
-	}
-	total := n.sum(s) // MaxSlices 16-bit counts: no lane carries
-	p0 := int64(uint64(k0) % uint64(n.slices))
-	k, p := k0, p0
-	if d >= n.slice {
-		if k, p = k+1, p+1; p == n.slices {
-			p = 0
-		}
-		if k0 >= n.slices-1 {
-			total -= n.countAt(s, p)
-		}
-	}
-	if total+cost > n.limit {
-		return n.overLimit(s, t, max(k-n.slices+1, 0), total, cost, p0), true
-	}
-	i, sh := 1+p>>2, uint64(16*(p&3))
-	w := uint64(s[i])
-	if k > k0 {
-		w &^= n.field << sh
-	}
-	if w>>sh&n.field+uint64(cost) > n.field {
-		return Decision{}, false // the count would not fit 16 bits
-	}
-	s[0], s[i] = k, int64(w+uint64(cost)<<sh)
-	return Decision{
-		Allowed:    true,
-		Limit:      n.limit,
-		Remaining:  n.limit - total - cost,
-		ResetAfter: time.Duration((k+n.slices)*n.slice - t),
-	}, true
+	// MaxSlices 16-bit counts: no lane of n.sum carries into the other.
+	return n.fast(d, s[:n.words:n.words], now, cost)
 }

@@ -126,6 +126,10 @@ func TestDecideNarrowMatchesDecide(t *testing.T) {
 		}
 		wide := make([]int64, a.words)
 		wide[0] = 1_000_000 + r.Int64N(100)
+		if r.IntN(4) == 0 {
+			// Slice numbers of 2^32 and more take ring's division.
+			wide[0] = 1<<32 - 50 + r.Int64N(100)
+		}
 		for p := range int64(slices) {
 			if r.IntN(3) > 0 {
 				a.setAt(wide, p, r.Int64N(1<<16))
@@ -178,4 +182,24 @@ func equalWords(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// TestSlidingWindowRing checks the ring position found by multiplication
+// against the remainder, for every slice count, at slice numbers around
+// the edges of the 32-bit range (where the multiplication stops being
+// used) and at random ones below and above it.
+func TestSlidingWindowRing(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := 1; n <= MaxSlices; n++ {
+		a := newSlidingWindow(Config{Algorithm: SlidingWindow, Limit: 10, Window: time.Duration(n) * time.Hour, Slices: n})
+		zs := []int64{0, 1, int64(n) - 1, int64(n), int64(n) + 1, 1<<32 - 2, 1<<32 - 1, 1 << 32, 1<<32 + 1, a.lastSlice}
+		for range 2000 {
+			zs = append(zs, r.Int64N(1<<32), r.Int64N(a.lastSlice+1), int64(r.Uint32())/int64(n)*int64(n))
+		}
+		for _, z := range zs {
+			if got, want := a.ring(z), z%int64(n); got != want {
+				t.Fatalf("slices %d: ring(%d) = %d, want %d", n, z, got, want)
+			}
+		}
+	}
 }

@@ -31,13 +31,9 @@ type limit struct {
 	whole bool
 	// narrow, when not 0, is the words of the narrow form of alg's state
 	// (32-bit sliding-window counts kept in 16 bits; see pack.go), which
-	// its tables start in.
+	// its tables start in. direct decides such a state in its slot in the
+	// common case (Direct.DecideNarrowInto).
 	narrow int
-	// narrowDec decides on a narrow state in its slot in the common case
-	// (algorithm.slidingWindow's DecideNarrow); set with narrow.
-	narrowDec interface {
-		DecideNarrow(s []int64, now, cost int64) (algorithm.Decision, bool)
-	}
 	// views holds, once a Bound asks for them (Store.views), the slots of
 	// the limit's table in each shard, which the tables keep current.
 	views atomic.Pointer[[]atomic.Pointer[slotView]]
@@ -129,11 +125,7 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 		if hw, ok := a.(interface{ HalfWords() bool }); ok && !hw.HalfWords() {
 			l.whole = true
 		}
-		if l.narrow = narrowWords(a, words); l.narrow > 0 {
-			l.narrowDec, _ = a.(interface {
-				DecideNarrow(s []int64, now, cost int64) (algorithm.Decision, bool)
-			})
-		}
+		l.narrow = narrowWords(a, words)
 		s.limits[cfg] = l
 		for i := range s.shards {
 			sh := &s.shards[i]

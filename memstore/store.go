@@ -335,6 +335,10 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 	}
 	t.slots[b] = head&^tickMask | t.latest&tickMask // t.touch(sl)
 	switch {
+	case t.narrow: // sliding-window's 32-bit counts in 16 bits (pack.go)
+		if !dir.DecideNarrowInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
+			return false
+		}
 	case !t.packed && t.inline == l.words:
 		dir.DecideInto(d, t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
 	case t.packed && l.words == 2: // fixed-window: one slot word
@@ -385,13 +389,11 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
 		if head&charged == 0 {
-			if t.narrow && l.narrowDec != nil && a == l.alg {
+			if t.narrow && l.direct != nil && a == l.alg &&
+				l.direct.DecideNarrowInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
 				// A narrow sliding-window state decided where it lies, in
 				// the common case (pack.go).
-				if nd, ok := l.narrowDec.DecideNarrow(t.slots[b+1:b+t.stride:b+t.stride], now, cost); ok {
-					*d = nd
-					return
-				}
+				return
 			}
 			if t.packed {
 				st := sh.scratch[:l.words:l.words]
