@@ -56,3 +56,11 @@ func (x *Direct) DecideInto(d *Decision, state []int64, now, cost int64) {
 func (x *Direct) DecideNarrowInto(d *Decision, state []int64, now, cost int64) bool {
 	return x.sliding != nil && x.sliding.DecideNarrowInto(d, state, now, cost)
 }
+
+// DecideCompactInto is sliding-window's DecideCompactInto (the common
+// decision on the compact form of a state, relative to epoch) as a direct
+// call: it reports false, having changed neither the state nor *d, when
+// it does not decide, and always for the other algorithms.
+func (x *Direct) DecideCompactInto(d *Decision, state []int64, epoch, now, cost int64) bool {
+	return x.sliding != nil && x.sliding.DecideCompactInto(d, state, epoch, now, cost)
+}

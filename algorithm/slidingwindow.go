@@ -363,3 +363,121 @@ func (a *slidingWindow) DecideNarrowInto(d *Decision, s []int64, now, cost int64
 	// MaxSlices 16-bit counts: no lane of n.sum carries into the other.
 	return n.fast(d, s[:n.words:n.words], now, cost)
 }
+
+// The compact form of a state, as a store keeps it while it fits: the
+// counts in 14-bit fields, four to a word, ring position p in bits
+// [14·(p%4), 14·(p%4+1)) of word p/4, and the newest slice's number as an
+// offset from a number the store keeps for many states (its epoch), 24
+// bits, byte j in bits 56..63 of word j (j < 3). There is no word for the
+// slice number, so with 9 to 12 slices a state is three words where the
+// narrow form takes four. A state fits while every count is at most
+// CompactMaxCount and its newest slice is within CompactMaxOffset slices
+// of the epoch, not before it. The decisions are Decide's.
+const (
+	// CompactMaxCount is the largest count a compact state holds.
+	CompactMaxCount = 1<<compactBits - 1
+	// CompactMaxOffset is the largest offset of the newest slice from the
+	// epoch a compact state holds.
+	CompactMaxOffset = 1<<24 - 1
+	// compactBits is the width of a compact count field.
+	compactBits = 14
+	// compactLanes selects a word's fields 0 and 2: with the word shifted
+	// right by 14, fields 1 and 3.
+	compactLanes = CompactMaxCount | CompactMaxCount<<(2*compactBits)
+)
+
+// CompactWords returns the words of the compact form of a's states (see
+// CompactMaxCount), or 0 if they have none: fewer than 9 slices (the
+// narrow or plain form is as small) or more than 28.
+func (a *slidingWindow) CompactWords() int {
+	if a.slices < 9 || a.slices > 28 {
+		return 0
+	}
+	return int((a.slices + 3) / 4)
+}
+
+// compactOffset returns the offset of s's newest slice from the epoch.
+func compactOffset(s []int64) int64 {
+	return int64(uint64(s[0])>>56 | uint64(s[1])>>56<<8 | uint64(s[2])>>56<<16)
+}
+
+// compactCount returns the count at ring position p of compact state s.
+func compactCount(s []int64, p int64) int64 {
+	return int64(uint64(s[p>>2]) >> (compactBits * (p & 3)) & CompactMaxCount)
+}
+
+// DecideCompactInto decides the common cases of Decide on s, a state in
+// the compact form (see CompactMaxCount) relative to epoch, writing every
+// field of the decision into *d. It reports false, having changed neither
+// s nor *d, for the others, for a request that would take a count past
+// CompactMaxCount and for one that would move the newest slice past
+// CompactMaxOffset: the caller decides those on the state's own words.
+func (a *slidingWindow) DecideCompactInto(d *Decision, s []int64, epoch, now, cost int64) bool {
+	cw := a.CompactWords()
+	if cw == 0 || len(s) < cw || epoch < 0 || epoch > a.lastSlice {
+		return false
+	}
+	s = s[:cw:cw]
+	off := compactOffset(s)
+	k0, t := epoch+off, clampTime(now)
+	if k0 > a.lastSlice || cost < 1 || cost > a.limit {
+		return false
+	}
+	e := t - k0*a.slice
+	if e < 0 || e >= 2*a.slice {
+		return false
+	}
+	var acc uint64 // two lanes of 28 bits: at most 7·2·(2^14-1) each
+	for _, w := range s {
+		u := uint64(w)
+		acc += u&compactLanes + u>>compactBits&compactLanes
+	}
+	total := int64(acc&(1<<28-1) + acc>>28)
+	p0 := a.ring(k0)
+	k, p := k0, p0
+	if e >= a.slice {
+		if k, p = k+1, p+1; p == a.slices {
+			p = 0
+		}
+		if k0 >= a.slices-1 {
+			total -= compactCount(s, p)
+		}
+		if off+1 > CompactMaxOffset {
+			return false
+		}
+	}
+	if total+cost > a.limit {
+		// The rejection's retry and reset times walk the slices: on the
+		// state's own words, unpacked on the stack.
+		var wide [1 + 28]int64
+		w := wide[:a.words:a.words]
+		w[0] = k0
+		for q := range a.slices {
+			a.setAt(w, q, compactCount(s, q))
+		}
+		*d = a.overLimit(w, t, max(k-a.slices+1, 0), total, cost, p0)
+		return true
+	}
+	i, sh := p>>2, uint64(compactBits*(p&3))
+	u := uint64(s[i])
+	if k > k0 {
+		u &^= CompactMaxCount << sh
+	}
+	if u>>sh&CompactMaxCount+uint64(cost) > CompactMaxCount {
+		return false // the count would not fit 14 bits
+	}
+	s[i] = int64(u + uint64(cost)<<sh)
+	if k > k0 {
+		off++
+		for j := range 3 {
+			s[j] = int64(uint64(s[j])&(1<<56-1) | uint64(off)>>(8*j)&0xff<<56)
+		}
+	}
+	*d = Decision{
+		Allowed:    true,
+		Limit:      a.limit,
+		Remaining:  a.limit - total - cost,
+		ResetAfter: time.Duration((k+a.slices)*a.slice - t),
+	}
+	return true
+}

@@ -34,6 +34,11 @@ type limit struct {
 	// its tables start in. direct decides such a state in its slot in the
 	// common case (Direct.DecideNarrowInto).
 	narrow int
+	// compact, when not 0, is the words of the compact form of alg's
+	// states (sliding-window counts in 14 bits; see pack.go), which its
+	// tables start in; countN and countBits are alg's count fields.
+	compact           int
+	countN, countBits int
 	// views holds, once a Bound asks for them (Store.views), the slots of
 	// the limit's table in each shard, which the tables keep current.
 	views atomic.Pointer[[]atomic.Pointer[slotView]]
@@ -126,6 +131,10 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 			l.whole = true
 		}
 		l.narrow = narrowWords(a, words)
+		if l.compact = compactWords(a, words); l.compact > 0 {
+			cf := a.(interface{ CountFields() (n, bits int) })
+			l.countN, l.countBits = cf.CountFields()
+		}
 		s.limits[cfg] = l
 		for i := range s.shards {
 			sh := &s.shards[i]

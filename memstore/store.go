@@ -335,6 +335,10 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 	}
 	t.slots[b] = head&^tickMask | t.latest&tickMask // t.touch(sl)
 	switch {
+	case t.compact: // sliding-window's compact form (pack.go)
+		if !dir.DecideCompactInto(d, t.slots[b+1:b+t.stride:b+t.stride], t.epoch, now, cost) {
+			return false
+		}
 	case t.narrow: // sliding-window's 32-bit counts in 16 bits (pack.go)
 		if !dir.DecideNarrowInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
 			return false
@@ -389,6 +393,10 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
 		if head&charged == 0 {
+			if t.compact && l.direct != nil && a == l.alg &&
+				l.direct.DecideCompactInto(d, t.slots[b+1:b+t.stride:b+t.stride], t.epoch, now, cost) {
+				return // a compact sliding-window state (pack.go)
+			}
 			if t.narrow && l.direct != nil && a == l.alg &&
 				l.direct.DecideNarrowInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
 				// A narrow sliding-window state decided where it lies, in
