@@ -57,3 +57,58 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecideCompact feeds sliding-window's DecideCompactInto arbitrary
+// compact words (the fields past the slice count cleared, as a store that
+// packed them leaves them), epochs, times, costs and limits with 16- and
+// 32-bit counts. Nothing may panic; where it decides, the decision and the
+// state must be Decide's on the same state in the algorithm's own words;
+// where it declines, nothing may change.
+func FuzzDecideCompact(f *testing.F) {
+	f.Add(uint8(3), uint32(600), []byte{1, 2, 3, 4, 5, 6, 7, 0x10, 9, 9, 9, 9, 9, 9, 9, 0x20, 0, 0, 0, 0, 0, 0, 0, 0}, int64(1_000_000), int64(5), uint32(1))
+	// States the decision takes: in the newest slice (1,008,208) and the next.
+	f.Add(uint8(3), uint32(600), []byte{1, 2, 3, 4, 5, 6, 7, 0x10, 9, 9, 9, 9, 9, 9, 9, 0x20, 0, 0, 0, 0, 0, 0, 0, 0}, int64(1_000_000), int64(1_008_208_500_000_000), uint32(5))
+	f.Add(uint8(3), uint32(70_000), []byte{1, 2, 3, 4, 5, 6, 7, 0x10, 9, 9, 9, 9, 9, 9, 9, 0x20, 0, 0, 0, 0, 0, 0, 0, 0}, int64(1_000_000), int64(1_008_209_100_000_000), uint32(5))
+	f.Add(uint8(15), uint32(1<<31), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, int64(0), int64(-1), uint32(70_000))
+	f.Fuzz(func(t *testing.T, n uint8, limit uint32, words []byte, epoch, now int64, cost uint32) {
+		slices := 9 + int(n)%20
+		a := newSlidingWindow(Config{Algorithm: SlidingWindow, Limit: int64(limit) + 1, Window: time.Duration(slices) * time.Second, Slices: slices})
+		cw := a.CompactWords()
+		compact := make([]int64, cw)
+		for i := range compact {
+			if len(words) >= 8*(i+1) {
+				compact[i] = int64(binary.LittleEndian.Uint64(words[8*i:]))
+			}
+		}
+		for p := slices; p < 4*cw; p++ { // no fields past the counts
+			compact[p/4] &^= CompactMaxCount << (14 * (p % 4))
+		}
+		for i := 3; i < cw; i++ { // nor bytes past the offset's three
+			compact[i] &= 1<<56 - 1
+		}
+		wide := make([]int64, a.words)
+		wide[0] = epoch + compactOffset(compact)
+		for p := range int64(slices) {
+			a.setAt(wide, p, compactCount(compact, p))
+		}
+		before := append([]int64(nil), compact...)
+		var got Decision
+		if !a.DecideCompactInto(&got, compact, epoch, now, int64(cost)) {
+			if !equalWords(compact, before) || got != (Decision{}) {
+				t.Fatalf("declined but changed the state or the decision: %v to %v, %+v", before, compact, got)
+			}
+			return
+		}
+		if want := a.Decide(wide, now, int64(cost)); got != want {
+			t.Fatalf("compact %+v, Decide %+v", got, want)
+		}
+		if o := compactOffset(compact); epoch+o != wide[0] {
+			t.Fatalf("newest slice: compact %d, wide %d", epoch+o, wide[0])
+		}
+		for p := range int64(slices) {
+			if compactCount(compact, p) != a.countAt(wide, p) {
+				t.Fatalf("position %d: compact %d, wide %d", p, compactCount(compact, p), a.countAt(wide, p))
+			}
+		}
+	})
+}

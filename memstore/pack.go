@@ -105,8 +105,8 @@ func (t *table) convert(narrow bool) {
 		if !narrow {
 			copy(dst, st)
 		} else if !packNarrow(dst, st) {
-			t.slots = from.slots
-			t.convert(false) // from the old layout, which t.slots holds again
+			*t = from // the old layout again, then the plain one
+			t.convert(false)
 			return
 		}
 	}
@@ -204,7 +204,7 @@ func unpackNarrow(dst, src []int64) {
 	}
 }
 
-// Compact tables. A sliding-window state with 9 to 12 slices (to 28 with
+// Compact tables. A sliding-window state with 9 to 12 slices (to 24 with
 // 16-bit counts) whose counts are at most algorithm.CompactMaxCount
 // (16,383) is kept in its compact form (the algorithm's
 // DecideCompactInto): the counts in 14 bits, four to a word, and the
