@@ -459,8 +459,9 @@ func TestBoundedLogIntegerServerTime(t *testing.T) {
 
 // sameState reports whether a state synced from Redis is the Go reference
 // state, for bounded-log up to the one word the script may store
-// differently: the first timestamp of the oldest entry when that entry is
-// full and at or before the newest timestamp less W in both. Every later
+// differently: the first timestamp of the oldest entry when that entry
+// holds at least m units (full, or more after late events) and is at or
+// before the newest timestamp less W in both. Every later
 // decision and merge cuts at or after newest - W and reads no more from
 // that timestamp than that it is at or before the cut (see blint in
 // floodgate.lua), so the two states decide and merge alike; the
@@ -477,7 +478,7 @@ func sameState(a algorithm.Algorithm, got, want []int64) bool {
 	dead := func(s []int64) bool {
 		h := s[0]
 		n, merged := h&(1<<17-1), h&(1<<17) != 0
-		return h >= 1<<52 && n >= 2 && (!merged || s[2+p.Entries] == 0) && s[2] <= s[1]-w
+		return h >= 1<<52 && n >= 2 && (!merged || s[2+p.Entries] <= 0) && s[2] <= s[1]-w
 	}
 	if !dead(got) || !dead(want) {
 		return false
@@ -568,9 +569,10 @@ func FuzzBoundedLogIntegerValue(f *testing.F) {
 }
 
 // TestBoundedLogDeadFirstIgnored checks, in Go alone, the claim sameState
-// rests on: a bounded-log state whose oldest entry is full and starts at or
-// before newest - W decides and merges exactly as the same state with that
-// first timestamp set to newest - W, as the script stores it. Two copies
+// rests on: a bounded-log state whose oldest entry holds at least m units
+// and starts at or before newest - W decides and merges exactly as the same
+// state with that first timestamp set to newest - W, as the script stores
+// it. Two copies
 // run the same random trace (decisions at times that step back now and
 // then, late and current merges); the second is rewritten that way after
 // every step. Every decision must match, and the states stay sameState.
@@ -611,7 +613,7 @@ func TestBoundedLogDeadFirstIgnored(t *testing.T) {
 			}
 			h := canon[0]
 			n, merged := h&(1<<17-1), h&(1<<17) != 0
-			if h >= 1<<52 && n >= 2 && (!merged || canon[2+p.Entries] == 0) && canon[2] <= canon[1]-w && canon[2] != canon[1]-w {
+			if h >= 1<<52 && n >= 2 && (!merged || canon[2+p.Entries] <= 0) && canon[2] <= canon[1]-w && canon[2] != canon[1]-w {
 				canon[2] = canon[1] - w
 				rewritten++
 			}
@@ -678,7 +680,7 @@ func FuzzBoundedLogMergedValue(f *testing.F) {
 
 // TestBoundedLogMergedDoublesFallback checks the merged states whose fields
 // do not fit the short merged form: entries more than 71 minutes apart (a
-// two-hour window) and a closed entry holding more than m units (a full
+// two-hour window) and a closed entry holding more than 2m units (a full
 // ring). Each is stored in the merged doubles form, and decisions and
 // synced states match Go's.
 func TestBoundedLogMergedDoublesFallback(t *testing.T) {
@@ -693,9 +695,9 @@ func TestBoundedLogMergedDoublesFallback(t *testing.T) {
 	}{
 		{"entries 80 minutes apart", algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 20, Window: 2 * time.Hour, Tolerance: 0.1},
 			[][2]int64{{0, 2}, {80 * minute, 1}, {40 * minute, 1}}, "merged doubles"},
-		{"a closed entry above m", algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 5, Window: time.Second, Tolerance: 0.2},
+		{"a closed entry above 2m", algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 5, Window: time.Second, Tolerance: 0.2},
 			[][2]int64{{0, 1}, {10 * ms, 1}, {20 * ms, 1}, {30 * ms, 1}, {40 * ms, 1}, {50 * ms, 1}, {60 * ms, 1},
-				{70 * ms, 1}, {80 * ms, 1}, {90 * ms, 1}, {100 * ms, 1}, {110 * ms, 1}, {15 * ms, 1}}, "merged doubles"},
+				{70 * ms, 1}, {80 * ms, 1}, {90 * ms, 1}, {100 * ms, 1}, {110 * ms, 1}, {15 * ms, 1}, {15 * ms, 1}}, "merged doubles"},
 	} {
 		a := mustAlg(t, c.cfg)
 		sp, err := s.specFor(a)
