@@ -172,6 +172,30 @@ func TestBoundedLogLateRecord(t *testing.T) {
 	}
 }
 
+// replayPushes merges pushes into a new state in order, checking that no
+// Record moves the newest timestamp back, and after each push calls check
+// with the view at the push's time and the exact units of that view's
+// window.
+func replayPushes(t *testing.T, a *boundedLog, pushes []delivery, check func(v logView, exact int64)) {
+	t.Helper()
+	s := make([]int64, a.Words())
+	var got []event // every event recorded so far, in time order
+	for _, p := range pushes {
+		for _, e := range p.events {
+			newest := s[1]
+			a.Record(s, e.t, e.cost)
+			if s[1] < newest {
+				t.Fatalf("Record of a late event at %v moved the newest timestamp back from %v to %v", time.Duration(e.t), time.Duration(newest), time.Duration(s[1]))
+			}
+			i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
+			got = slices.Insert(got, i, e)
+		}
+		var v logView
+		a.view(s, p.at, &v)
+		check(v, windowSum(got, v.t, int64(a.window)))
+	}
+}
+
 // TestBoundedLogLateRecordAtTheLimit is the delayed-sync outage of the
 // distributed tests at the algorithm level: a client at exactly the limit
 // (600 per minute, one request every 100 ms) whose events eight nodes push
@@ -179,7 +203,6 @@ func TestBoundedLogLateRecord(t *testing.T) {
 // log must count no more than the exact units of (t-W, t], since any
 // overcount rejects this client, and no fewer than that minus m.
 func TestBoundedLogLateRecordAtTheLimit(t *testing.T) {
-	w := int64(time.Minute)
 	for seed := range uint64(10) {
 		a := mustNew(t, Config{Algorithm: BoundedLog, Limit: 600, Window: time.Minute}).(*boundedLog)
 		rng := rand.New(rand.NewPCG(seed, 5))
@@ -188,25 +211,11 @@ func TestBoundedLogLateRecordAtTheLimit(t *testing.T) {
 			ev = append(ev, event{i * int64(100*time.Millisecond), 1})
 		}
 		pushes := nodePushes(rng, ev, 8, int64(200*time.Millisecond), [][2]int64{{55e9, 65e9}})
-		s := make([]int64, a.Words())
-		var got []event
-		for _, p := range pushes {
-			for _, e := range p.events {
-				newest := s[1]
-				a.Record(s, e.t, e.cost)
-				if s[1] < newest {
-					t.Fatalf("seed %d: Record of a late event at %v moved the newest timestamp back from %v to %v", seed, time.Duration(e.t), time.Duration(newest), time.Duration(s[1]))
-				}
-				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
-				got = slices.Insert(got, i, e)
+		replayPushes(t, a, pushes, func(v logView, exact int64) {
+			if v.sum > exact || v.sum < exact-a.m {
+				t.Fatalf("seed %d at %v: counts %d, exact %d (m %d)", seed, time.Duration(v.t), v.sum, exact, a.m)
 			}
-			var v logView
-			a.view(s, p.at, &v)
-			latest, sum := v.t, v.sum
-			if exact := windowSum(got, latest, w); sum > exact || sum < exact-a.m {
-				t.Fatalf("seed %d at %v: counts %d, exact %d (m %d)", seed, time.Duration(latest), sum, exact, a.m)
-			}
-		}
+		})
 	}
 }
 
@@ -307,21 +316,7 @@ func TestBoundedLogLateRecordHonest(t *testing.T) {
 		}
 		outages := [][2]int64{{2 * w, 2*w + w/6}, {5 * w, 5*w + w/4}}
 		pushes := nodePushes(rng, ev, 8, int64(200*time.Millisecond), outages)
-		s := make([]int64, a.Words())
-		var got []event
-		for _, p := range pushes {
-			for _, e := range p.events {
-				newest := s[1]
-				a.Record(s, e.t, e.cost)
-				if s[1] < newest {
-					t.Fatalf("seed %d: Record of a late event at %v moved the newest timestamp back from %v to %v", seed, time.Duration(e.t), time.Duration(newest), time.Duration(s[1]))
-				}
-				i, _ := slices.BinarySearchFunc(got, e, func(x, y event) int { return int(x.t - y.t) })
-				got = slices.Insert(got, i, e)
-			}
-			var v logView
-			a.view(s, p.at, &v)
-			exact := windowSum(got, v.t, w)
+		replayPushes(t, a, pushes, func(v logView, exact int64) {
 			if v.sum < exact-2*a.m {
 				t.Fatalf("seed %d (L %d) at %v: counts %d, exact %d: undercount above 2m = %d", seed, l, time.Duration(v.t), v.sum, exact, 2*a.m)
 			}
@@ -341,7 +336,7 @@ func TestBoundedLogLateRecordHonest(t *testing.T) {
 					worstCalm = max(worstCalm, x)
 				}
 			}
-		}
+		})
 	}
 	t.Logf("%d pushes: %d overcounted, by at most %d units; outside the outages and the window after each, %d, by at most %d", checks, over, worst, calm, worstCalm)
 }

@@ -21,6 +21,12 @@ func packDoubles(words []float64) string {
 	for len(words) > 0 && words[len(words)-1] == 0 {
 		words = words[:len(words)-1]
 	}
+	return doublesBytes(words)
+}
+
+// doublesBytes returns words as little-endian doubles, as struct.pack('<d')
+// writes them.
+func doublesBytes(words []float64) string {
 	var b strings.Builder
 	for _, w := range words {
 		bits := math.Float64bits(w)
@@ -341,15 +347,7 @@ func mergedDoubles(a algorithm.Algorithm, words []float64) string {
 	w := slices.Clone(words[:2+n])
 	w = append(w, words[2+size:2+size+n-1]...)
 	w = append(w, words[2+2*size:2+2*size+n-1]...)
-	var b strings.Builder
-	for _, x := range w {
-		bits := math.Float64bits(x)
-		for i := 0; i < 8; i++ {
-			b.WriteByte(byte(bits >> (8 * i)))
-		}
-	}
-	b.WriteByte('m')
-	return b.String()
+	return doublesBytes(w) + "m"
 }
 
 // TestBoundedLogCompactDoublesKept stores states the way the script wrote
@@ -494,7 +492,6 @@ func sameState(a algorithm.Algorithm, got, want []int64) bool {
 // returns, or reports the value as foreign; it never fails otherwise.
 func TestBoundedLogIntegerGarbage(t *testing.T) {
 	s := newStore(t, Options{ClientTime: true})
-	ctx := context.Background()
 	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
 	sp, err := s.specFor(a)
 	if err != nil {
@@ -507,26 +504,36 @@ func TestBoundedLogIntegerGarbage(t *testing.T) {
 		if i%2 == 0 {
 			v = "-" + v
 		}
-		k := fmt.Sprint("g", i)
-		if _, err := shared.Do("SET", s.key(sp, k), v); err != nil {
-			t.Fatal(err)
-		}
-		b := []store.SyncBatch{{Algorithm: a, Key: k}}
-		if err := s.Sync(ctx, t0, b); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("value %s: %v", v, err)
-			}
-			continue
-		}
-		read++
-		st := slices.Clone(b[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: k, Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("value %s read as %v: redis %+v %v, go %+v", v, b[0].State[:4], got, err, want)
+		if storedDecidesLikeGo(t, s, a, sp, fmt.Sprint("g", i), v) {
+			read++
 		}
 	}
 	t.Logf("%d of 300 foreign integers read as states, the rest reported", read)
+}
+
+// storedDecidesLikeGo stores value in key as a raw Redis value and checks
+// that the script either reports it as foreign or reads it as a state on
+// which it decides as Go does. It reports whether the value was read.
+func storedDecidesLikeGo(t *testing.T, s *Store, a algorithm.Algorithm, sp *spec, key, value string) bool {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := shared.Do("SET", s.key(sp, key), value); err != nil {
+		t.Fatal(err)
+	}
+	b := []store.SyncBatch{{Algorithm: a, Key: key}}
+	if err := s.Sync(ctx, t0, b); err != nil {
+		if !strings.Contains(err.Error(), "another program or version") {
+			t.Fatalf("value %q: %v", value, err)
+		}
+		return false
+	}
+	st := slices.Clone(b[0].State)
+	want := micros(a.Decide(st, t0, 1))
+	got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: key, Cost: 1})
+	if err != nil || got != want {
+		t.Fatalf("value %q read as %v: redis %+v %v, go %+v", value, b[0].State[:4], got, err, want)
+	}
+	return true
 }
 
 // FuzzBoundedLogIntegerValue stores any string of digits and minus signs
@@ -548,23 +555,7 @@ func FuzzBoundedLogIntegerValue(f *testing.F) {
 		if v == "" || len(v) > 20 || strings.Trim(v, "-0123456789") != "" {
 			t.Skip()
 		}
-		ctx := context.Background()
-		if _, err := shared.Do("SET", s.key(sp, "fuzz"), v); err != nil {
-			t.Fatal(err)
-		}
-		b := []store.SyncBatch{{Algorithm: a, Key: "fuzz"}}
-		if err := s.Sync(ctx, t0, b); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("value %q: %v", v, err)
-			}
-			return
-		}
-		st := slices.Clone(b[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzz", Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("value %q read as %v: redis %+v %v, go %+v", v, b[0].State[:4], got, err, want)
-		}
+		storedDecidesLikeGo(t, s, a, sp, "fuzz", v)
 	})
 }
 
@@ -650,31 +641,7 @@ func FuzzBoundedLogMergedValue(f *testing.F) {
 		for range k - 1 {
 			words = append(words, float64(gap%(1<<53)))
 		}
-		var b strings.Builder
-		for _, w := range words {
-			bits := math.Float64bits(w)
-			for i := 0; i < 8; i++ {
-				b.WriteByte(byte(bits >> (8 * i)))
-			}
-		}
-		b.WriteByte('m')
-		ctx := context.Background()
-		if _, err := shared.Do("SET", s.key(sp, "fuzzm"), b.String()); err != nil {
-			t.Fatal(err)
-		}
-		sb := []store.SyncBatch{{Algorithm: a, Key: "fuzzm"}}
-		if err := s.Sync(ctx, t0, sb); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("%d entries: %v", k, err)
-			}
-			return
-		}
-		st := slices.Clone(sb[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzzm", Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("%d entries read as %v: redis %+v %v, go %+v", k, sb[0].State[:4], got, err, want)
-		}
+		storedDecidesLikeGo(t, s, a, sp, "fuzzm", doublesBytes(words)+"m")
 	})
 }
 
@@ -747,12 +714,7 @@ func FuzzBoundedLogMergedShortValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, n uint8, newest int64, first, step, field uint32) {
 		k := int(n%44) + 1
 		var b strings.Builder
-		for _, w := range []float64{float64(1<<52 + 1<<18 + 1<<17 + int64(k)), float64(newest % (1 << 53))} {
-			bits := math.Float64bits(w)
-			for i := 0; i < 8; i++ {
-				b.WriteByte(byte(bits >> (8 * i)))
-			}
-		}
+		b.WriteString(doublesBytes([]float64{float64(1<<52 + 1<<18 + 1<<17 + int64(k)), float64(newest % (1 << 53))}))
 		for i := range 2*k - 1 {
 			v := first - uint32(i)*step
 			if i >= k {
@@ -763,22 +725,6 @@ func FuzzBoundedLogMergedShortValue(f *testing.F) {
 			}
 		}
 		b.WriteByte('c')
-		ctx := context.Background()
-		if _, err := shared.Do("SET", s.key(sp, "fuzzc"), b.String()); err != nil {
-			t.Fatal(err)
-		}
-		sb := []store.SyncBatch{{Algorithm: a, Key: "fuzzc"}}
-		if err := s.Sync(ctx, t0, sb); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("%d entries: %v", k, err)
-			}
-			return
-		}
-		st := slices.Clone(sb[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzzc", Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("%d entries read as %v: redis %+v %v, go %+v", k, sb[0].State[:4], got, err, want)
-		}
+		storedDecidesLikeGo(t, s, a, sp, "fuzzc", b.String())
 	})
 }
