@@ -21,6 +21,12 @@ func packDoubles(words []float64) string {
 	for len(words) > 0 && words[len(words)-1] == 0 {
 		words = words[:len(words)-1]
 	}
+	return doublesBytes(words)
+}
+
+// doublesBytes returns words as little-endian doubles, as struct.pack('<d')
+// writes them.
+func doublesBytes(words []float64) string {
 	var b strings.Builder
 	for _, w := range words {
 		bits := math.Float64bits(w)
@@ -341,15 +347,7 @@ func mergedDoubles(a algorithm.Algorithm, words []float64) string {
 	w := slices.Clone(words[:2+n])
 	w = append(w, words[2+size:2+size+n-1]...)
 	w = append(w, words[2+2*size:2+2*size+n-1]...)
-	var b strings.Builder
-	for _, x := range w {
-		bits := math.Float64bits(x)
-		for i := 0; i < 8; i++ {
-			b.WriteByte(byte(bits >> (8 * i)))
-		}
-	}
-	b.WriteByte('m')
-	return b.String()
+	return doublesBytes(w) + "m"
 }
 
 // TestBoundedLogCompactDoublesKept stores states the way the script wrote
@@ -459,8 +457,9 @@ func TestBoundedLogIntegerServerTime(t *testing.T) {
 
 // sameState reports whether a state synced from Redis is the Go reference
 // state, for bounded-log up to the one word the script may store
-// differently: the first timestamp of the oldest entry when that entry is
-// full and at or before the newest timestamp less W in both. Every later
+// differently: the first timestamp of the oldest entry when that entry
+// holds at least m units (full, or more after late events) and is at or
+// before the newest timestamp less W in both. Every later
 // decision and merge cuts at or after newest - W and reads no more from
 // that timestamp than that it is at or before the cut (see blint in
 // floodgate.lua), so the two states decide and merge alike; the
@@ -477,7 +476,7 @@ func sameState(a algorithm.Algorithm, got, want []int64) bool {
 	dead := func(s []int64) bool {
 		h := s[0]
 		n, merged := h&(1<<17-1), h&(1<<17) != 0
-		return h >= 1<<52 && n >= 2 && (!merged || s[2+p.Entries] == 0) && s[2] <= s[1]-w
+		return h >= 1<<52 && n >= 2 && (!merged || s[2+p.Entries] <= 0) && s[2] <= s[1]-w
 	}
 	if !dead(got) || !dead(want) {
 		return false
@@ -493,7 +492,6 @@ func sameState(a algorithm.Algorithm, got, want []int64) bool {
 // returns, or reports the value as foreign; it never fails otherwise.
 func TestBoundedLogIntegerGarbage(t *testing.T) {
 	s := newStore(t, Options{ClientTime: true})
-	ctx := context.Background()
 	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
 	sp, err := s.specFor(a)
 	if err != nil {
@@ -506,26 +504,36 @@ func TestBoundedLogIntegerGarbage(t *testing.T) {
 		if i%2 == 0 {
 			v = "-" + v
 		}
-		k := fmt.Sprint("g", i)
-		if _, err := shared.Do("SET", s.key(sp, k), v); err != nil {
-			t.Fatal(err)
-		}
-		b := []store.SyncBatch{{Algorithm: a, Key: k}}
-		if err := s.Sync(ctx, t0, b); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("value %s: %v", v, err)
-			}
-			continue
-		}
-		read++
-		st := slices.Clone(b[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: k, Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("value %s read as %v: redis %+v %v, go %+v", v, b[0].State[:4], got, err, want)
+		if storedDecidesLikeGo(t, s, a, sp, fmt.Sprint("g", i), v) {
+			read++
 		}
 	}
 	t.Logf("%d of 300 foreign integers read as states, the rest reported", read)
+}
+
+// storedDecidesLikeGo stores value in key as a raw Redis value and checks
+// that the script either reports it as foreign or reads it as a state on
+// which it decides as Go does. It reports whether the value was read.
+func storedDecidesLikeGo(t *testing.T, s *Store, a algorithm.Algorithm, sp *spec, key, value string) bool {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := shared.Do("SET", s.key(sp, key), value); err != nil {
+		t.Fatal(err)
+	}
+	b := []store.SyncBatch{{Algorithm: a, Key: key}}
+	if err := s.Sync(ctx, t0, b); err != nil {
+		if !strings.Contains(err.Error(), "another program or version") {
+			t.Fatalf("value %q: %v", value, err)
+		}
+		return false
+	}
+	st := slices.Clone(b[0].State)
+	want := micros(a.Decide(st, t0, 1))
+	got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: key, Cost: 1})
+	if err != nil || got != want {
+		t.Fatalf("value %q read as %v: redis %+v %v, go %+v", value, b[0].State[:4], got, err, want)
+	}
+	return true
 }
 
 // FuzzBoundedLogIntegerValue stores any string of digits and minus signs
@@ -547,30 +555,15 @@ func FuzzBoundedLogIntegerValue(f *testing.F) {
 		if v == "" || len(v) > 20 || strings.Trim(v, "-0123456789") != "" {
 			t.Skip()
 		}
-		ctx := context.Background()
-		if _, err := shared.Do("SET", s.key(sp, "fuzz"), v); err != nil {
-			t.Fatal(err)
-		}
-		b := []store.SyncBatch{{Algorithm: a, Key: "fuzz"}}
-		if err := s.Sync(ctx, t0, b); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("value %q: %v", v, err)
-			}
-			return
-		}
-		st := slices.Clone(b[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzz", Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("value %q read as %v: redis %+v %v, go %+v", v, b[0].State[:4], got, err, want)
-		}
+		storedDecidesLikeGo(t, s, a, sp, "fuzz", v)
 	})
 }
 
 // TestBoundedLogDeadFirstIgnored checks, in Go alone, the claim sameState
-// rests on: a bounded-log state whose oldest entry is full and starts at or
-// before newest - W decides and merges exactly as the same state with that
-// first timestamp set to newest - W, as the script stores it. Two copies
+// rests on: a bounded-log state whose oldest entry holds at least m units
+// and starts at or before newest - W decides and merges exactly as the same
+// state with that first timestamp set to newest - W, as the script stores
+// it. Two copies
 // run the same random trace (decisions at times that step back now and
 // then, late and current merges); the second is rewritten that way after
 // every step. Every decision must match, and the states stay sameState.
@@ -611,7 +604,7 @@ func TestBoundedLogDeadFirstIgnored(t *testing.T) {
 			}
 			h := canon[0]
 			n, merged := h&(1<<17-1), h&(1<<17) != 0
-			if h >= 1<<52 && n >= 2 && (!merged || canon[2+p.Entries] == 0) && canon[2] <= canon[1]-w && canon[2] != canon[1]-w {
+			if h >= 1<<52 && n >= 2 && (!merged || canon[2+p.Entries] <= 0) && canon[2] <= canon[1]-w && canon[2] != canon[1]-w {
 				canon[2] = canon[1] - w
 				rewritten++
 			}
@@ -648,37 +641,13 @@ func FuzzBoundedLogMergedValue(f *testing.F) {
 		for range k - 1 {
 			words = append(words, float64(gap%(1<<53)))
 		}
-		var b strings.Builder
-		for _, w := range words {
-			bits := math.Float64bits(w)
-			for i := 0; i < 8; i++ {
-				b.WriteByte(byte(bits >> (8 * i)))
-			}
-		}
-		b.WriteByte('m')
-		ctx := context.Background()
-		if _, err := shared.Do("SET", s.key(sp, "fuzzm"), b.String()); err != nil {
-			t.Fatal(err)
-		}
-		sb := []store.SyncBatch{{Algorithm: a, Key: "fuzzm"}}
-		if err := s.Sync(ctx, t0, sb); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("%d entries: %v", k, err)
-			}
-			return
-		}
-		st := slices.Clone(sb[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzzm", Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("%d entries read as %v: redis %+v %v, go %+v", k, sb[0].State[:4], got, err, want)
-		}
+		storedDecidesLikeGo(t, s, a, sp, "fuzzm", doublesBytes(words)+"m")
 	})
 }
 
 // TestBoundedLogMergedDoublesFallback checks the merged states whose fields
 // do not fit the short merged form: entries more than 71 minutes apart (a
-// two-hour window) and a closed entry holding more than m units (a full
+// two-hour window) and a closed entry holding more than 2m units (a full
 // ring). Each is stored in the merged doubles form, and decisions and
 // synced states match Go's.
 func TestBoundedLogMergedDoublesFallback(t *testing.T) {
@@ -693,9 +662,9 @@ func TestBoundedLogMergedDoublesFallback(t *testing.T) {
 	}{
 		{"entries 80 minutes apart", algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 20, Window: 2 * time.Hour, Tolerance: 0.1},
 			[][2]int64{{0, 2}, {80 * minute, 1}, {40 * minute, 1}}, "merged doubles"},
-		{"a closed entry above m", algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 5, Window: time.Second, Tolerance: 0.2},
+		{"a closed entry above 2m", algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 5, Window: time.Second, Tolerance: 0.2},
 			[][2]int64{{0, 1}, {10 * ms, 1}, {20 * ms, 1}, {30 * ms, 1}, {40 * ms, 1}, {50 * ms, 1}, {60 * ms, 1},
-				{70 * ms, 1}, {80 * ms, 1}, {90 * ms, 1}, {100 * ms, 1}, {110 * ms, 1}, {15 * ms, 1}}, "merged doubles"},
+				{70 * ms, 1}, {80 * ms, 1}, {90 * ms, 1}, {100 * ms, 1}, {110 * ms, 1}, {15 * ms, 1}, {15 * ms, 1}}, "merged doubles"},
 	} {
 		a := mustAlg(t, c.cfg)
 		sp, err := s.specFor(a)
@@ -745,12 +714,7 @@ func FuzzBoundedLogMergedShortValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, n uint8, newest int64, first, step, field uint32) {
 		k := int(n%44) + 1
 		var b strings.Builder
-		for _, w := range []float64{float64(1<<52 + 1<<18 + 1<<17 + int64(k)), float64(newest % (1 << 53))} {
-			bits := math.Float64bits(w)
-			for i := 0; i < 8; i++ {
-				b.WriteByte(byte(bits >> (8 * i)))
-			}
-		}
+		b.WriteString(doublesBytes([]float64{float64(1<<52 + 1<<18 + 1<<17 + int64(k)), float64(newest % (1 << 53))}))
 		for i := range 2*k - 1 {
 			v := first - uint32(i)*step
 			if i >= k {
@@ -761,22 +725,6 @@ func FuzzBoundedLogMergedShortValue(f *testing.F) {
 			}
 		}
 		b.WriteByte('c')
-		ctx := context.Background()
-		if _, err := shared.Do("SET", s.key(sp, "fuzzc"), b.String()); err != nil {
-			t.Fatal(err)
-		}
-		sb := []store.SyncBatch{{Algorithm: a, Key: "fuzzc"}}
-		if err := s.Sync(ctx, t0, sb); err != nil {
-			if !strings.Contains(err.Error(), "another program or version") {
-				t.Fatalf("%d entries: %v", k, err)
-			}
-			return
-		}
-		st := slices.Clone(sb[0].State)
-		want := micros(a.Decide(st, t0, 1))
-		got, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "fuzzc", Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("%d entries read as %v: redis %+v %v, go %+v", k, sb[0].State[:4], got, err, want)
-		}
+		storedDecidesLikeGo(t, s, a, sp, "fuzzc", b.String())
 	})
 }

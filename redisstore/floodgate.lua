@@ -578,7 +578,14 @@ if code == 8 then
               return
             end
           else
-            -- Inside a full entry.
+            -- Inside a full entry: it takes up to 2m units (see Go's
+            -- logRing.record), then the first later entry with room.
+            if s[oi + 2] < 2 * m then
+              local k = min(cost, 2 * m - s[oi + 2])
+              s[oi + 2] = s[oi + 2] + k
+              cost = cost - k
+              if cost == 0 then return end
+            end
             local j = i + 1
             while j < n and s[bl_at(P, s, j) + 2] >= m do j = j + 1 end
             if j < n then
@@ -677,13 +684,13 @@ if code == 8 then
   local ZMAX, E9, ZOFF = 9223372035, 1000000000, 10000000
   -- The short merged form: the header and the newest time as doubles, then
   -- as 4-byte unsigned integers each entry's first time below the newest,
-  -- and for each closed entry (its gap to the next entry's first) * (m + 1)
-  -- + (m - its count), then the byte 'c': 8n + 13 bytes for n entries
-  -- (5 mod 8, so neither doubles nor the 'm' form) where the 'm' form takes
-  -- 24n + 1. It is written only when every value fits in 32 bits and every
-  -- count is at most m: with times in microseconds, entries within 71
-  -- minutes of the newest and gaps below 2^32 / (m + 1) microseconds (2 min
-  -- 18 s at m = 30). Other merged states keep the 'm' form.
+  -- and for each closed entry (its gap to the next entry's first) * (2m +
+  -- 1) + its count, then the byte 'c': 8n + 13 bytes for n entries (5 mod
+  -- 8, so neither doubles nor the 'm' form) where the 'm' form takes 24n +
+  -- 1. It is written only when every value fits in 32 bits and every count
+  -- is at most 2m: with times in microseconds, entries within 71 minutes of
+  -- the newest and gaps below 2^32 / (2m + 1) microseconds (70 s at m =
+  -- 30). Other merged states keep the 'm' form.
   local U32, UCHUNK = 4294967296, 200 -- UCHUNK: values per struct call
   local function mergedc(P, s, n)
     local size, m, t = P[4], P[3], s[2]
@@ -694,9 +701,9 @@ if code == 8 then
       w[2 + i] = d
     end
     for i = 0, n - 2 do
-      local def, gap = s[3 + size + i], s[3 + 2 * size + i]
-      local x = gap * (m + 1) + def
-      if def < 0 or def > m or gap < 0 or x >= U32 then return nil end
+      local c, gap = m - s[3 + size + i], s[3 + 2 * size + i]
+      local x = gap * (2 * m + 1) + c
+      if c < 0 or c > 2 * m or gap < 0 or x >= U32 then return nil end
       w[3 + n + i] = x
     end
     local k, parts = 2 * n - 1, { struct.pack('<dd', w[1], w[2]) }
@@ -727,8 +734,8 @@ if code == 8 then
     for i = 1, n do s[2 + i] = t - w[i] end
     for i = 0, n - 2 do
       local x = w[n + 1 + i]
-      local gap = floor(x / (m + 1))
-      s[3 + size + i], s[3 + 2 * size + i] = x - gap * (m + 1), gap
+      local gap = floor(x / (2 * m + 1))
+      s[3 + size + i], s[3 + 2 * size + i] = m - (x - gap * (2 * m + 1)), gap
     end
     return s
   end
