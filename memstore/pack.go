@@ -140,14 +140,16 @@ func (t *table) unpack(dst, src []int64) {
 // Narrow tables. A sliding-window state with 32-bit counts (a limit of
 // 65,536 or more) is its newest slice's number and the counts two to a
 // word: 7 words with 12 slices, a 64-byte slot. Most keys count far fewer
-// than 65,536 units in a slice, so such a table starts narrow: the slice
+// than 65,536 units in a slice, so such a table is narrow (from the start
+// when it has no compact form, below; else once a count passes the
+// compact form's 14 bits): the slice
 // number whole, the counts four to a word in 16 bits each, at the same
 // ring positions (1+ceil(N/4) words: 4 with 12 slices, a 40-byte slot,
 // the same as a limit below 65,536 gives). Whether a state fits depends on
 // its counts only, never on the clock. The first state with a count above
 // 65,535 converts the table for good to the plain layout (unpackAll),
 // exactly as a packed table converts. Until then the common decision is
-// made on the narrow words in the slot (the algorithm's DecideNarrow,
+// made on the narrow words in the slot (the algorithm's DecideNarrowInto,
 // which declines a request that would take a count past 16 bits); the
 // others unpack the slot to the algorithm's own words, decide and pack
 // them back. The algorithm's state format, which other stores share, is

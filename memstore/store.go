@@ -24,9 +24,10 @@
 // token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
 // 16-byte one and a weighted-window key a 24-byte one, their state words
 // packed two to a word (see pack.go). A sliding-window key with 12 slices
-// takes a 40-byte slot: its counts are 16 bits each below a limit of
-// 65,536, and above it the table keeps its 32-bit counts in 16 bits until
-// one passes 65,535 (then 64 bytes; see pack.go).
+// takes a 32-byte slot while its counts fit 14 bits (the table is compact:
+// the newest slice kept as an offset); after that a 40-byte slot (16-bit
+// counts, below a limit of 65,536 or while a larger limit's counts fit
+// them), or 64 bytes (32-bit counts); see pack.go.
 //
 // A Bound (how a floodgate.Limiter uses the store) decides the counting
 // algorithms' tracked keys with their direct form (algorithm.Direct) in the
