@@ -26,6 +26,8 @@ type slidingWindow struct {
 	perLog    int64  // log2 of the count fields per word (64/bits): 2 or 1
 	field     uint64 // largest count a field holds: 1<<bits - 1
 	recip     uint64 // ceil(2^64 / slices), for ring
+	// compactWords is the words of the compact form (CompactWords).
+	compactWords int
 	// narrow, for 32-bit counts, is a twin with 16-bit fields (four to a
 	// word, the same ring positions) that DecideNarrow decides with; nil
 	// for 16-bit counts.
@@ -57,6 +59,8 @@ func newSlidingWindow(c Config) *slidingWindow {
 		perLog:    perLog,
 		field:     1<<bits - 1,
 		recip:     ^uint64(0)/uint64(c.Slices) + 1,
+
+		compactWords: compactWordsOf(c.Slices),
 	}
 	a.withParams(Params{Slices: c.Slices})
 	if bits == 32 {
@@ -389,11 +393,14 @@ const (
 // CompactWords returns the words of the compact form of a's states (see
 // CompactMaxCount), or 0 if they have none: fewer than 9 slices (the
 // narrow or plain form is as small) or more than 28.
-func (a *slidingWindow) CompactWords() int {
-	if a.slices < 9 || a.slices > 28 {
+func (a *slidingWindow) CompactWords() int { return a.compactWords }
+
+// compactWordsOf returns CompactWords for a sliding window of n slices.
+func compactWordsOf(n int) int {
+	if n < 9 || n > 28 {
 		return 0
 	}
-	return int((a.slices + 3) / 4)
+	return (n + 3) / 4
 }
 
 // compactOffset returns the offset of s's newest slice from the epoch.
@@ -413,7 +420,7 @@ func compactCount(s []int64, p int64) int64 {
 // CompactMaxCount and for one that would move the newest slice past
 // CompactMaxOffset: the caller decides those on the state's own words.
 func (a *slidingWindow) DecideCompactInto(d *Decision, s []int64, epoch, now, cost int64) bool {
-	cw := a.CompactWords()
+	cw := a.compactWords
 	if cw == 0 || len(s) < cw || epoch < 0 || epoch > a.lastSlice {
 		return false
 	}
@@ -427,8 +434,12 @@ func (a *slidingWindow) DecideCompactInto(d *Decision, s []int64, epoch, now, co
 	if e < 0 || e >= 2*a.slice {
 		return false
 	}
-	var acc uint64 // two lanes of 28 bits: at most 7·2·(2^14-1) each
-	for _, w := range s {
+	// Two lanes of 28 bits: at most 7·2·(2^14-1) each.
+	u0, u1, u2 := uint64(s[0]), uint64(s[1]), uint64(s[2])
+	acc := u0&compactLanes + u0>>compactBits&compactLanes +
+		u1&compactLanes + u1>>compactBits&compactLanes +
+		u2&compactLanes + u2>>compactBits&compactLanes
+	for _, w := range s[3:] {
 		u := uint64(w)
 		acc += u&compactLanes + u>>compactBits&compactLanes
 	}
