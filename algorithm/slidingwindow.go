@@ -29,7 +29,7 @@ type slidingWindow struct {
 	// compactWords is the words of the compact form (CompactWords).
 	compactWords int
 	// narrow, for 32-bit counts, is a twin with 16-bit fields (four to a
-	// word, the same ring positions) that DecideNarrow decides with; nil
+	// word, the same ring positions) that DecideNarrowInto decides with; nil
 	// for 16-bit counts.
 	narrow *slidingWindow
 }
@@ -315,7 +315,7 @@ func (a *slidingWindow) fast(d *Decision, s []int64, now, cost int64) bool {
 // below 2^32 without a division, as ((recip*z mod 2^64) * N) >> 64 with
 // recip = ceil(2^64/N), exact for every 32-bit z and N (Lemire, Kaser and
 // Kurz, "Faster remainder by direct computation", 2019). Slice numbers
-// stay below 2^32 for slices of half a second or more until 2106.
+// stay below 2^32 for slices of a second or more until 2106.
 func (a *slidingWindow) ring(z int64) int64 {
 	if uint64(z) < 1<<32 {
 		hi, _ := bits.Mul64(a.recip*uint64(z), uint64(a.slices))
@@ -344,24 +344,18 @@ func (a *slidingWindow) Record(s []int64, now, cost int64) {
 	a.set(s, z, a.count(s, z)+min(cost, MaxLimit))
 }
 
-// DecideNarrow decides on the narrow form of a state with 32-bit counts,
-// as a store keeps it while every count fits 16 bits: word 0 the newest
-// slice's number, then the counts in 16-bit fields, four to a word, at
-// their ring positions (see CountFields). It decides the common cases of
-// Decide; it reports false, having changed nothing, for the others and
-// for a request that would take a count past 65,535, which the caller
-// decides on the state's own words. The counted span, the sums and the
-// decisions are Decide's: only the fields are narrower.
-func (a *slidingWindow) DecideNarrow(s []int64, now, cost int64) (d Decision, ok bool) {
-	ok = a.DecideNarrowInto(&d, s, now, cost)
-	return d, ok
-}
-
-// DecideNarrowInto is DecideNarrow writing the decision into *d, every
-// field of it, when it reports true; when false it leaves *d alone.
+// DecideNarrowInto decides on the narrow form of a state with 32-bit
+// counts, as a store keeps it while every count fits 16 bits: word 0 the
+// newest slice's number, then the counts in 16-bit fields, four to a word,
+// at their ring positions (see CountFields). It decides the common cases
+// of Decide, writing every field of the decision into *d; it reports
+// false, having changed neither s nor *d, for the others and for a
+// request that would take a count past 65,535, which the caller decides
+// on the state's own words. The counted span, the sums and the decisions
+// are Decide's: only the fields are narrower.
 func (a *slidingWindow) DecideNarrowInto(d *Decision, s []int64, now, cost int64) bool {
 	n := a.narrow
-	if n == nil {
+	if n == nil || len(s) < n.words {
 		return false
 	}
 	// MaxSlices 16-bit counts: no lane of n.sum carries into the other.

@@ -105,10 +105,10 @@ func TestSlidingWindowFastPath(t *testing.T) {
 	})
 }
 
-// TestDecideNarrowMatchesDecide checks DecideNarrow against Decide: on
+// TestDecideNarrowMatchesDecide checks DecideNarrowInto against Decide: on
 // random states with 32-bit counts below 65,536 (so a narrow form exists),
 // random clocks around the newest slice and random costs, wherever
-// DecideNarrow decides, its decision is Decide's and its narrow state is
+// DecideNarrowInto decides, its decision is Decide's and its narrow state is
 // Decide's state in 16-bit fields; where it declines, it changed nothing.
 func TestDecideNarrowMatchesDecide(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 32))
@@ -146,8 +146,8 @@ func TestDecideNarrowMatchesDecide(t *testing.T) {
 		if r.IntN(4) == 0 {
 			cost = 1 + r.Int64N(limit)
 		}
-		got, ok := a.DecideNarrow(narrow, now, cost)
-		if !ok {
+		var got Decision
+		if !a.DecideNarrowInto(&got, narrow, now, cost) {
 			if !equalWords(narrow, before) {
 				t.Fatalf("declined but changed the state: %v to %v", before, narrow)
 			}
@@ -168,7 +168,7 @@ func TestDecideNarrowMatchesDecide(t *testing.T) {
 		}
 	}
 	if decided < 50_000 {
-		t.Fatalf("DecideNarrow decided %d of 200,000; the test means to exercise it", decided)
+		t.Fatalf("DecideNarrowInto decided %d of 200,000; the test means to exercise it", decided)
 	}
 }
 
