@@ -45,37 +45,3 @@ func BenchmarkBoundedLog(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkSlidingWindowCompact measures sliding-window's decision (L =
-// 600 per minute, 12 slices) on the algorithm's own words (Decide) and on
-// the compact form a memory store keeps (DecideCompactInto), with a
-// request every second (all allowed) and at twice the limit's rate (half
-// rejected).
-func BenchmarkSlidingWindowCompact(b *testing.B) {
-	a := newSlidingWindow(Config{Algorithm: SlidingWindow, Limit: 600, Window: time.Minute, Slices: 12})
-	for _, gap := range []time.Duration{time.Second, 50 * time.Millisecond} {
-		b.Run("decide/"+gap.String(), func(b *testing.B) {
-			s := make([]int64, a.Words())
-			now := int64(1_700_000_000e9)
-			for b.Loop() {
-				now += int64(gap)
-				a.Decide(s, now, 1)
-			}
-		})
-		b.Run("compact/"+gap.String(), func(b *testing.B) {
-			s := make([]int64, a.CompactWords())
-			now := int64(1_700_000_000e9)
-			epoch := now/a.slice - 1
-			var d Decision
-			for b.Loop() {
-				now += int64(gap)
-				if !a.DecideCompactInto(&d, s, epoch, now, 1) {
-					// The offset ran out (2^24 slices): as a store's
-					// table with one key would, start from a new epoch.
-					clear(s)
-					epoch = now/a.slice - 1
-				}
-			}
-		})
-	}
-}

@@ -1,8 +1,8 @@
 package algorithm
 
 // Direct is the decision of a counting algorithm (fixed-window,
-// weighted-window, token-bucket, gcra, sliding-window) as a direct call,
-// for a store's hot path. Called through the Algorithm interface, Decide builds its 64-byte
+// weighted-window, token-bucket, gcra) as a direct call, for a store's hot
+// path. Called through the Algorithm interface, Decide builds its 64-byte
 // Decision on its own stack and copies it out, and every slice and pointer
 // handed to it escapes, so a store must keep the state in memory of its
 // own; DecideInto writes the decision straight into *d, and a state kept
@@ -14,7 +14,6 @@ type Direct struct {
 	fixed    *fixedWindow
 	weighted *weightedWindow
 	bucket   *bucket
-	sliding  *slidingWindow
 }
 
 // DirectOf returns the Direct form of a, and false if a has none (an
@@ -27,8 +26,6 @@ func DirectOf(a Algorithm) (Direct, bool) {
 		return Direct{weighted: x}, true
 	case *bucket:
 		return Direct{bucket: x}, true
-	case *slidingWindow:
-		return Direct{sliding: x}, true
 	}
 	return Direct{}, false
 }
@@ -41,26 +38,7 @@ func (x *Direct) DecideInto(d *Decision, state []int64, now, cost int64) {
 		x.fixed.decideInto(d, state, now, cost)
 	case x.bucket != nil:
 		x.bucket.decideInto(d, state, now, cost)
-	case x.sliding != nil:
-		x.sliding.decideInto(d, state, now, cost)
 	default:
 		x.weighted.decideInto(d, state, now, cost)
 	}
-}
-
-// DecideNarrowInto is sliding-window's DecideNarrowInto (the common
-// decision on the narrow form of a state with 32-bit counts, see
-// CountFields) as a direct call: it reports false, having changed neither
-// the state nor *d, when it does not decide, and always for the other
-// algorithms.
-func (x *Direct) DecideNarrowInto(d *Decision, state []int64, now, cost int64) bool {
-	return x.sliding != nil && x.sliding.DecideNarrowInto(d, state, now, cost)
-}
-
-// DecideCompactInto is sliding-window's DecideCompactInto (the common
-// decision on the compact form of a state, relative to epoch) as a direct
-// call: it reports false, having changed neither the state nor *d, when
-// it does not decide, and always for the other algorithms.
-func (x *Direct) DecideCompactInto(d *Decision, state []int64, epoch, now, cost int64) bool {
-	return x.sliding != nil && x.sliding.DecideCompactInto(d, state, epoch, now, cost)
 }

@@ -22,9 +22,6 @@ func TestDirectMatchesDecide(t *testing.T) {
 		{Algorithm: TokenBucket, Limit: 5, Window: time.Second, Capacity: 3},
 		{Algorithm: GCRA, Limit: 5, Window: time.Second, Burst: 2},
 		{Algorithm: GCRA, Limit: MaxLimit, Window: time.Hour, Burst: MaxLimit},
-		{Algorithm: SlidingWindow, Limit: 9, Window: time.Second, Slices: 4},
-		{Algorithm: SlidingWindow, Limit: MaxLimit, Window: time.Hour, Slices: 12},
-		{Algorithm: SlidingWindow, Limit: 3, Window: time.Millisecond, Slices: 1},
 	} {
 		a, err := New(c)
 		if err != nil {
@@ -68,7 +65,7 @@ func TestDirectMatchesDecide(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{BoundedLog, SlidingLog, LeakyBucket, Concurrency} {
+	for _, name := range []string{BoundedLog, SlidingWindow, SlidingLog, LeakyBucket, Concurrency} {
 		a, err := New(Config{Algorithm: name, Limit: 10, Window: time.Second})
 		if err != nil {
 			t.Fatal(err)

@@ -1,9 +1,6 @@
 package algorithm
 
-import (
-	"math/bits"
-	"time"
-)
+import "time"
 
 // slidingWindow counts units in N slices of Window/N each and counts the
 // current slice and the N-1 before it, as the classic sliding window counter
@@ -25,11 +22,8 @@ type slidingWindow struct {
 	bits      int64  // width of a count field: 16 or 32
 	perLog    int64  // log2 of the count fields per word (64/bits): 2 or 1
 	field     uint64 // largest count a field holds: 1<<bits - 1
-	recip     uint64 // ceil(2^64 / slices), for ring
-	// compactWords is the words of the compact form (CompactWords).
-	compactWords int
 	// narrow, for 32-bit counts, is a twin with 16-bit fields (four to a
-	// word, the same ring positions) that DecideNarrowInto decides with; nil
+	// word, the same ring positions) that DecideNarrow decides with; nil
 	// for 16-bit counts.
 	narrow *slidingWindow
 }
@@ -58,9 +52,6 @@ func newSlidingWindow(c Config) *slidingWindow {
 		bits:      bits,
 		perLog:    perLog,
 		field:     1<<bits - 1,
-		recip:     ^uint64(0)/uint64(c.Slices) + 1,
-
-		compactWords: compactWordsOf(c.Slices),
 	}
 	a.withParams(Params{Slices: c.Slices})
 	if bits == 32 {
@@ -243,43 +234,25 @@ func (a *slidingWindow) advance(s []int64, k int64) {
 	s[0] = k
 }
 
-// Decide decides and, if allowed, records the request.
-func (a *slidingWindow) Decide(s []int64, now, cost int64) (d Decision) {
-	a.decideInto(&d, s, now, cost)
-	return d
-}
-
-// decideInto is Decide writing the decision into *d, every field of it
-// (see Direct). The common cases, a request in the state's newest slice or
-// the one after it, are decided by fast; the rest go through decide.
-func (a *slidingWindow) decideInto(d *Decision, s []int64, now, cost int64) {
+// Decide decides and, if allowed, records the request. The common cases,
+// a request in the state's newest slice or the one after it, are decided
+// here with comparisons in place of the division that finds the slice, the
+// counts summed two fields at a time, one division for the ring position
+// and, if allowed, one field's update; the rest goes through decide.
+func (a *slidingWindow) Decide(s []int64, now, cost int64) Decision {
 	s = s[:a.words:a.words]
-	if !a.fast(d, s, now, cost) {
-		*d = a.decide(s, now, cost, true)
-	}
-}
-
-// fast decides the common cases of Decide on s, a's words, into *d: a
-// request in the state's newest slice or the one after it, with
-// comparisons in place of the division that finds the slice, the counts
-// summed two fields at a time, a multiplication for the ring position and,
-// if allowed, one field's update. It reports false, having changed
-// nothing, for the other cases and for a request that would take a count
-// past its field (which only a narrow twin's 16-bit fields can meet: a
-// count within the limit fits a's own).
-func (a *slidingWindow) fast(d *Decision, s []int64, now, cost int64) bool {
 	k0, t := s[0], clampTime(now)
 	if k0 < 0 || k0 > a.lastSlice || cost < 1 || cost > a.limit {
-		return false
+		return a.decide(s, now, cost, true)
 	}
-	e := t - k0*a.slice
-	if e < 0 || e >= 2*a.slice || e >= a.slice && a.slices == 1 {
-		return false
+	d := t - k0*a.slice
+	if d < 0 || d >= 2*a.slice || d >= a.slice && a.slices == 1 {
+		return a.decide(s, now, cost, true)
 	}
 	total := a.sum(s)
-	p0 := a.ring(k0) // the position of slice k0
-	k, p := k0, p0   // and of slice k
-	if e >= a.slice {
+	p0 := int64(uint64(k0) % uint64(a.slices)) // the position of slice k0
+	k, p := k0, p0                             // and of slice k
+	if d >= a.slice {
 		// Slice k0+1 begins: it takes the position of slice k0-N+1,
 		// which stops counting (a slice before 0 never counted).
 		if k, p = k+1, p+1; p == a.slices {
@@ -290,38 +263,21 @@ func (a *slidingWindow) fast(d *Decision, s []int64, now, cost int64) bool {
 		}
 	}
 	if total+cost > a.limit {
-		*d = a.overLimit(s, t, max(k-a.slices+1, 0), total, cost, p0)
-		return true
+		return a.overLimit(s, t, max(k-a.slices+1, 0), total, cost, p0)
 	}
+	// The count stays within the limit, which fits a field: no
+	// saturation, no carry into the next field.
 	i, sh := 1+p>>a.perLog, uint64(a.bits*(p&(int64(1)<<a.perLog-1)))
-	w := uint64(s[i])
 	if k > k0 {
-		w &^= a.field << sh
+		s[0], s[i] = k, int64(uint64(s[i])&^(a.field<<sh))
 	}
-	if w>>sh&a.field+uint64(cost) > a.field {
-		return false // the count would not fit its field
-	}
-	s[0], s[i] = k, int64(w+uint64(cost)<<sh)
-	*d = Decision{
+	s[i] += cost << sh
+	return Decision{
 		Allowed:    true,
 		Limit:      a.limit,
 		Remaining:  a.limit - total - cost,
 		ResetAfter: time.Duration((k+a.slices)*a.slice - t),
 	}
-	return true
-}
-
-// ring returns the ring position of slice number z >= 0, z % N: for z
-// below 2^32 without a division, as ((recip*z mod 2^64) * N) >> 64 with
-// recip = ceil(2^64/N), exact for every 32-bit z and N (Lemire, Kaser and
-// Kurz, "Faster remainder by direct computation", 2019). Slice numbers
-// stay below 2^32 for slices of a second or more until 2106.
-func (a *slidingWindow) ring(z int64) int64 {
-	if uint64(z) < 1<<32 {
-		hi, _ := bits.Mul64(a.recip*uint64(z), uint64(a.slices))
-		return int64(hi)
-	}
-	return int64(uint64(z) % uint64(a.slices))
 }
 
 // Peek is Decide without changing the state.
@@ -344,145 +300,55 @@ func (a *slidingWindow) Record(s []int64, now, cost int64) {
 	a.set(s, z, a.count(s, z)+min(cost, MaxLimit))
 }
 
-// DecideNarrowInto decides on the narrow form of a state with 32-bit
-// counts, as a store keeps it while every count fits 16 bits: word 0 the
-// newest slice's number, then the counts in 16-bit fields, four to a word,
-// at their ring positions (see CountFields). It decides the common cases
-// of Decide, writing every field of the decision into *d; it reports
-// false, having changed neither s nor *d, for the others and for a
-// request that would take a count past 65,535, which the caller decides
-// on the state's own words. The counted span, the sums and the decisions
-// are Decide's: only the fields are narrower.
-func (a *slidingWindow) DecideNarrowInto(d *Decision, s []int64, now, cost int64) bool {
+// DecideNarrow decides on the narrow form of a state with 32-bit counts,
+// as a store keeps it while every count fits 16 bits: word 0 the newest
+// slice's number, then the counts in 16-bit fields, four to a word, at
+// their ring positions (see CountFields). It decides the common cases of
+// Decide; it reports false, having changed nothing, for the others and
+// for a request that would take a count past 65,535, which the caller
+// decides on the state's own words. The counted span, the sums and the
+// decisions are Decide's: only the fields are narrower.
+func (a *slidingWindow) DecideNarrow(s []int64, now, cost int64) (Decision, bool) {
 	n := a.narrow
-	if n == nil || len(s) < n.words {
-		return false
+	if n == nil {
+		return Decision{}, false
 	}
-	// MaxSlices 16-bit counts: no lane of n.sum carries into the other.
-	return n.fast(d, s[:n.words:n.words], now, cost)
-}
-
-// The compact form of a state, as a store keeps it while it fits: the
-// counts in 14-bit fields, four to a word, ring position p in bits
-// [14·(p%4), 14·(p%4+1)) of word p/4, and the newest slice's number as an
-// offset from a number the store keeps for many states (its epoch), 24
-// bits, byte j in bits 56..63 of word j (j < 3). There is no word for the
-// slice number, so with 9 to 12 slices a state is three words where the
-// narrow form takes four. A state fits while every count is at most
-// CompactMaxCount and its newest slice is within CompactMaxOffset slices
-// of the epoch, not before it. The decisions are Decide's.
-const (
-	// CompactMaxCount is the largest count a compact state holds.
-	CompactMaxCount = 1<<compactBits - 1
-	// CompactMaxOffset is the largest offset of the newest slice from the
-	// epoch a compact state holds.
-	CompactMaxOffset = 1<<24 - 1
-	// compactBits is the width of a compact count field.
-	compactBits = 14
-	// compactLanes selects a word's fields 0 and 2: with the word shifted
-	// right by 14, fields 1 and 3.
-	compactLanes = CompactMaxCount | CompactMaxCount<<(2*compactBits)
-)
-
-// CompactWords returns the words of the compact form of a's states (see
-// CompactMaxCount), or 0 if they have none: fewer than 9 slices (the
-// narrow or plain form is as small) or more than 28.
-func (a *slidingWindow) CompactWords() int { return a.compactWords }
-
-// compactWordsOf returns CompactWords for a sliding window of n slices.
-func compactWordsOf(n int) int {
-	if n < 9 || n > 28 {
-		return 0
+	s = s[:n.words:n.words]
+	k0, t := s[0], clampTime(now)
+	if k0 < 0 || k0 > n.lastSlice || cost < 1 || cost > n.limit {
+		return Decision{}, false
 	}
-	return (n + 3) / 4
-}
-
-// compactOffset returns the offset of s's newest slice from the epoch.
-func compactOffset(s []int64) int64 {
-	return int64(uint64(s[0])>>56 | uint64(s[1])>>56<<8 | uint64(s[2])>>56<<16)
-}
-
-// compactCount returns the count at ring position p of compact state s.
-func compactCount(s []int64, p int64) int64 {
-	return int64(uint64(s[p>>2]) >> (compactBits * (p & 3)) & CompactMaxCount)
-}
-
-// DecideCompactInto decides the common cases of Decide on s, a state in
-// the compact form (see CompactMaxCount) relative to epoch, writing every
-// field of the decision into *d. It reports false, having changed neither
-// s nor *d, for the others, for a request that would take a count past
-// CompactMaxCount and for one that would move the newest slice past
-// CompactMaxOffset: the caller decides those on the state's own words.
-func (a *slidingWindow) DecideCompactInto(d *Decision, s []int64, epoch, now, cost int64) bool {
-	cw := a.compactWords
-	if cw == 0 || len(s) < cw || epoch < 0 || epoch > a.lastSlice {
-		return false
+	d := t - k0*n.slice
+	if d < 0 || d >= 2*n.slice || d >= n.slice && n.slices == 1 {
+		return Decision{}, false
 	}
-	s = s[:cw:cw]
-	off := compactOffset(s)
-	k0, t := epoch+off, clampTime(now)
-	if k0 > a.lastSlice || cost < 1 || cost > a.limit {
-		return false
-	}
-	e := t - k0*a.slice
-	if e < 0 || e >= 2*a.slice {
-		return false
-	}
-	// Two lanes of 28 bits: at most 7·2·(2^14-1) each.
-	u0, u1, u2 := uint64(s[0]), uint64(s[1]), uint64(s[2])
-	acc := u0&compactLanes + u0>>compactBits&compactLanes +
-		u1&compactLanes + u1>>compactBits&compactLanes +
-		u2&compactLanes + u2>>compactBits&compactLanes
-	for _, w := range s[3:] {
-		u := uint64(w)
-		acc += u&compactLanes + u>>compactBits&compactLanes
-	}
-	total := int64(acc&(1<<28-1) + acc>>28)
-	p0 := a.ring(k0)
+	total := n.sum(s) // MaxSlices 16-bit counts: no lane carries
+	p0 := int64(uint64(k0) % uint64(n.slices))
 	k, p := k0, p0
-	if e >= a.slice {
-		if k, p = k+1, p+1; p == a.slices {
+	if d >= n.slice {
+		if k, p = k+1, p+1; p == n.slices {
 			p = 0
 		}
-		if k0 >= a.slices-1 {
-			total -= compactCount(s, p)
-		}
-		if off+1 > CompactMaxOffset {
-			return false
+		if k0 >= n.slices-1 {
+			total -= n.countAt(s, p)
 		}
 	}
-	if total+cost > a.limit {
-		// The rejection's retry and reset times walk the slices: on the
-		// state's own words, unpacked on the stack.
-		var wide [1 + 28]int64
-		w := wide[:a.words:a.words]
-		w[0] = k0
-		for q := range a.slices {
-			a.setAt(w, q, compactCount(s, q))
-		}
-		*d = a.overLimit(w, t, max(k-a.slices+1, 0), total, cost, p0)
-		return true
+	if total+cost > n.limit {
+		return n.overLimit(s, t, max(k-n.slices+1, 0), total, cost, p0), true
 	}
-	i, sh := p>>2, uint64(compactBits*(p&3))
-	u := uint64(s[i])
+	i, sh := 1+p>>2, uint64(16*(p&3))
+	w := uint64(s[i])
 	if k > k0 {
-		u &^= CompactMaxCount << sh
+		w &^= n.field << sh
 	}
-	if u>>sh&CompactMaxCount+uint64(cost) > CompactMaxCount {
-		return false // the count would not fit 14 bits
+	if w>>sh&n.field+uint64(cost) > n.field {
+		return Decision{}, false // the count would not fit 16 bits
 	}
-	s[i] = int64(u + uint64(cost)<<sh)
-	if k > k0 {
-		off++
-		for j := range 3 {
-			s[j] = int64(uint64(s[j])&(1<<56-1) | uint64(off)>>(8*j)&0xff<<56)
-		}
-	}
-	*d = Decision{
+	s[0], s[i] = k, int64(w+uint64(cost)<<sh)
+	return Decision{
 		Allowed:    true,
-		Limit:      a.limit,
-		Remaining:  a.limit - total - cost,
-		ResetAfter: time.Duration((k+a.slices)*a.slice - t),
-	}
-	return true
+		Limit:      n.limit,
+		Remaining:  n.limit - total - cost,
+		ResetAfter: time.Duration((k+n.slices)*n.slice - t),
+	}, true
 }

@@ -31,14 +31,13 @@ type limit struct {
 	whole bool
 	// narrow, when not 0, is the words of the narrow form of alg's state
 	// (32-bit sliding-window counts kept in 16 bits; see pack.go), which
-	// its tables start in. direct decides such a state in its slot in the
-	// common case (Direct.DecideNarrowInto).
+	// its tables start in.
 	narrow int
-	// compact, when not 0, is the words of the compact form of alg's
-	// states (sliding-window counts in 14 bits; see pack.go), which its
-	// tables start in; countN and countBits are alg's count fields.
-	compact           int
-	countN, countBits int
+	// narrowDec decides on a narrow state in its slot in the common case
+	// (algorithm.slidingWindow's DecideNarrow); set with narrow.
+	narrowDec interface {
+		DecideNarrow(s []int64, now, cost int64) (algorithm.Decision, bool)
+	}
 	// views holds, once a Bound asks for them (Store.views), the slots of
 	// the limit's table in each shard, which the tables keep current.
 	views atomic.Pointer[[]atomic.Pointer[slotView]]
@@ -130,10 +129,10 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 		if hw, ok := a.(interface{ HalfWords() bool }); ok && !hw.HalfWords() {
 			l.whole = true
 		}
-		l.narrow = narrowWords(a, words)
-		if l.compact = compactWords(a, words); l.compact > 0 {
-			cf := a.(interface{ CountFields() (n, bits int) })
-			l.countN, l.countBits = cf.CountFields()
+		if l.narrow = narrowWords(a, words); l.narrow > 0 {
+			l.narrowDec, _ = a.(interface {
+				DecideNarrow(s []int64, now, cost int64) (algorithm.Decision, bool)
+			})
 		}
 		s.limits[cfg] = l
 		for i := range s.shards {

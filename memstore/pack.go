@@ -60,54 +60,21 @@ func unpackState(dst, src []int64) {
 // unpackAll converts a packed table to the plain layout. Every slot keeps
 // its index (the probe positions depend only on the table's size), so a
 // slot number held by a caller stays valid.
-func (t *table) unpackAll() { t.convert(false) }
-
-// loosen converts a packed table whose layout does not hold st: a compact
-// one to the narrow layout when its limit has one and st fits it, else
-// (and any other packed table) to the plain layout.
-func (t *table) loosen(st []int64) {
-	if t.compact && t.l.narrow > 0 {
-		var tmp [maxInline]int64
-		if packNarrow(tmp[:t.l.narrow], st) {
-			t.convert(true)
-			return
-		}
-	}
-	t.convert(false)
-}
-
-// convert rewrites every slot in the narrow layout (narrow) or the plain
-// one, for good. Every slot keeps its index. A state the narrow layout
-// does not hold (a compact table's never fails to fit) makes it the plain
-// layout instead.
-func (t *table) convert(narrow bool) {
-	from := *t // the old layout, to unpack the old slots with
-	t.packed, t.narrow, t.compact, t.inline = false, false, false, t.l.words
-	if narrow {
-		t.packed, t.narrow, t.inline = true, true, t.l.narrow
-	}
-	t.stride = 1 + t.inline
+func (t *table) unpackAll() {
+	old, oldStride, narrow := t.slots, t.stride, t.narrow
+	t.packed, t.narrow, t.inline, t.stride = false, false, t.l.words, 1+t.l.words
 	defer t.publish()
-	if from.slots == nil {
+	if old == nil {
 		return
 	}
 	t.slots = make([]int64, t.cap*t.stride)
-	st := make([]int64, t.l.words)
 	for i := range t.cap {
-		h := from.slots[i*from.stride]
-		if h == 0 {
-			continue
-		}
-		t.slots[i*t.stride] = h
-		clear(st)
-		from.unpack(st, from.slots[i*from.stride+1:(i+1)*from.stride])
-		dst := t.slots[i*t.stride+1 : (i+1)*t.stride]
-		if !narrow {
-			copy(dst, st)
-		} else if !packNarrow(dst, st) {
-			*t = from // the old layout again, then the plain one
-			t.convert(false)
-			return
+		t.slots[i*t.stride] = old[i*oldStride]
+		dst, src := t.slots[i*t.stride+1:(i+1)*t.stride], old[i*oldStride+1:(i+1)*oldStride]
+		if narrow {
+			unpackNarrow(dst, src)
+		} else {
+			unpackState(dst, src)
 		}
 	}
 }
@@ -115,24 +82,18 @@ func (t *table) convert(narrow bool) {
 // pack packs st into dst, a packed slot's state words, in the table's
 // packed form, and reports whether st fit; dst is unchanged if not.
 func (t *table) pack(dst, st []int64) bool {
-	switch {
-	case t.compact:
-		return t.packCompact(dst, st)
-	case t.narrow:
+	if t.narrow {
 		return packNarrow(dst, st)
 	}
 	return packState(dst, st)
 }
 
 // unpack unpacks src, a packed slot's state words, into dst, which has
-// Words() words and is all zero.
+// Words() words.
 func (t *table) unpack(dst, src []int64) {
-	switch {
-	case t.compact:
-		t.unpackCompact(dst, src)
-	case t.narrow:
+	if t.narrow {
 		unpackNarrow(dst, src)
-	default:
+	} else {
 		unpackState(dst, src)
 	}
 }
@@ -140,16 +101,14 @@ func (t *table) unpack(dst, src []int64) {
 // Narrow tables. A sliding-window state with 32-bit counts (a limit of
 // 65,536 or more) is its newest slice's number and the counts two to a
 // word: 7 words with 12 slices, a 64-byte slot. Most keys count far fewer
-// than 65,536 units in a slice, so such a table is narrow (from the start
-// when it has no compact form, below; else once a count passes the
-// compact form's 14 bits): the slice
+// than 65,536 units in a slice, so such a table starts narrow: the slice
 // number whole, the counts four to a word in 16 bits each, at the same
 // ring positions (1+ceil(N/4) words: 4 with 12 slices, a 40-byte slot,
 // the same as a limit below 65,536 gives). Whether a state fits depends on
 // its counts only, never on the clock. The first state with a count above
 // 65,535 converts the table for good to the plain layout (unpackAll),
 // exactly as a packed table converts. Until then the common decision is
-// made on the narrow words in the slot (the algorithm's DecideNarrowInto,
+// made on the narrow words in the slot (the algorithm's DecideNarrow,
 // which declines a request that would take a count past 16 bits); the
 // others unpack the slot to the algorithm's own words, decide and pack
 // them back. The algorithm's state format, which other stores share, is
@@ -203,107 +162,5 @@ func unpackNarrow(dst, src []int64) {
 		if 2*j < len(dst) {
 			dst[2*j] = int64(w>>32&0xffff | w>>48<<32)
 		}
-	}
-}
-
-// Compact tables. A sliding-window state with 9 to 12 slices (to 24 with
-// 16-bit counts) whose counts are at most algorithm.CompactMaxCount
-// (16,383) is kept in its compact form (the algorithm's
-// DecideCompactInto): the counts in 14 bits, four to a word, and the
-// newest slice's number as a 24-bit offset from the table's epoch, in the
-// top bytes of the first three words. With 12 slices that is 3 words, a
-// 32-byte slot (never across two cache lines), where the narrow and the
-// 16-bit plain layouts take 40 bytes. Such a table starts compact; the
-// first state that does not fit (a count above 16,383, or a newest slice
-// before the epoch or more than 2^24-1 slices after it) converts it for
-// good: to the narrow layout when the limit has one (32-bit counts) and
-// the state fits it, else to the plain layout. The epoch is set by the
-// table's first key, 2^20 slices before its newest slice (room for keys
-// whose clocks are behind), and again whenever the table holds one key:
-// with slices of 5 minutes the offset lasts 150 years, with slices of a
-// tenth of a second 18 days of keys that never all go idle. The decision
-// on a compact state is made where it lies, in the common case; the
-// others unpack it to the algorithm's words, decide and pack it back. The
-// algorithm's state format is unchanged.
-
-// compactWords returns the words of the compact form of a's states, or 0
-// if a's tables are not kept compact: a has no compact form, or its state
-// is not whole in a slot.
-func compactWords(a algorithm.Algorithm, words int) int {
-	cw, ok := a.(interface{ CompactWords() int })
-	cf, ok2 := a.(interface{ CountFields() (n, bits int) })
-	if !ok || !ok2 || words > maxInline {
-		return 0
-	}
-	c := cw.CompactWords()
-	if n, bits := cf.CountFields(); c == 0 || words != 1+(n*bits+63)/64 || c >= words {
-		return 0
-	}
-	return c
-}
-
-// countField returns count p of st, a state with count fields of bits
-// bits after its word 0 (see algorithm's CountFields).
-func countField(st []int64, p, bits int) uint64 {
-	per := 64 / bits
-	return uint64(st[1+p/per]) >> (bits * (p % per)) & (1<<bits - 1)
-}
-
-// packCompact packs st into dst, a compact slot's words, and reports
-// whether st fit; dst is unchanged if not. In a table that holds st's key
-// alone it first moves the epoch to st's newest slice, less 2^20.
-func (t *table) packCompact(dst, st []int64) bool {
-	epoch := t.epoch
-	if t.n <= 1 {
-		epoch = max(0, st[0]-1<<20)
-	}
-	off := st[0] - epoch
-	if off < 0 || off > algorithm.CompactMaxOffset {
-		return false
-	}
-	var w [maxInline]int64
-	n, bits := t.l.countN, t.l.countBits
-	for p := range n {
-		c := countField(st, p, bits)
-		if c > algorithm.CompactMaxCount {
-			return false
-		}
-		w[p/4] |= int64(c << (14 * (p % 4)))
-	}
-	for j := range 3 {
-		w[j] |= int64(uint64(off) >> (8 * j) & 0xff << 56)
-	}
-	// A field past the n counts (a state no slidingWindow wrote) would be
-	// lost: check that the words come back as they were.
-	var back [maxInline]int64
-	unpackCompact(back[:len(st)], w[:len(dst)], epoch, n, bits)
-	if back != padded(st) {
-		return false
-	}
-	copy(dst, w[:len(dst)])
-	t.epoch = epoch
-	return true
-}
-
-// padded returns st (at most maxInline words) padded with zeros.
-func padded(st []int64) (p [maxInline]int64) {
-	copy(p[:], st)
-	return p
-}
-
-// unpackCompact unpacks src, a compact slot's words, into dst, which has
-// Words() words and is all zero.
-func (t *table) unpackCompact(dst, src []int64) {
-	unpackCompact(dst, src, t.epoch, t.l.countN, t.l.countBits)
-}
-
-// unpackCompact unpacks src, the compact words of a state with n count
-// fields of bits bits relative to epoch, into dst, which is all zero.
-func unpackCompact(dst, src []int64, epoch int64, n, bits int) {
-	dst[0] = epoch + int64(uint64(src[0])>>56|uint64(src[1])>>56<<8|uint64(src[2])>>56<<16)
-	per := 64 / bits
-	for p := range n {
-		c := uint64(src[p/4]) >> (14 * (p % 4)) & algorithm.CompactMaxCount
-		dst[1+p/per] |= int64(c << (bits * (p % per)))
 	}
 }

@@ -100,9 +100,10 @@ func TestPackRoundTrip(t *testing.T) {
 
 // TestSlidingWindowLayoutByCounts checks that a sliding-window table's
 // layout depends on its counts, never on the clock: whichever ring
-// position the newest slice is at, a table with 12 slices, with 16-bit
-// counts or 32-bit ones, starts compact (a 32-byte slot: 14-bit counts,
-// the newest slice as an offset).
+// position the newest slice is at, a table with 16-bit counts keeps whole
+// words (8·(1+Words()) bytes a slot) and one with 32-bit counts starts
+// narrow, its counts in 16 bits (the same 40-byte slot with 12 slices),
+// until a count passes 65,535.
 func TestSlidingWindowLayoutByCounts(t *testing.T) {
 	for _, limit := range []int64{600, algorithm.MaxLimit} {
 		a, err := algorithm.New(algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: limit, Window: time.Hour})
@@ -123,9 +124,10 @@ func TestSlidingWindowLayoutByCounts(t *testing.T) {
 				t.Fatal(err)
 			}
 			tb := s.shards[0].tables[l.id]
-			if !tb.compact || !tb.packed || tb.narrow || tb.stride != 4 {
-				t.Errorf("limit %d, newest slice at ring position %d: compact %v, packed %v, narrow %v, stride %d; want compact, stride 4",
-					limit, pos, tb.compact, tb.packed, tb.narrow, tb.stride)
+			narrow := limit >= 1<<16
+			if tb.narrow != narrow || tb.packed != narrow || tb.stride != 5 {
+				t.Errorf("limit %d, newest slice at ring position %d: narrow %v, packed %v, stride %d; want narrow %v, stride 5",
+					limit, pos, tb.narrow, tb.packed, tb.stride, narrow)
 			}
 		}
 	}
@@ -188,14 +190,10 @@ func TestNarrowSlidingWindowExact(t *testing.T) {
 	}
 	light(20_000)
 	tb := s.shards[0].tables[l.id]
-	if !tb.packed {
+	if !tb.narrow {
 		t.Fatal("the table converted before a count passed 65,535")
 	}
-	check("heavy", 16_384) // past the compact layout: narrow from here
-	if !tb.narrow {
-		t.Fatalf("a count of 16,384: compact %v, narrow %v; want narrow", tb.compact, tb.narrow)
-	}
-	check("heavy", 65_000-16_384)
+	check("heavy", 65_000)
 	check("heavy", 535) // 65,535 in one slice: still fits
 	if !tb.narrow {
 		t.Fatal("a count of 65,535 converted the table")
@@ -221,132 +219,6 @@ func TestNarrowSlidingWindowExact(t *testing.T) {
 		now += int64(r.IntN(int(300 * time.Millisecond)))
 		check(fmt.Sprint("k", r.IntN(8)), 1+int64(r.IntN(70_000)))
 	}
-}
-
-// TestCompactSlidingWindowExact drives sliding-window keys (12 slices,
-// 1-second slices) in a compact table and compares every decision and
-// every stored state with the algorithm's on a plain state of its own:
-// costs that keep counts within 14 bits and some that do not, the clock
-// within a slice and across slices, rejections, and keys synchronized
-// with events far before and after the table's epoch. With 32-bit counts
-// a count of exactly 16,383 keeps the table compact and the next unit
-// converts it to the narrow layout; with 16-bit counts (a limit below
-// 65,536) to the plain one; so does a newest slice the offset cannot hold
-// (before the epoch, or 2^24 slices or more after it). Every key comes
-// through a conversion with its state.
-func TestCompactSlidingWindowExact(t *testing.T) {
-	for _, c := range []struct {
-		limit  int64
-		narrow bool // what a count past 14 bits converts the table to
-	}{{algorithm.MaxLimit, true}, {60_000, false}, {200, false}} {
-		for _, far := range []int64{0, -1 << 21, 1 << 24} {
-			t.Run(fmt.Sprint(c.limit, "/", far), func(t *testing.T) { testCompactExact(t, c.limit, c.narrow, far) })
-		}
-	}
-}
-
-// testCompactExact is TestCompactSlidingWindowExact for one limit. far,
-// when not 0, is how many slices from now the event of a synchronized
-// new key is, which converts the table in place of the heavy count.
-func testCompactExact(t *testing.T, limit int64, narrow bool, far int64) {
-	a, err := algorithm.New(algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: limit, Window: 12 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Options{Shards: 1})
-	plain := map[string][]int64{}
-	r := rand.New(rand.NewPCG(uint64(limit), uint64(far)))
-	now := int64(1_700_000_000) * int64(time.Second)
-	maxCost := min(limit, 400)
-	check := func(key string, cost int64) {
-		t.Helper()
-		got, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: key, Cost: cost})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, ok := plain[key]
-		if !ok {
-			st = make([]int64, a.Words())
-		}
-		want := a.Decide(st, now, cost)
-		if want.Allowed && !ok {
-			plain[key] = st
-		}
-		if got != want {
-			t.Fatalf("%s cost %d at %d: store %+v, plain %+v", key, cost, now, got, want)
-		}
-		stored := storedState(t, s, a, key)
-		if stored == nil && !want.Allowed {
-			delete(plain, key) // dropped idle, and still not counted
-			return
-		}
-		if ok || want.Allowed {
-			if !slices.Equal(stored, st) {
-				t.Fatalf("%s cost %d at %d: stored state %v, plain %v", key, cost, now, stored, st)
-			}
-		}
-	}
-	steps := func(n int) {
-		for range n {
-			switch x := r.IntN(100); {
-			case x < 2:
-				now += int64(r.IntN(14)) * int64(time.Second)
-			case x < 60:
-				now += int64(r.IntN(int(200 * time.Millisecond)))
-			}
-			cost := 1 + r.Int64N(maxCost)
-			if r.IntN(50) == 0 {
-				cost = limit + 1 - (limit+1)*r.Int64N(2) // 0 or limit+1
-			}
-			check(fmt.Sprint("k", r.IntN(32)), cost)
-		}
-	}
-	steps(20_000)
-	l, err := s.limitFor(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := s.shards[0].tables[l.id]
-	if !tb.compact {
-		t.Fatalf("the table converted (narrow %v, packed %v) with every count within 14 bits", tb.narrow, tb.packed)
-	}
-	if far != 0 {
-		// A new key synchronized with one event far from now.
-		b := []store.SyncBatch{{Algorithm: a, Key: "far", Events: []store.Event{{Time: now + far*int64(time.Second), Cost: 1}}}}
-		if err := s.Sync(ctx, now, b); err != nil {
-			t.Fatal(err)
-		}
-		st := make([]int64, a.Words())
-		a.Record(st, now+far*int64(time.Second), 1)
-		if stored := storedState(t, s, a, "far"); !slices.Equal(stored, st) {
-			t.Fatalf("far key: stored %v, want %v", stored, st)
-		}
-	} else if limit > algorithm.CompactMaxCount {
-		now += int64(time.Second) - now%int64(time.Second) // a new slice
-		check("heavy", algorithm.CompactMaxCount)          // exactly 16,383 in one slice: still fits
-		if !tb.compact {
-			t.Fatal("a count of 16,383 converted the table")
-		}
-		check("heavy", 1) // 16,384
-	} else {
-		return // counts never pass the limit, which fits 14 bits
-	}
-	if tb.compact || tb.narrow != narrow || tb.packed != narrow {
-		t.Fatalf("after the conversion: compact %v, narrow %v, packed %v; want narrow %v", tb.compact, tb.narrow, tb.packed, narrow)
-	}
-	kept := 0
-	for key := range plain {
-		if stored := storedState(t, s, a, key); stored != nil { // nil: dropped idle
-			kept++
-			if !slices.Equal(stored, plain[key]) {
-				t.Fatalf("%s after the conversion: stored %v, plain %v", key, stored, plain[key])
-			}
-		}
-	}
-	if kept < 10 {
-		t.Fatalf("%d keys kept through the conversion; the test means to convert live keys", kept)
-	}
-	steps(5_000)
 }
 
 // storedState returns the state the store keeps for key (one shard), or

@@ -70,11 +70,11 @@ func stateLen(st []int64) int {
 // is the last use of sl).
 func (t *table) put(sl int, st []int64) int {
 	b := sl * t.stride
-	for t.packed {
+	if t.packed {
 		if t.pack(t.slots[b+1:b+t.stride], st) {
 			return len(st)
 		}
-		t.loosen(st) // the slots keep their places: sl stays valid
+		t.unpackAll() // the slots keep their places: sl stays valid
 		b = sl * t.stride
 	}
 	if t.inline == t.l.words {

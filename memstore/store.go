@@ -24,10 +24,9 @@
 // token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
 // 16-byte one and a weighted-window key a 24-byte one, their state words
 // packed two to a word (see pack.go). A sliding-window key with 12 slices
-// takes a 32-byte slot while its counts fit 14 bits (the table is compact:
-// the newest slice kept as an offset); after that a 40-byte slot (16-bit
-// counts, below a limit of 65,536 or while a larger limit's counts fit
-// them), or 64 bytes (32-bit counts); see pack.go.
+// takes a 40-byte slot: its counts are 16 bits each below a limit of
+// 65,536, and above it the table keeps its 32-bit counts in 16 bits until
+// one passes 65,535 (then 64 bytes; see pack.go).
 //
 // A Bound (how a floodgate.Limiter uses the store) decides the counting
 // algorithms' tracked keys with their direct form (algorithm.Direct) in the
@@ -336,14 +335,6 @@ func (sh *shard) decideDirect(d *algorithm.Decision, l *limit, dir *algorithm.Di
 	}
 	t.slots[b] = head&^tickMask | t.latest&tickMask // t.touch(sl)
 	switch {
-	case t.compact: // sliding-window's compact form (pack.go)
-		if !dir.DecideCompactInto(d, t.slots[b+1:b+t.stride:b+t.stride], t.epoch, now, cost) {
-			return false
-		}
-	case t.narrow: // sliding-window's 32-bit counts in 16 bits (pack.go)
-		if !dir.DecideNarrowInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
-			return false
-		}
 	case !t.packed && t.inline == l.words:
 		dir.DecideInto(d, t.slots[b+1:b+1+t.inline:b+1+t.inline], now, cost)
 	case t.packed && l.words == 2: // fixed-window: one slot word
@@ -394,15 +385,13 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
 		if head&charged == 0 {
-			if t.compact && l.direct != nil && a == l.alg &&
-				l.direct.DecideCompactInto(d, t.slots[b+1:b+t.stride:b+t.stride], t.epoch, now, cost) {
-				return // a compact sliding-window state (pack.go)
-			}
-			if t.narrow && l.direct != nil && a == l.alg &&
-				l.direct.DecideNarrowInto(d, t.slots[b+1:b+t.stride:b+t.stride], now, cost) {
+			if t.narrow && l.narrowDec != nil && a == l.alg {
 				// A narrow sliding-window state decided where it lies, in
 				// the common case (pack.go).
-				return
+				if nd, ok := l.narrowDec.DecideNarrow(t.slots[b+1:b+t.stride:b+t.stride], now, cost); ok {
+					*d = nd
+					return
+				}
 			}
 			if t.packed {
 				st := sh.scratch[:l.words:l.words]

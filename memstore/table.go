@@ -48,10 +48,6 @@ type table struct {
 	inline int  // state words kept in the slot
 	packed bool // state words packed two to a slot word (pack.go)
 	narrow bool // packed: 32-bit counts kept in 16 bits (pack.go)
-	// compact is set (with packed) while sliding-window states are kept
-	// in their compact form, newest slices as offsets from epoch (pack.go).
-	compact bool
-	epoch   int64
 	// slotBytes is what a slot is accounted against the shard's bytes:
 	// a packed table's is its plain size, so that converting it never
 	// takes the shard past its bound.
@@ -95,10 +91,6 @@ func newTable(sh *shard, l *limit) *table {
 	switch {
 	case l.words > maxInline:
 		t.inline = bigInline
-	case l.compact > 0:
-		// 14-bit counts and a slice offset until a state does not fit;
-		// see pack.go.
-		t.packed, t.compact, t.inline = true, true, l.compact
 	case l.narrow > 0:
 		// 32-bit counts in 16 bits until a count does not fit; see pack.go.
 		t.packed, t.narrow, t.inline = true, true, l.narrow
