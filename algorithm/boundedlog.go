@@ -37,9 +37,8 @@ import (
 // floor((L-1)/m) + 2 entries; a test checks it on random traffic. Record,
 // which merges counts taken elsewhere, also closes entries that span
 // ceil(W*m/L) when entries before them are kept (see logRing.record), so the
-// capacity is 2*ceil(L/m) + 2 entries. Record puts up to 2m units in a full
-// entry that late events fall inside, and more only when the ring is full,
-// rather than lose units.
+// capacity is 2*ceil(L/m) + 2 entries. Only when it is full does Record put
+// more than m units in an entry, rather than lose units.
 //
 // Compact encoding. Decide needs only each entry's first timestamp, the
 // open entry's count and the newest timestamp: every closed entry Decide

@@ -92,9 +92,10 @@ func (a *logRing) add(s []int64, now, cost, cut int64) {
 }
 
 // record adds cost units at now without checking the limit, as merges of
-// counts taken elsewhere do. An event at or after the newest entry's last
-// timestamp is appended (see add), in entries of at most m units. An older
-// one (a late event, pushed by another node) goes, while there is room, to:
+// counts taken elsewhere do. Its entries hold at most m units, as Decide's
+// do. An event at or after the newest entry's last timestamp is appended
+// (see add). An older one (a late event, pushed by another node) goes, while
+// there is room, to:
 //
 //   - the entry that covers its time (the latest one starting at or before
 //     it) if that entry is not full, moving its last timestamp up to the
@@ -103,27 +104,22 @@ func (a *logRing) add(s []int64, now, cost, cut int64) {
 //   - if the event falls after a full covering entry (or one that would
 //     span too long), into the gap: the next entry, its first timestamp
 //     moved down to the event while it spans less than span, or a new entry;
-//   - if it falls inside a full entry, that entry, up to 2m units: the
-//     entry's time span was shared with the node that pushed first, and
-//     after an outage every other node's backlog lands in it;
-//   - if it falls inside an entry of 2m units, the first later entry with
-//     room, its first timestamp moved down to the end of the entry before
-//     it when that keeps its span, or else a new entry at the end of the
-//     full one. This is the one place an event is counted as later than it
-//     happened: an overcount, never an undercount;
+//   - if it falls inside a full entry, the first later entry with room, its
+//     first timestamp moved down to the end of the entry before it when that
+//     keeps its span, or else a new entry at the end of the full one. This
+//     is the one place an event is counted as later than it happened: an
+//     overcount, never an undercount (see docs/distributed.md, "Merged
+//     counts after an outage", for how large and for the two other
+//     placements tried);
 //   - if it predates every entry, the oldest entry, its first timestamp moved
 //     down while it spans less than span, or a new oldest entry.
 //
 // So entries stay in time order without overlapping and every unit lies at
-// or before its entry's last timestamp: at most one entry straddles t-W,
-// holding at most 2m units, and the log undercounts (t-W, t] by at most 2m
-// (m while no event fell inside a full entry). Counting events inside a
-// full entry in it rather than in a later one is what keeps a merged log
-// from rejecting honest clients after an outage: in
-// TestBoundedLogLateRecordHonest the overcount fell from up to 136 units of
-// 600 to up to 14. Closing entries for their span is why the ring has room
-// for twice as many entries as Decide needs. Only when the ring is full do
-// units go beyond 2m, into the entry covering their time.
+// or before its entry's last timestamp: at most one entry straddles t-W, and
+// the log undercounts (t-W, t] by at most m. Closing entries for their span
+// is why the ring has room for twice as many entries as Decide needs. Only
+// when the ring is full do units go beyond m, into the entry covering their
+// time.
 func (a *logRing) record(s []int64, now, cost int64) {
 	latest, drop, _, _ := a.view(s, now)
 	s[1] = (s[1] + drop) % a.size
@@ -171,12 +167,6 @@ func (a *logRing) record(s []int64, now, cost int64) {
 			s[o+1], s[o+2] = now, addSat(s[o+2], cost) // the ring is full
 			return
 		default: // inside a full entry
-			if oi := a.at(s, i); s[oi+2] < 2*a.m {
-				k := min(cost, 2*a.m-s[oi+2])
-				s[oi+2] += k
-				cost -= k
-				continue
-			}
 			j := i + 1
 			for j < n && s[a.at(s, j)+2] >= a.m {
 				j++

@@ -98,18 +98,17 @@
 // a key at its limit at most floor((L-1)/m) + 4 (23 at L = 600, e = 0.05).
 // Stores may keep a state up to its last nonzero word. Record merges counts
 // taken elsewhere: a light key's events in time order keep one entry, as
-// under Decide, and a late event (older than the newest entry, as delayed
-// nodes push them) goes to the entry covering its time or next to it; one
-// inside a full entry joins it, up to 2m units, and past that is counted
-// from a later entry (an overcount). So a merged log counts at most 2m
-// fewer than (t-W, t] holds (m while no late event fell inside a full
-// entry). Only keys that took late events, or whose entries Record closed
-// for their span, use the two regions after the timestamps (each closed
-// entry's shortfall from m and its gap to the next entry), and half the
-// capacity is for the entries Record makes. m is computed exactly (never
-// rounded up) and timestamps are kept to the nanosecond, so no rounding
-// weakens promise 1; promise 2 is unchanged for Decide, and for merged late
-// events keeps the overcount above.
+// under Decide, and late events (older than the newest entry, as delayed
+// nodes push them) go in without letting an entry grow past m units or the
+// count of (t-W, t] fall more than m short; an event inside a full entry is
+// counted from a later entry instead, an overcount. Only keys that took
+// late events, or whose entries Record closed for their span, use the two
+// regions after the timestamps (each closed entry's shortfall from m and
+// its gap to the next entry), and half the capacity is for the entries
+// Record makes. m is computed exactly (never rounded up) and timestamps are
+// kept to the nanosecond, so no rounding weakens promise 1; promise 2 is
+// unchanged for Decide, and for merged late events keeps the overcount
+// above.
 //
 // Params (ParamsOf) gives every algorithm's parameters in the form stores
 // consume: derived values (emission interval, bounded-log's m and

@@ -578,14 +578,7 @@ if code == 8 then
               return
             end
           else
-            -- Inside a full entry: it takes up to 2m units (see Go's
-            -- logRing.record), then the first later entry with room.
-            if s[oi + 2] < 2 * m then
-              local k = min(cost, 2 * m - s[oi + 2])
-              s[oi + 2] = s[oi + 2] + k
-              cost = cost - k
-              if cost == 0 then return end
-            end
+            -- Inside a full entry.
             local j = i + 1
             while j < n and s[bl_at(P, s, j) + 2] >= m do j = j + 1 end
             if j < n then
