@@ -43,9 +43,9 @@ import (
 const (
 	soakLimit    = 40
 	soakWindow   = 5 * time.Second
-	soakEpsilon  = 0.1 // the product default for bounded-log
-	honestPerSec = 5   // 25 per window, under 40
-	greedyPerSec = 40  // 200 per window
+	soakEpsilon  = 0.05 // the rule file sets no tolerance: bounded-log's default
+	honestPerSec = 5    // 25 per window, under 40
+	greedyPerSec = 40   // 200 per window
 	ledgerKeys   = 50
 	// soakTableBytes bounds the node's table (arrangement.max_bytes) so
 	// that the flood fills it within the first third of the run: flat heap
