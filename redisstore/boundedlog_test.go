@@ -16,6 +16,19 @@ import (
 )
 
 // packDoubles packs words as the script stores a state: little-endian
+// logStore returns a store with options o, the default bounded-log at 600
+// per minute (e = 0.05) and its spec, as most tests here use them.
+func logStore(tb testing.TB, o Options) (*Store, algorithm.Algorithm, *spec) {
+	tb.Helper()
+	s := newStore(tb, o)
+	a := mustAlg(tb, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	sp, err := s.specFor(a)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, a, sp
+}
+
 // doubles, trailing zero words left out.
 func packDoubles(words []float64) string {
 	for len(words) > 0 && words[len(words)-1] == 0 {
@@ -112,13 +125,8 @@ func leUint64(s string) uint64 {
 // spread over the window; and a key held at its limit. The targets are 100
 // bytes for every light key and 400 for the key at its limit.
 func TestBoundedLogMemoryUsage(t *testing.T) {
-	s := newStore(t, Options{ClientTime: true, Prefix: "fg"})
+	s, a, sp := logStore(t, Options{ClientTime: true, Prefix: "fg"})
 	ctx := context.Background()
-	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		t.Fatal(err)
-	}
 	usage := func(k string) int {
 		out, err := shared.Do("MEMORY", "USAGE", s.key(sp, k), "SAMPLES", "0")
 		if err != nil {
@@ -269,13 +277,8 @@ func storedForm(t *testing.T, key string) string {
 // stepped back further than the light form's range (doubles, then light
 // again). Every decision and every synced state must match Go's.
 func TestBoundedLogIntegerForms(t *testing.T) {
-	s := newStore(t, Options{ClientTime: true})
+	s, a, sp := logStore(t, Options{ClientTime: true})
 	ctx := context.Background()
-	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := s.key(sp, "one")
 	ref := make([]int64, a.Words())
 	ms, sec := int64(time.Millisecond), int64(time.Second)
@@ -358,13 +361,8 @@ func mergedDoubles(a algorithm.Algorithm, words []float64) string {
 // decision on each matches Go's on the same state, and the write it makes
 // stores the newer form.
 func TestBoundedLogCompactDoublesKept(t *testing.T) {
-	s := newStore(t, Options{ClientTime: true})
+	s, a, sp := logStore(t, Options{ClientTime: true})
 	ctx := context.Background()
-	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sec := int64(time.Second)
 	// A full entry, a later one, then a late event inside the full one.
 	merged := make([]int64, a.Words())
@@ -427,13 +425,8 @@ func TestBoundedLogCompactDoublesKept(t *testing.T) {
 // little apart are stored as a light integer, and Sync gets back one entry
 // of 2 units whose times lie within the test's wall clock.
 func TestBoundedLogIntegerServerTime(t *testing.T) {
-	s := newStore(t, Options{})
+	s, a, sp := logStore(t, Options{})
 	ctx := context.Background()
-	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := time.Now().UnixMicro() * 1000
 	for range 2 {
 		if d, err := s.DecideOne(ctx, 0, store.Request{Algorithm: a, Key: "srv", Cost: 1}); err != nil || !d.Allowed {
@@ -491,12 +484,7 @@ func sameState(a algorithm.Algorithm, got, want []int64) bool {
 // either reads them as a valid state, deciding as Go does on the state Sync
 // returns, or reports the value as foreign; it never fails otherwise.
 func TestBoundedLogIntegerGarbage(t *testing.T) {
-	s := newStore(t, Options{ClientTime: true})
-	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, a, sp := logStore(t, Options{ClientTime: true})
 	rng := rand.New(rand.NewPCG(5, 10))
 	read := 0
 	for i := range 300 {
@@ -545,12 +533,7 @@ func FuzzBoundedLogIntegerValue(f *testing.F) {
 		"-9223372036854775808", "-9223372035999999999", "9223372036854775807", "-", "12345678", "-1234567"} {
 		f.Add(v)
 	}
-	s := newStore(f, Options{ClientTime: true})
-	a := mustAlg(f, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		f.Fatal(err)
-	}
+	s, a, sp := logStore(f, Options{ClientTime: true})
 	f.Fuzz(func(t *testing.T, v string) {
 		if v == "" || len(v) > 20 || strings.Trim(v, "-0123456789") != "" {
 			t.Skip()
@@ -623,12 +606,7 @@ func TestBoundedLogDeadFirstIgnored(t *testing.T) {
 func FuzzBoundedLogMergedValue(f *testing.F) {
 	f.Add(uint8(1), int64(1e15), int64(1e15), int64(29), int64(1e6))
 	f.Add(uint8(3), int64(1_764_470_000_000_000), int64(1_764_469_990_000_000), int64(0), int64(-5))
-	s := newStore(f, Options{ClientTime: true})
-	a := mustAlg(f, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		f.Fatal(err)
-	}
+	s, a, sp := logStore(f, Options{ClientTime: true})
 	f.Fuzz(func(t *testing.T, n uint8, newest, first, deficit, gap int64) {
 		k := int(n%50) + 1
 		words := []float64{float64(1<<52 + 1<<18 + 1<<17 + int64(k)), float64(newest % (1 << 53))}
@@ -705,12 +683,7 @@ func TestBoundedLogMergedDoublesFallback(t *testing.T) {
 func FuzzBoundedLogMergedShortValue(f *testing.F) {
 	f.Add(uint8(2), int64(1_764_470_000_000_000), uint32(5_000_000), uint32(0), uint32(31*100_000))
 	f.Add(uint8(5), int64(1e15), uint32(1), uint32(29), uint32(1<<32-1))
-	s := newStore(f, Options{ClientTime: true})
-	a := mustAlg(f, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	sp, err := s.specFor(a)
-	if err != nil {
-		f.Fatal(err)
-	}
+	s, a, sp := logStore(f, Options{ClientTime: true})
 	f.Fuzz(func(t *testing.T, n uint8, newest int64, first, step, field uint32) {
 		k := int(n%44) + 1
 		var b strings.Builder
