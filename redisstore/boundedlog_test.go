@@ -15,7 +15,6 @@ import (
 	"github.com/floodgate-dev/floodgate/store"
 )
 
-// packDoubles packs words as the script stores a state: little-endian
 // logStore returns a store with options o, the default bounded-log at 600
 // per minute (e = 0.05) and its spec, as most tests here use them.
 func logStore(tb testing.TB, o Options) (*Store, algorithm.Algorithm, *spec) {
@@ -29,6 +28,7 @@ func logStore(tb testing.TB, o Options) (*Store, algorithm.Algorithm, *spec) {
 	return s, a, sp
 }
 
+// packDoubles packs words as the script stores a state: little-endian
 // doubles, trailing zero words left out.
 func packDoubles(words []float64) string {
 	for len(words) > 0 && words[len(words)-1] == 0 {
