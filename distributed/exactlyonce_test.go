@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,40 +26,10 @@ func floodDelayed(t *testing.T, shared *redisstore.Store, round, workers, perCal
 		BreakerCooldown: 20 * time.Millisecond,
 	})
 	rule := counterRule(t)
-	var allowed atomic.Int64
-	keys := make([][]string, workers)
 	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reqs := make([]store.Request, perCall)
-			out := make([]algorithm.Decision, perCall)
-			for c := 0; time.Now().Before(stop); c++ {
-				for i := range reqs {
-					k := fmt.Sprintf("r%d/w%d/c%d/k%d", round, w, c, i)
-					keys[w] = append(keys[w], k)
-					reqs[i] = store.Request{Algorithm: rule, Key: k, Cost: 1}
-				}
-				if err := n.Decide(ctx, time.Now().UnixNano(), reqs, out); err != nil {
-					t.Error(err)
-					return
-				}
-				for _, o := range out {
-					if o.Allowed {
-						allowed.Add(1)
-					}
-				}
-			}
-		}()
-	}
+	fl := startKeyFlood(t, n, rule, fmt.Sprintf("r%d/", round), workers, perCall, time.Now().Add(d), &wg)
 	wg.Wait()
-	var all []string
-	for _, ks := range keys {
-		all = append(all, ks...)
-	}
-	return n, all, allowed.Load()
+	return n, fl.all(), fl.allowed.Load()
 }
 
 // redisTotal sums the counts Redis holds for keys, read in one pull.

@@ -3,6 +3,7 @@ package distributed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,4 +156,50 @@ func busiest(times []int64, window time.Duration) int {
 		best = max(best, i-j+1)
 	}
 	return best
+}
+
+// keyFlood is a flood of new keys, one hit each, sent by several workers.
+type keyFlood struct {
+	keys    [][]string // the keys each worker sent
+	allowed atomic.Int64
+}
+
+// startKeyFlood starts workers that each send calls of perCall new keys
+// (prefix + "wW/cC/kI") under rule until stop; wg waits for them.
+func startKeyFlood(t *testing.T, n *Node, rule algorithm.Algorithm, prefix string, workers, perCall int, stop time.Time, wg *sync.WaitGroup) *keyFlood {
+	f := &keyFlood{keys: make([][]string, workers)}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := make([]store.Request, perCall)
+			out := make([]algorithm.Decision, perCall)
+			for c := 0; time.Now().Before(stop); c++ {
+				for i := range reqs {
+					k := fmt.Sprintf("%sw%d/c%d/k%d", prefix, w, c, i)
+					f.keys[w] = append(f.keys[w], k)
+					reqs[i] = store.Request{Algorithm: rule, Key: k, Cost: 1}
+				}
+				if err := n.Decide(ctx, time.Now().UnixNano(), reqs, out); err != nil {
+					t.Error(err)
+					return
+				}
+				for _, o := range out {
+					if o.Allowed {
+						f.allowed.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	return f
+}
+
+// all returns every key the flood sent.
+func (f *keyFlood) all() []string {
+	var all []string
+	for _, ks := range f.keys {
+		all = append(all, ks...)
+	}
+	return all
 }

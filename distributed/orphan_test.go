@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
-	"github.com/floodgate-dev/floodgate/store"
 )
 
 // TestRedisEvictedCountsReachRedis: one delayed node on a real Redis with
@@ -51,35 +48,10 @@ func evictionFlood(t *testing.T, wipe bool) {
 	})
 	rule := counterRule(t)
 	const workers, perCall, ledgerKeys = 2, 64, 20
-	var allowed atomic.Int64
-	keys := make([][]string, workers)
 	led := &ledger{ok: map[string]int64{}}
 	stop := time.Now().Add(time.Second)
 	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reqs := make([]store.Request, perCall)
-			out := make([]algorithm.Decision, perCall)
-			for c := 0; time.Now().Before(stop); c++ {
-				for i := range reqs {
-					k := fmt.Sprintf("w%d/c%d/k%d", w, c, i)
-					keys[w] = append(keys[w], k)
-					reqs[i] = store.Request{Algorithm: rule, Key: k, Cost: 1}
-				}
-				if err := n.Decide(ctx, time.Now().UnixNano(), reqs, out); err != nil {
-					t.Error(err)
-					return
-				}
-				for _, o := range out {
-					if o.Allowed {
-						allowed.Add(1)
-					}
-				}
-			}
-		}()
-	}
+	fl := startKeyFlood(t, n, rule, "", workers, perCall, stop, &wg)
 	wg.Add(1)
 	go led.hit(t, n, rule, &wg,
 		func() string { return fmt.Sprintf("ledger-%d", rand.IntN(ledgerKeys)) },
@@ -93,13 +65,10 @@ func evictionFlood(t *testing.T, wipe bool) {
 	wg.Wait()
 	waitSettled(t, n, 30*time.Second)
 	h := n.Health()
-	var flood []string
-	for _, ks := range keys {
-		flood = append(flood, ks...)
-	}
+	flood := fl.all()
 	total := redisTotal(t, shared, flood)
 	t.Logf("flood: %d keys, %d allowed, Redis total %d; %d evictions, %d orphaned, %d dropped, %d overfull; table %d keys %d bytes; retained %d keys %d bytes, %d forgotten; kept views %d",
-		len(flood), allowed.Load(), total, h.Evictions, h.OrphanedEvents, h.DroppedEvents, h.TableOverfull, h.Keys, h.TableBytes,
+		len(flood), fl.allowed.Load(), total, h.Evictions, h.OrphanedEvents, h.DroppedEvents, h.TableOverfull, h.Keys, h.TableBytes,
 		h.RetainedKeys, h.RetainedBytes, h.RetainForgotten, h.KeptViews)
 	if h.OrphanedEvents == 0 {
 		t.Error("no count was orphaned: the table never evicted a key with a count to push, the test proves nothing")
@@ -107,8 +76,8 @@ func evictionFlood(t *testing.T, wipe bool) {
 	if h.DroppedEvents != 0 {
 		t.Errorf("%d events dropped with the default pending queue", h.DroppedEvents)
 	}
-	if total > allowed.Load() || !wipe && total != allowed.Load() {
-		t.Errorf("flood: Redis holds %d for %d allowed requests", total, allowed.Load())
+	if total > fl.allowed.Load() || !wipe && total != fl.allowed.Load() {
+		t.Errorf("flood: Redis holds %d for %d allowed requests", total, fl.allowed.Load())
 	}
 	if wipe && h.KeptViews == 0 {
 		t.Error("no pull showed a lost count: the wipe was not seen, the test proves nothing")
