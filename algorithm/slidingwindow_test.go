@@ -3,6 +3,7 @@ package algorithm
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -114,26 +115,26 @@ func TestDecideNarrowMatchesDecide(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 32))
 	decided := 0
 	for range 200_000 {
-		slices := 1 + r.IntN(16)
+		nSlices := 1 + r.IntN(16)
 		limit := int64(1<<16) + r.Int64N(MaxLimit-1<<16)
 		if r.IntN(3) == 0 {
 			limit = 1<<16 + r.Int64N(1<<18)
 		}
 		slice := int64(time.Second)
-		a := newSlidingWindow(Config{Algorithm: SlidingWindow, Limit: limit, Window: time.Duration(int64(slices) * slice), Slices: slices})
+		a := newSlidingWindow(Config{Algorithm: SlidingWindow, Limit: limit, Window: time.Duration(int64(nSlices) * slice), Slices: nSlices})
 		if a.narrow == nil {
 			t.Fatalf("limit %d: no narrow twin", limit)
 		}
 		wide := make([]int64, a.words)
 		wide[0] = 1_000_000 + r.Int64N(100)
-		for p := range int64(slices) {
+		for p := range int64(nSlices) {
 			if r.IntN(3) > 0 {
 				a.setAt(wide, p, r.Int64N(1<<16))
 			}
 		}
 		narrow := make([]int64, a.narrow.words)
 		narrow[0] = wide[0]
-		for p := range int64(slices) {
+		for p := range int64(nSlices) {
 			a.narrow.setAt(narrow, p, a.countAt(wide, p))
 		}
 		before := append([]int64(nil), narrow...)
@@ -144,7 +145,7 @@ func TestDecideNarrowMatchesDecide(t *testing.T) {
 		}
 		got, ok := a.DecideNarrow(narrow, now, cost)
 		if !ok {
-			if !equalWords(narrow, before) {
+			if !slices.Equal(narrow, before) {
 				t.Fatalf("declined but changed the state: %v to %v", before, narrow)
 			}
 			continue
@@ -152,12 +153,12 @@ func TestDecideNarrowMatchesDecide(t *testing.T) {
 		decided++
 		want := a.Decide(wide, now, cost)
 		if got != want {
-			t.Fatalf("slices %d limit %d state %v now %d cost %d: narrow %+v, Decide %+v", slices, limit, before, now, cost, got, want)
+			t.Fatalf("slices %d limit %d state %v now %d cost %d: narrow %+v, Decide %+v", nSlices, limit, before, now, cost, got, want)
 		}
 		if narrow[0] != wide[0] {
 			t.Fatalf("newest slice: narrow %d, wide %d", narrow[0], wide[0])
 		}
-		for p := range int64(slices) {
+		for p := range int64(nSlices) {
 			if a.narrow.countAt(narrow, p) != a.countAt(wide, p) {
 				t.Fatalf("position %d: narrow %d, wide %d", p, a.narrow.countAt(narrow, p), a.countAt(wide, p))
 			}
@@ -166,16 +167,4 @@ func TestDecideNarrowMatchesDecide(t *testing.T) {
 	if decided < 50_000 {
 		t.Fatalf("DecideNarrow decided %d of 200,000; the test means to exercise it", decided)
 	}
-}
-
-func equalWords(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
