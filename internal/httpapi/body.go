@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -8,18 +9,45 @@ import (
 	"unicode/utf8"
 )
 
-// jsonContentType reports whether r declares a JSON body:
+// JSONOnly is the media-type check of every JSON endpoint:
 // application/json, with or without parameters such as charset=utf-8.
 // Browsers send a cross-origin POST without a preflight only for the
 // "simple" types (text/plain, form encodings), so requiring JSON keeps a
-// web page from spending a visitor's quota through the visitor's browser.
-func jsonContentType(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && mt == "application/json"
-}
+// web page from spending or releasing a visitor's quota through the
+// visitor's browser.
+func JSONOnly(mediaType string) bool { return mediaType == "application/json" }
 
 // errUnsupportedType is the message of a 415 answer.
 const errUnsupportedType = `Content-Type must be application/json (send the header "Content-Type: application/json")`
+
+// bodyError is a request body a JSON endpoint refuses: the status code to
+// answer and why.
+type bodyError struct {
+	code int
+	msg  string
+}
+
+// readJSONBody reads the body of a request to a JSON endpoint with the
+// checks every one of them makes: a Content-Type that accept takes
+// (JSONOnly unless the endpoint says otherwise; 415), at most limit bytes
+// (413), and valid UTF-8 with no lone surrogate escaped (400).
+func readJSONBody(w http.ResponseWriter, r *http.Request, limit int64, accept func(mediaType string) bool) ([]byte, *bodyError) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || !accept(mt) {
+		return nil, &bodyError{http.StatusUnsupportedMediaType, errUnsupportedType}
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+		}
+		return nil, &bodyError{http.StatusBadRequest, "reading the request body: " + err.Error()}
+	}
+	if err := checkText(data); err != nil {
+		return nil, &bodyError{http.StatusBadRequest, err.Error()}
+	}
+	return data, nil
+}
 
 // checkText reports an error if body is not valid UTF-8 or escapes a lone
 // UTF-16 surrogate (\ud800 without its pair). encoding/json would turn
@@ -108,10 +136,4 @@ func hex4(b []byte, i int) (uint32, bool) {
 		u = u<<4 | uint32(c)
 	}
 	return u, true
-}
-
-// readBody reads at most limit bytes of r's body; a larger body is an
-// *http.MaxBytesError.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }

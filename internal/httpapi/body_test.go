@@ -81,3 +81,93 @@ func TestCheckInvalidUTF8(t *testing.T) {
 		t.Errorf("third request for one value: %d %v, want 200 over the limit", code, m)
 	}
 }
+
+// postText sends body to url with the given Content-Type and returns the status
+// code and the answer's text.
+func postText(t *testing.T, url, contentType, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// TestEveryJSONEndpointChecksItsBody: /v1/charge, /v1/release and /json
+// refuse what /v1/check refuses. A "simple" cross-origin POST (text/plain,
+// form encodings) from a web page gets 415 and changes no counter, and a
+// value that is not UTF-8 gets 400 instead of being merged into U+FFFD.
+func TestEveryJSONEndpointChecksItsBody(t *testing.T) {
+	url := settleServer(t)
+	envoy := envoyServer(t).URL + "/json"
+	tenant := func(v string) string {
+		return `{"hits":999,"descriptors":[{"entries":[{"key":"tenant","value":"` + v + `"}]}]}`
+	}
+	stream := `{"descriptors":[{"entries":[{"key":"stream","value":"s"}]}]}`
+	envoyBody := `{"domain":"edge","descriptors":[{"entries":[{"key":"client","value":"ct"}]}]}`
+	for _, ct := range []string{"", "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+		"multipart/form-data; boundary=x"} {
+		for _, c := range []struct{ url, body string }{
+			{url + "/v1/check", tenant("web")}, {url + "/v1/charge", tenant("web")},
+			{url + "/v1/release", stream}, {envoy, envoyBody},
+		} {
+			t.Run(c.url[strings.LastIndex(c.url, "/"):]+" "+ct, func(t *testing.T) {
+				code, got := postText(t, c.url, ct, c.body)
+				if code != http.StatusUnsupportedMediaType || !strings.Contains(got, "application/json") {
+					t.Errorf("Content-Type %q: %d %s, want 415 naming application/json", ct, code, got)
+				}
+			})
+		}
+	}
+	t.Run("the refused charges counted nothing", func(t *testing.T) {
+		code, got := postText(t, url+"/v1/check", "application/json", `{"peek":true,"descriptors":[{"entries":[{"key":"tenant","value":"web"}]}]}`)
+		if code != http.StatusOK || !strings.Contains(got, `"remaining":1000`) {
+			t.Errorf("peek after refused charges: %d %s, want 1000 remaining", code, got)
+		}
+	})
+	t.Run("the refused /json checks counted nothing", func(t *testing.T) {
+		// The edge rule allows 2 per client: both still pass.
+		for i := range 2 {
+			if code, got := postText(t, envoy, "application/json", envoyBody); code != http.StatusOK {
+				t.Errorf("JSON check %d: %d %s, want 200", i, code, got)
+			}
+		}
+	})
+	for _, v := range []string{"Z\xff", "\xc0\xaf", `Z\ud800`} {
+		for _, path := range []string{"/v1/check", "/v1/charge"} {
+			t.Run(path+" "+v, func(t *testing.T) {
+				code, got := postText(t, url+path, "application/json", tenant(v))
+				if code != http.StatusBadRequest || !(strings.Contains(got, "UTF-8") || strings.Contains(got, "surrogate")) {
+					t.Errorf("value %q: %d %s, want 400 about UTF-8", v, code, got)
+				}
+			})
+		}
+	}
+	t.Run("/v1/release", func(t *testing.T) {
+		code, got := postText(t, url+"/v1/release", "application/json", "{\"descriptors\":[{\"entries\":[{\"key\":\"stream\",\"value\":\"s\xff\"}]}]}")
+		if code != http.StatusBadRequest || !strings.Contains(got, "UTF-8") {
+			t.Errorf("release of a value that is not UTF-8: %d %s, want 400 about UTF-8", code, got)
+		}
+	})
+	t.Run("/json", func(t *testing.T) {
+		code, got := postText(t, envoy, "application/json", "{\"domain\":\"edge\",\"descriptors\":[{\"entries\":[{\"key\":\"client\",\"value\":\"Z\xff\"}]}]}")
+		if code != http.StatusBadRequest || !strings.Contains(got, "UTF-8") {
+			t.Errorf("/json value that is not UTF-8: %d %s, want 400 about UTF-8", code, got)
+		}
+	})
+	t.Run("Z\\uFFFD has its own counter", func(t *testing.T) {
+		code, got := postText(t, url+"/v1/check", "application/json", `{"peek":true,"descriptors":[{"entries":[{"key":"tenant","value":"Z\uFFFD"}]}]}`)
+		if code != http.StatusOK || !strings.Contains(got, `"remaining":1000`) {
+			t.Errorf("peek at Z\\uFFFD after a refused charge of Z\\xff: %d %s, want 1000 remaining", code, got)
+		}
+	})
+}

@@ -1,10 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -97,7 +97,12 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, boo
 		Error(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path)
 		return rules.Request{}, false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.o.MaxBodyBytes))
+	data, berr := readJSONBody(w, r, a.o.MaxBodyBytes, JSONOnly)
+	if berr != nil {
+		Error(w, berr.code, berr.msg)
+		return rules.Request{}, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var in CheckRequest
 	err := dec.Decode(&in)
@@ -109,12 +114,7 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, boo
 		}
 	}
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
-		} else {
-			Error(w, http.StatusBadRequest, "malformed request: "+err.Error())
-		}
+		Error(w, http.StatusBadRequest, "malformed request: "+err.Error())
 		return rules.Request{}, false
 	}
 	req, err := in.toRequest()

@@ -42,7 +42,9 @@ func FuzzSettle(f *testing.F) {
 			path = "/v1/release"
 		}
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusOK, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		default:

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -26,6 +25,10 @@ type EnvoyJSONOptions struct {
 	MaxBodyBytes int64
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
+	// AcceptType reports whether a request's media type (from its
+	// Content-Type, without parameters) is accepted; others get 415. Nil
+	// means JSONOnly, as on every JSON endpoint.
+	AcceptType func(mediaType string) bool
 }
 
 // NewEnvoyJSON returns the handler of POST /json, the JSON endpoint of
@@ -53,18 +56,24 @@ func NewEnvoyJSON(o EnvoyJSONOptions) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.AcceptType == nil {
+		o.AcceptType = JSONOnly
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveEnvoyJSON(o, w, r) }), nil
 }
 
 func serveEnvoyJSON(o EnvoyJSONOptions, w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			textStatus(w, http.StatusRequestEntityTooLarge)
-			return
-		}
-		textStatus(w, http.StatusBadRequest)
+	body, berr := readJSONBody(w, r, o.MaxBodyBytes, o.AcceptType)
+	switch {
+	case berr == nil:
+	case berr.code == http.StatusUnsupportedMediaType:
+		http.Error(w, berr.msg, berr.code)
+		return
+	case berr.code == http.StatusBadRequest:
+		http.Error(w, "Bad Request: "+berr.msg, berr.code)
+		return
+	default:
+		textStatus(w, berr.code)
 		return
 	}
 	var req rlsv3.RateLimitRequest

@@ -211,22 +211,9 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusMethodNotAllowed, "use POST for /v1/check")
 		return
 	}
-	if !jsonContentType(r) {
-		Error(w, http.StatusUnsupportedMediaType, errUnsupportedType)
-		return
-	}
-	data, err := readBody(w, r, a.o.MaxBodyBytes)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
-			return
-		}
-		Error(w, http.StatusBadRequest, "reading the request body: "+err.Error())
-		return
-	}
-	if err := checkText(data); err != nil {
-		Error(w, http.StatusBadRequest, err.Error())
+	data, berr := readJSONBody(w, r, a.o.MaxBodyBytes, JSONOnly)
+	if berr != nil {
+		Error(w, berr.code, berr.msg)
 		return
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
