@@ -9,8 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/floodgate-dev/floodgate/rules"
 )
 
 // withLimit is desc(kv...) carrying Envoy's per-descriptor limit override.
@@ -33,7 +31,7 @@ func TestLimitOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := resp.Statuses[0]
-	if resp.OverallCode != rlsv3.RateLimitResponse_OK || s.CurrentLimit.GetName() != rules.OverrideRule ||
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK || s.CurrentLimit.GetName() != "" ||
 		s.CurrentLimit.GetRequestsPerUnit() != 1 || s.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR ||
 		s.LimitRemaining != 0 {
 		t.Fatalf("first call under an override of 1 per hour: %v", resp)
@@ -78,7 +76,7 @@ func TestLimitOverrideWithHitsAddend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := resp.Statuses[1]; s.CurrentLimit.GetName() != rules.OverrideRule || s.LimitRemaining != 1 {
+	if s := resp.Statuses[1]; s.CurrentLimit.GetName() != "" || s.LimitRemaining != 1 {
 		t.Fatalf("override with hits_addend 2: %v", s)
 	}
 	if s := resp.Statuses[0]; s.CurrentLimit.GetName() != "per-path" || s.LimitRemaining != 99 {

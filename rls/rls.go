@@ -32,10 +32,19 @@
 // remaining count and no current_limit. A descriptor that no rule limits
 // is OK with no current_limit.
 //
-// The response also carries, in response_headers_to_add, the RateLimit
-// header fields package httplimit writes (X-RateLimit-*, RateLimit-Policy,
-// RateLimit, and Retry-After when over the limit), so Envoy can pass them
-// to the client.
+// current_limit.name is the rule's name; for a limit from an
+// envoyproxy/ratelimit file it is the rate_limit's name, empty when it has
+// none (logs and metrics name it by its path). A descriptor only an
+// unlimited rule applies to is OK with limit_remaining 4294967295. The same
+// descriptor twice in one request is counted once, and both statuses carry
+// the limit.
+//
+// With WithHeaders the response also carries, in response_headers_to_add,
+// the RateLimit header fields package httplimit writes (X-RateLimit-*,
+// RateLimit-Policy, RateLimit, and Retry-After when over the limit), so
+// Envoy can pass them to the client. Without it (the default, as in
+// envoyproxy/ratelimit) it carries none: Envoy adds its own from the
+// statuses when asked to.
 package rls
 
 import (
@@ -43,6 +52,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -71,7 +81,15 @@ type Service struct {
 	checker Checker
 	log     *slog.Logger
 	shadow  *rules.ShadowLog
+	headers bool
 }
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithHeaders makes every response carry the RateLimit header fields in
+// response_headers_to_add.
+func WithHeaders() Option { return func(s *Service) { s.headers = true } }
 
 // UnmatchedHeader is the gRPC response header set when no rule applied to
 // a request, so it was not limited: its value is rules.UnmatchedDomain (no
@@ -81,11 +99,15 @@ const UnmatchedHeader = "floodgate-unmatched"
 
 // New returns a Service that decides with c and logs to log (nil means
 // slog.Default()).
-func New(c Checker, log *slog.Logger) *Service {
+func New(c Checker, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{checker: c, log: log, shadow: rules.NewShadowLog(log, time.Second)}
+	s := &Service{checker: c, log: log, shadow: rules.NewShadowLog(log, time.Second)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Register registers s on g.
@@ -131,7 +153,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 			return nil, err
 		}
 		for i := range p.out {
-			resp.Statuses[i] = descriptorStatus(res, i)
+			resp.Statuses[i] = descriptorStatus(res, i, p.out)
 		}
 		s.logShadow(in.GetDomain(), res)
 		merged = res
@@ -146,7 +168,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		// response header tells clients that look, such as floodgate load.
 		_ = grpc.SetHeader(ctx, metadata.Pairs(UnmatchedHeader, merged.Unmatched))
 	}
-	resp.ResponseHeadersToAdd = responseHeaders(merged)
+	if s.headers {
+		resp.ResponseHeadersToAdd = responseHeaders(merged)
+	}
 	return resp, nil
 }
 
@@ -258,7 +282,7 @@ func (s *Service) checkGroups(ctx context.Context, domain string, p parsedDescri
 			return merged, err
 		}
 		for k, i := range g.idx {
-			resp.Statuses[i] = descriptorStatus(res, k)
+			resp.Statuses[i] = descriptorStatus(res, k, req.Descriptors)
 		}
 		// Merge for the response headers; indices are remapped to the
 		// request's own descriptor order.
@@ -342,20 +366,34 @@ func (s *Service) logShadow(domain string, res rules.Result) {
 	s.shadow.Record(res, "domain", domain)
 }
 
-// descriptorStatus builds the status of descriptor i of res.
-func descriptorStatus(res rules.Result, i int) *rlsv3.RateLimitResponse_DescriptorStatus {
+// descriptorStatus builds the status of descriptor i of res; descs are the
+// descriptors res decided. A descriptor that repeats an earlier one was
+// counted with it (the rule engine counts a key once per request) and gets
+// the earlier one's status.
+func descriptorStatus(res rules.Result, i int, descs []rules.Descriptor) *rlsv3.RateLimitResponse_DescriptorStatus {
 	var best *rules.Status
-	for k := range res.Statuses {
-		st := &res.Statuses[k]
-		if st.Descriptor != i || st.Unlimited {
-			continue
-		}
-		if best == nil || better(st, best) {
-			best = st
+	unlimited := false
+	for pass := 0; pass < 2 && best == nil && !unlimited; pass++ {
+		for k := range res.Statuses {
+			st := &res.Statuses[k]
+			d := st.Descriptor
+			if d != i && (pass == 0 || d > i || !slices.Equal(descs[d], descs[i])) {
+				continue
+			}
+			if st.Unlimited {
+				unlimited = true
+				continue
+			}
+			if best == nil || better(st, best) {
+				best = st
+			}
 		}
 	}
 	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 	if best == nil {
+		if unlimited {
+			ds.LimitRemaining = math.MaxUint32
+		}
 		return ds
 	}
 	if !best.Shadow && !best.Decision.Allowed {
@@ -366,7 +404,7 @@ func descriptorStatus(res rules.Result, i int) *rlsv3.RateLimitResponse_Descript
 	if best.Algorithm != algorithm.Concurrency && best.Window > 0 {
 		unit, mult, perUnit := Unit(best.Limit, best.Window)
 		ds.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-			Name:            best.Rule,
+			Name:            best.LimitName,
 			RequestsPerUnit: clampUint32(perUnit),
 			Unit:            unit,
 		}

@@ -46,7 +46,7 @@ rules:
 
 // dial starts a real gRPC server on a 127.0.0.1 port and returns a client
 // connected to it.
-func dial(t *testing.T) (rlsv3.RateLimitServiceClient, healthpb.HealthClient) {
+func dial(t *testing.T, opts ...Option) (rlsv3.RateLimitServiceClient, healthpb.HealthClient) {
 	t.Helper()
 	set, err := rules.Parse("rules.yaml", []byte(testRules))
 	if err != nil {
@@ -58,7 +58,7 @@ func dial(t *testing.T) (rlsv3.RateLimitServiceClient, healthpb.HealthClient) {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(ServerOption())
-	New(eng, nil).Register(g)
+	New(eng, nil, opts...).Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	go g.Serve(lis)
@@ -86,7 +86,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestShouldRateLimit(t *testing.T) {
-	c, _ := dial(t)
+	c, _ := dial(t, WithHeaders())
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
 		desc("client", "acme"), desc("path", "/loan/list"), desc("path", "/catalog/search"),
 	}}

@@ -210,7 +210,9 @@ func (c *Client) describe(key string) rules.Descriptor {
 
 // decision reads a Decision from the response: allowed from the overall
 // code, the limit and remaining allowance from the descriptor's status,
-// RetryAfter from the Retry-After field the server adds.
+// RetryAfter from the Retry-After field the server adds when it adds
+// headers, else from the duration_until_reset of the first status over its
+// limit.
 func decision(resp *rlsv3.RateLimitResponse) Decision {
 	d := Decision{Allowed: resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT}
 	if sts := resp.GetStatuses(); len(sts) > 0 {
@@ -225,6 +227,14 @@ func decision(resp *rlsv3.RateLimitResponse) Decision {
 			if strings.EqualFold(h.GetKey(), "Retry-After") {
 				if s, err := strconv.ParseInt(h.GetValue(), 10, 64); err == nil && s > 0 {
 					d.RetryAfter = time.Duration(s) * time.Second
+				}
+			}
+		}
+		if d.RetryAfter == 0 {
+			for _, st := range resp.GetStatuses() {
+				if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+					d.RetryAfter = st.GetDurationUntilReset().AsDuration()
+					break
 				}
 			}
 		}

@@ -118,7 +118,7 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 			Algorithm: a.lim.alg,
 			Key:       a.key,
 			Cost:      c,
-			Shadow:    shadowAll || a.r.shadow,
+			Shadow:    shadowAll || a.r.shadow || a.r.quota,
 			OnFailure: a.r.failure,
 		})
 		sc.idx = append(sc.idx, i)
@@ -159,11 +159,13 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 	res := Result{Allowed: true, Tightest: -1}
 	shadowAll := e.shadow
 	res.Statuses = make([]Status, len(apps))
-	limited := 0
+	limited, quotas, quotasOver := 0, 0, 0
 	for i := range apps {
 		a := &apps[i]
 		st := Status{
 			Rule:       a.r.name,
+			LimitName:  a.r.reportedName(),
+			Quota:      a.r.quota && !a.lim.unlimited,
 			Descriptor: a.desc,
 			Key:        a.key,
 			Limit:      a.lim.limit,
@@ -190,8 +192,15 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 				st.Detail = a.costErr
 			}
 		}
+		if st.Quota && !st.Shadow {
+			quotas++
+		}
 		if !st.Decision.Allowed {
-			if !st.Shadow {
+			switch {
+			case st.Shadow:
+			case st.Quota:
+				quotasOver++
+			default:
 				res.Allowed = false
 			}
 			if !contains(res.Rejected, st.Rule) {
@@ -199,6 +208,9 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 			}
 		}
 		res.Statuses[i] = st
+	}
+	if quotas > 0 && quotasOver == quotas {
+		res.Allowed = false
 	}
 	res.Unlimited = limited == 0 && !anyBlock(apps)
 	res.Tightest = tightest(res.Statuses)

@@ -25,13 +25,22 @@ import (
 // walked down the nested descriptors in order; at each level an entry whose
 // key and value both match is preferred, then a wildcard value ("foo*"),
 // then the key alone; the limit is the one on the node reached by the last
-// entry. Each request descriptor gets at most one limit, counted per value
-// of every entry; replaces drops named limits when the replacing one also
-// applies. Limits are enforced with Floodgate's default algorithm.
+// entry. A '*' in a value matches any run of bytes, at any position
+// ("/api/*/action", "foo*bar*baz"); wildcards are tried in file order.
+// Each request descriptor gets at most one limit, counted per value of
+// every entry, except that an entry matched by a share_threshold wildcard
+// counts by the pattern, so every value it matches shares one counter;
+// replaces drops named limits when the replacing one also applies. A
+// quota_mode limit rejects a request only when every quota_mode limit that
+// applies to it is over. Limits are enforced with Floodgate's default
+// algorithm. detailed_metric, value_to_metric and metadata are read and
+// checked; they change no decision (Floodgate's metrics are per rule, never
+// per value).
 
 var (
-	envoyTopFields   = []string{"domain", "descriptors"}
-	envoyDescFields  = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric"}
+	envoyTopFields  = []string{"domain", "descriptors"}
+	envoyDescFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode",
+		"detailed_metric", "value_to_metric", "share_threshold", "metadata"}
 	envoyLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces"}
 	envoyUnits       = map[string]time.Duration{
 		"second": time.Second,
@@ -59,8 +68,9 @@ type envoyNode struct {
 	wildcard []*envoyNode // in file order
 	children int
 
-	key, prefix string // wildcard nodes: the key and the value before '*'
-	rule        *rule  // nil: no rate_limit here
+	key  string  // wildcard nodes: the key
+	glob matcher // wildcard nodes: the value pattern
+	rule *rule   // nil: no rate_limit here
 }
 
 func newEnvoyNode() *envoyNode {
@@ -84,7 +94,7 @@ func parseEnvoy(d *decoder, doc *yaml.Node) *Set {
 		d.errorf(doc, "domain is missing; add the domain Envoy sends, such as domain: edge")
 	}
 	if v, ok := f["descriptors"]; ok {
-		d.envoyLevel(s, s.tree, v.value, nil, 0)
+		d.envoyLevel(s, s.tree, v.value, nil, nil, 0)
 	}
 	if len(s.rules) > 0 {
 		names := map[string]bool{}
@@ -105,8 +115,12 @@ func parseEnvoy(d *decoder, doc *yaml.Node) *Set {
 }
 
 // envoyLevel parses a descriptors list into node; path holds the conditions
-// of the enclosing levels.
-func (d *decoder) envoyLevel(s *Set, node *envoyNode, n *yaml.Node, path conditions, depth int) {
+// of the enclosing levels and shared their share_threshold patterns (one
+// per level, empty where the level does not share).
+func (d *decoder) envoyLevel(s *Set, node *envoyNode, n *yaml.Node, path conditions, shared []string, depth int) {
+	if isNull(n) {
+		return // descriptors: with nothing under it, as the reference allows
+	}
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "descriptors must be a list, each item starting with - key: ...; got %s", kindName(n))
 		return
@@ -149,10 +163,13 @@ func (d *decoder) envoyLevel(s *Set, node *envoyNode, n *yaml.Node, path conditi
 		switch {
 		case value == "":
 			node.keyOnly[key] = child
-		case strings.HasSuffix(value, "*"):
-			child.key, child.prefix = key, strings.TrimSuffix(value, "*")
+		case strings.Contains(value, "*"):
+			child.key, child.glob = key, newGlob(value)
+			if strings.Count(value, "*") == 1 && strings.HasSuffix(value, "*") {
+				child.glob = matcher{kind: matchPrefix, s: strings.TrimSuffix(value, "*")}
+			}
 			node.wildcard = append(node.wildcard, child)
-			cond.m = matcher{kind: matchPrefix, s: child.prefix}
+			cond.m = child.glob
 		default:
 			node.exact[ent] = child
 			cond.m = matcher{kind: matchExact, s: value}
@@ -160,26 +177,47 @@ func (d *decoder) envoyLevel(s *Set, node *envoyNode, n *yaml.Node, path conditi
 		node.children++
 		here := append(append(conditions(nil), path...), cond)
 
-		shadow := false
-		if v, ok := f["shadow_mode"]; ok {
-			shadow, _ = d.boolean(v.value, "shadow_mode")
+		flags := map[string]bool{}
+		for _, name := range []string{"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"} {
+			if v, ok := f[name]; ok {
+				flags[name], _ = d.boolean(v.value, name)
+			}
 		}
-		if v, ok := f["detailed_metric"]; ok {
-			d.boolean(v.value, "detailed_metric") // accepted; Floodgate's metrics do not label by value
+		share := ""
+		if flags["share_threshold"] {
+			if !strings.Contains(value, "*") {
+				d.errorf(f["share_threshold"].key, "share_threshold needs a wildcard value (containing '*') to share; %s has none", describeEntry(ent))
+			}
+			share = value
+		}
+		sharedHere := append(append([]string(nil), shared...), share)
+		if v, ok := f["metadata"]; ok && !isNull(v.value) && v.value.Kind != yaml.MappingNode {
+			d.errorf(v.value, "metadata must be a mapping of name: value; got %s", kindName(v.value))
 		}
 		if v, ok := f["rate_limit"]; ok {
 			if len(s.rules) >= MaxRules {
 				d.errorf(v.key, "more than %d rate limits; the most is %d", MaxRules, MaxRules)
 			} else if r := d.envoyLimit(v.value, here, len(s.rules)); r != nil {
-				r.shadow = shadow
+				r.shadow = flags["shadow_mode"]
+				r.quota = flags["quota_mode"]
+				for _, p := range sharedHere {
+					if p != "" {
+						r.shared = sharedHere
+						break
+					}
+				}
 				child.rule = r
 				s.rules = append(s.rules, r)
 			}
-		} else if shadow {
-			d.errorf(f["shadow_mode"].key, "shadow_mode without a rate_limit on the same descriptor does nothing; move it next to the rate_limit")
+		} else {
+			for _, name := range []string{"shadow_mode", "quota_mode"} {
+				if flags[name] {
+					d.errorf(f[name].key, "%s without a rate_limit on the same descriptor does nothing; move it next to the rate_limit", name)
+				}
+			}
 		}
 		if v, ok := f["descriptors"]; ok {
-			d.envoyLevel(s, child, v.value, here, depth+1)
+			d.envoyLevel(s, child, v.value, here, sharedHere, depth+1)
 		}
 	}
 }
@@ -219,6 +257,9 @@ func envoyID(path conditions) string {
 			b.WriteByte('=')
 			esc(c.m.s)
 			b.WriteByte('*')
+		case matchGlob:
+			b.WriteByte('=')
+			esc(c.m.s)
 		}
 	}
 	return b.String()
@@ -325,7 +366,7 @@ func (t *envoyNode) walk(desc Descriptor) *rule {
 		next := node.exact[e]
 		if next == nil {
 			for _, w := range node.wildcard {
-				if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+				if w.key == e.Key && w.glob.match(e.Value) {
 					next = w
 					break
 				}

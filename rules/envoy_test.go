@@ -157,3 +157,57 @@ func TestEnvoyFixturesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyDocumentedFields loads every field envoyproxy/ratelimit's README
+// documents and holds the ones that change decisions to their meaning.
+func TestEnvoyDocumentedFields(t *testing.T) {
+	const text = `
+domain: d
+descriptors:
+  - key: empty
+    descriptors:
+  - key: k
+    value: "/api/*/action"
+    detailed_metric: true
+    value_to_metric: true
+    metadata: {owner: edge, tags: [a, b]}
+    rate_limit: {name: action, unit: minute, requests_per_unit: 2}
+  - key: files
+    value: "f*"
+    share_threshold: true
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 3}
+`
+	s, err := Parse("d.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		desc  Descriptor
+		rules []string
+	}{
+		{"wildcard in the middle", desc("k=/api/v2/action"), []string{"action"}},
+		{"wildcard does not match", desc("k=/api/v2/other"), nil},
+		{"empty descriptors list", desc("empty=x"), nil},
+		{"share_threshold below", desc("files=fa", "user=u"), []string{"files=f*>user"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := applies(t, s, tc.desc); !slices.Equal(got, tc.rules) {
+				t.Fatalf("rules %v, want %v", got, tc.rules)
+			}
+		})
+	}
+	a, _ := s.Keys(Request{Domain: "d", Descriptors: []Descriptor{desc("files=fa", "user=u")}})
+	b, _ := s.Keys(Request{Domain: "d", Descriptors: []Descriptor{desc("files=fb", "user=u")}})
+	c, _ := s.Keys(Request{Domain: "d", Descriptors: []Descriptor{desc("files=fb", "user=v")}})
+	if len(a) != 1 || len(b) != 1 || len(c) != 1 || a[0].Key != b[0].Key || b[0].Key == c[0].Key {
+		t.Fatalf("share_threshold keys %v %v %v: values matching the pattern share a counter, other entries still count apart", a, b, c)
+	}
+	for _, ri := range s.Rules() {
+		if ri.Name == "files=f*>user" && !slices.Equal(ri.CountBy, []string{"user"}) {
+			t.Errorf("count_by %v, want [user]: the shared entry adds no buckets", ri.CountBy)
+		}
+	}
+}

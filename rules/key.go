@@ -75,7 +75,11 @@ func ruleKey(domain string, r *rule, d Descriptor) (string, bool) {
 	k.part(domain)
 	k.part(r.id)
 	if r.countAll {
-		for _, e := range d {
+		for i, e := range d {
+			if i < len(r.shared) && r.shared[i] != "" {
+				k.entry(e.Key, r.shared[i]) // every value the pattern matches shares one counter
+				continue
+			}
 			k.entry(e.Key, e.Value)
 		}
 		return k.String(), true

@@ -151,8 +151,13 @@ func TestParseErrors(t *testing.T) {
 		{"alias", "domain: a\nrules:\n  - &r {name: x, count_by: global, limit: 2, window: 1s}\n  - *r\n", "aliases (*name) are not supported"},
 
 		// envoyproxy/ratelimit format
+		{"envoy share_threshold without wildcard", "domain: a\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+			`test.yaml:5: share_threshold needs a wildcard value`},
+		{"envoy quota_mode without limit", "domain: a\ndescriptors:\n  - key: k\n    quota_mode: true\n", `test.yaml:4: quota_mode without a rate_limit`},
+		{"envoy metadata not a mapping", "domain: a\ndescriptors:\n  - key: k\n    metadata: [1]\n", `test.yaml:4: metadata must be a mapping`},
+		{"envoy value_to_metric not bool", "domain: a\ndescriptors:\n  - key: k\n    value_to_metric: maybe\n", `test.yaml:4: value_to_metric must be true or false`},
 		{"envoy unknown field", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    shadow: true\n",
-			`test.yaml:5: descriptor: unknown field "shadow"; the fields are key, value, rate_limit, descriptors, shadow_mode, detailed_metric (did you mean "shadow_mode"?)`},
+			`test.yaml:5: descriptor: unknown field "shadow"; the fields are key, value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold, metadata (did you mean "shadow_mode"?)`},
 		{"envoy bad unit", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", `test.yaml:4: unit "fortnight" is not a unit`},
 		{"envoy no key", "domain: a\ndescriptors:\n  - value: v\n    rate_limit: {unit: second, requests_per_unit: 1}\n", "test.yaml:3: descriptor has no key"},
 		{"envoy duplicate", "domain: a\ndescriptors:\n  - {key: k, value: v}\n  - {key: k, value: v}\n", `test.yaml:4: descriptor "k"="v" appears twice at this level (first on line 3)`},

@@ -156,6 +156,13 @@ type Status struct {
 	Unlimited bool
 	// Shadow reports that the rule's rejection did not reject the request.
 	Shadow bool
+	// Quota reports an envoyproxy/ratelimit quota_mode limit: its rejection
+	// rejects the request only when every quota limit applied rejected.
+	Quota bool
+	// LimitName is the name an RLS answer reports as current_limit.name:
+	// the rule's name, or in the envoyproxy/ratelimit format the
+	// rate_limit's name (empty when it has none; Rule then holds the path).
+	LimitName string
 	// Decision is the rule's decision.
 	Decision algorithm.Decision
 	// Detail says more than Decision.Reason's message when there is more

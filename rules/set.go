@@ -78,9 +78,16 @@ type rule struct {
 	failure   store.FailurePolicy
 	// late marks a budget charged after the response (charge.go).
 	late bool
-	// limitName and replaces implement envoyproxy/ratelimit's replaces.
+	// limitName and replaces implement envoyproxy/ratelimit's replaces;
+	// limitName is also the name RLS answers report (empty: none).
 	limitName string
 	replaces  []string
+	// quota marks an envoyproxy/ratelimit quota_mode limit: it rejects a
+	// request only when every quota limit applied to it rejects.
+	quota bool
+	// shared holds, per entry of the descriptor, the share_threshold
+	// pattern that entry counts by instead of its value ("" where none).
+	shared []string
 }
 
 // limit is a rule's limit, or an override's.
@@ -647,8 +654,8 @@ func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 		if r.countAll {
 			// The descriptor has exactly the entries of the rule's path; those
 			// matched by one exact value add no buckets.
-			for _, c := range r.match {
-				if c.m.kind != matchExact {
+			for i, c := range r.match {
+				if c.m.kind != matchExact && (i >= len(r.shared) || r.shared[i] == "") {
 					info.CountBy = append(info.CountBy, c.key)
 				}
 			}
@@ -721,4 +728,15 @@ func newLimit(c algorithm.Config) (limit, error) {
 	cfg := alg.Config()
 	l.reject = max(cfg.Limit, cfg.Capacity) + 1
 	return l, nil
+}
+
+// reportedName is the name an RLS answer reports for r (current_limit.name):
+// a Floodgate rule's name; for an envoyproxy/ratelimit limit (and a
+// request's override) the rate_limit's name, empty when it has none, as
+// that service reports it.
+func (r *rule) reportedName() string {
+	if r.countAll {
+		return r.limitName
+	}
+	return r.name
 }

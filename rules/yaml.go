@@ -189,6 +189,12 @@ func (d *decoder) scalar(n *yaml.Node, what string) (string, bool) {
 	return n.Value, true
 }
 
+// isNull reports a field written with no value (descriptors: alone on its
+// line) or as null.
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
 func (d *decoder) str(n *yaml.Node, what string) (string, bool) {
 	s, ok := d.scalar(n, what)
 	if !ok {

@@ -40,6 +40,15 @@ type Config struct {
 	Log             Log           `yaml:"log"`
 	Connections     Connections   `yaml:"connections"`
 	Admin           Admin         `yaml:"admin"`
+	RLS             RLS           `yaml:"rls"`
+}
+
+// RLS configures the answers of the Rate Limit Service (gRPC and POST /json).
+type RLS struct {
+	// Headers adds the RateLimit header fields to every answer's
+	// response_headers_to_add, for Envoy to pass to clients. Off by
+	// default, as in envoyproxy/ratelimit: Envoy can build its own.
+	Headers bool `yaml:"headers"`
 }
 
 // Listener is a network address to serve on, optionally with TLS.

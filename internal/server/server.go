@@ -126,7 +126,11 @@ func (s *Server) buildFrontEnds(unmatched *rules.UnmatchedLog) error {
 	if err != nil {
 		return err
 	}
-	rlsSvc := rls.New(s.check, log)
+	var rlsOpts []rls.Option
+	if cfg.RLS.Headers {
+		rlsOpts = append(rlsOpts, rls.WithHeaders())
+	}
+	rlsSvc := rls.New(s.check, log, rlsOpts...)
 	// envoyproxy/ratelimit's JSON endpoint, on the public listener.
 	if s.envoyJSON, err = httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: rlsSvc, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}); err != nil {
 		return err
