@@ -47,7 +47,7 @@ func (a Admin) validate(at func(string) string) error {
 			return fmt.Errorf("%s: admin.addr: %v", at("admin.addr"), err)
 		}
 	}
-	if err := checkTLS(a.TLS); err != nil {
+	if err := a.TLS.validate(); err != nil {
 		return fmt.Errorf("%s: admin.tls: %v", at("admin.tls"), err)
 	}
 	if a.TokenFile != "" && a.TokenEnv != "" {

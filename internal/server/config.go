@@ -62,10 +62,17 @@ type Listener struct {
 func (l Listener) Enabled() bool { return l.Addr != "off" && l.Addr != "" }
 
 // TLS names PEM files holding a certificate chain and its private key.
-// Both empty means plain text.
+// Both empty means plain text. ClientCA, when set, asks clients for a
+// certificate signed by one of its authorities.
 type TLS struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
+	// ClientCA is a PEM file of the authorities that sign client
+	// certificates; empty means clients are not asked for one.
+	ClientCA string `yaml:"client_ca"`
+	// ClientAuth is ClientAuthRequired (the default with ClientCA) or
+	// ClientAuthOptional.
+	ClientAuth string `yaml:"client_auth"`
 }
 
 // Enabled reports whether TLS is configured.
@@ -223,9 +230,10 @@ func parseConfig(name string, data []byte, c Config, dir string) (Config, error)
 		return Config{}, err
 	}
 	if dir != "" {
-		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.Gateway.TLS.Cert, &c.Gateway.TLS.Key,
+		for _, p := range []*string{&c.Rules, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.HTTP.TLS.ClientCA, &c.GRPC.TLS.Cert, &c.GRPC.TLS.Key, &c.GRPC.TLS.ClientCA,
+			&c.Gateway.TLS.Cert, &c.Gateway.TLS.Key, &c.Gateway.TLS.ClientCA,
 			&c.Store.PasswordFile, &c.Store.TLS.CAFile, &c.Store.TLS.Cert, &c.Store.TLS.Key, &c.Store.Sentinel.PasswordFile,
-			&c.Admin.TLS.Cert, &c.Admin.TLS.Key, &c.Admin.TokenFile} {
+			&c.Admin.TLS.Cert, &c.Admin.TLS.Key, &c.Admin.TLS.ClientCA, &c.Admin.TokenFile} {
 			if *p != "" && !filepath.IsAbs(*p) {
 				*p = filepath.Join(dir, *p)
 			}
@@ -336,7 +344,7 @@ func (c *Config) validateListeners(at func(string) string) error {
 				return fmt.Errorf("%s: %s.addr: %v", at(l.name+".addr"), l.name, err)
 			}
 		}
-		if err := checkTLS(l.l.TLS); err != nil {
+		if err := l.l.TLS.validate(); err != nil {
 			return fmt.Errorf("%s: %s.tls: %v", at(l.name+".tls"), l.name, err)
 		}
 	}
@@ -401,7 +409,7 @@ func (c *Config) validateGateway(at func(string) string) error {
 			return fmt.Errorf("%s: gateway.addr: %v", at("gateway.addr"), err)
 		}
 	}
-	if err := checkTLS(c.Gateway.TLS); err != nil {
+	if err := c.Gateway.TLS.validate(); err != nil {
 		return fmt.Errorf("%s: gateway.tls: %v", at("gateway.tls"), err)
 	}
 	for i, d := range c.Gateway.Descriptors {
@@ -439,12 +447,6 @@ func checkAddr(a string) error {
 	return nil
 }
 
-func checkTLS(t TLS) error {
-	if (t.Cert == "") != (t.Key == "") {
-		return errors.New("cert and key must be given together")
-	}
-	return nil
-}
 
 func validSource(s string) bool {
 	switch s {

@@ -56,6 +56,7 @@ type Server struct {
 	grpc      *grpc.Server
 	health    *health.Server
 	listeners map[string]net.Listener
+	tls       map[string]*tls.Config // by listener name; absent for plain text
 
 	inflight    inflight // requests being served, for the shutdown report
 	refusedOnce sync.Once
@@ -81,6 +82,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{}}
 	var err error
+	if s.tls, err = loadListenerTLS(cfg); err != nil {
+		return nil, err
+	}
 	if s.access, err = newAccess(cfg.Admin); err != nil {
 		return nil, err
 	}
@@ -182,12 +186,8 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.Unmat
 func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	cfg := s.cfg
 	var gopts []grpc.ServerOption
-	if cfg.GRPC.TLS.Enabled() {
-		creds, err := credentials.NewServerTLSFromFile(cfg.GRPC.TLS.Cert, cfg.GRPC.TLS.Key)
-		if err != nil {
-			return fmt.Errorf("grpc.tls: %v", err)
-		}
-		gopts = append(gopts, grpc.Creds(creds))
+	if c := s.tls[ListenerGRPC]; c != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(c)))
 	}
 	// Stream workers: gRPC otherwise starts a goroutine per call, whose
 	// stack then grows (and is copied) on every call; reusing goroutines
@@ -343,20 +343,21 @@ func (s *Server) Serve(ctx context.Context) error {
 // for shutdown.
 func (s *Server) startListeners(errc chan<- error) []*http.Server {
 	var servers []*http.Server
-	add := func(name string, h http.Handler, t TLS) {
-		if hs := s.serveHTTP(name, s.inflight.wrap(accessLog(name, h, s.log)), t, errc); hs != nil {
+	add := func(name string, h http.Handler) {
+		if hs := s.serveHTTP(name, s.inflight.wrap(accessLog(name, h, s.log)), errc); hs != nil {
 			servers = append(servers, hs)
 		}
 	}
-	add(ListenerHTTP, s.handler, s.cfg.HTTP.TLS)
+	add(ListenerHTTP, s.handler)
 	if s.adminH != nil {
-		add(ListenerAdmin, s.adminH, s.cfg.Admin.TLS)
+		add(ListenerAdmin, s.adminH)
 	}
 	if s.gatewayH != nil {
-		add(ListenerGateway, s.gatewayH, s.cfg.Gateway.TLS)
+		add(ListenerGateway, s.gatewayH)
 	}
 	if ln, ok := s.listeners[ListenerGRPC]; ok {
-		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.cfg.GRPC.TLS.Enabled())
+		s.log.Info("listening", "listener", ListenerGRPC, "addr", ln.Addr().String(), "tls", s.tls[ListenerGRPC] != nil,
+			"client_certificates", clientAuthName(s.tls[ListenerGRPC]))
 		go func() {
 			if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				errc <- fmt.Errorf("grpc listener: %w", err)
@@ -368,7 +369,7 @@ func (s *Server) startListeners(errc chan<- error) []*http.Server {
 
 // serveHTTP serves h on the listener called name, if it is bound, and
 // returns its server (nil if not bound).
-func (s *Server) serveHTTP(name string, h http.Handler, t TLS, errc chan<- error) *http.Server {
+func (s *Server) serveHTTP(name string, h http.Handler, errc chan<- error) *http.Server {
 	ln, ok := s.listeners[name]
 	if !ok {
 		return nil
@@ -386,15 +387,16 @@ func (s *Server) serveHTTP(name string, h http.Handler, t TLS, errc chan<- error
 		hs.WriteTimeout = s.cfg.Connections.GatewayWriteTimeout
 	}
 	scheme := "http"
-	if t.Enabled() {
+	tc := s.tls[name]
+	if tc != nil {
 		scheme = "https"
-		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		hs.TLSConfig = tc
 	}
-	s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String())
+	s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String(), "client_certificates", clientAuthName(tc))
 	go func() {
 		var err error
-		if t.Enabled() {
-			err = hs.ServeTLS(ln, t.Cert, t.Key)
+		if tc != nil {
+			err = hs.ServeTLS(ln, "", "") // the certificate is in hs.TLSConfig
 		} else {
 			err = hs.Serve(ln)
 		}
