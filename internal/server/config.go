@@ -447,7 +447,6 @@ func checkAddr(a string) error {
 	return nil
 }
 
-
 func validSource(s string) bool {
 	switch s {
 	case "ip", "path", "method", "host":
