@@ -1,0 +1,306 @@
+package envoyratelimit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/floodgate-dev/floodgate/internal/redistest"
+)
+
+// answer is one response flattened to field path -> value, so that two
+// servers' answers compare field by field.
+type answer map[string]string
+
+const absent = "<absent>"
+
+// grpcAnswer flattens a ShouldRateLimit response or its error.
+func grpcAnswer(resp *pb.RateLimitResponse, err error) answer {
+	a := answer{}
+	if err != nil {
+		a["grpc_code"] = status.Code(err).String()
+		return a
+	}
+	flatten(a, resp)
+	return a
+}
+
+func flatten(a answer, resp *pb.RateLimitResponse) {
+	a["overall_code"] = resp.GetOverallCode().String()
+	a["statuses"] = strconv.Itoa(len(resp.GetStatuses()))
+	for i, s := range resp.GetStatuses() {
+		p := fmt.Sprintf("status[%d].", i)
+		a[p+"code"] = s.GetCode().String()
+		if l := s.GetCurrentLimit(); l == nil {
+			a[p+"current_limit"] = "nil"
+		} else {
+			a[p+"current_limit"] = fmt.Sprintf("%d/%s", l.GetRequestsPerUnit(), l.GetUnit())
+			a[p+"current_limit.name"] = strconv.Quote(l.GetName())
+		}
+		a[p+"limit_remaining"] = strconv.FormatUint(uint64(s.GetLimitRemaining()), 10)
+		if d := s.GetDurationUntilReset(); d == nil {
+			a[p+"duration_until_reset"] = "nil"
+		} else {
+			a[p+"duration_until_reset"] = strconv.FormatFloat(d.AsDuration().Seconds(), 'f', 3, 64)
+		}
+	}
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		a["response_header["+strings.ToLower(h.GetKey())+"]"] = h.GetValue()
+	}
+	for _, h := range resp.GetRequestHeadersToAdd() {
+		a["request_header["+strings.ToLower(h.GetKey())+"]"] = h.GetValue()
+	}
+	if resp.GetDynamicMetadata() != nil {
+		a["dynamic_metadata"] = protojson.Format(resp.GetDynamicMetadata())
+	}
+	if len(resp.GetRawBody()) > 0 {
+		a["raw_body"] = string(resp.GetRawBody())
+	}
+}
+
+// jsonAnswer flattens an answer of POST /json: its status, and its body
+// as a response when it is one.
+func jsonAnswer(code int, body []byte) answer {
+	a := answer{"http_status": strconv.Itoa(code)}
+	var resp pb.RateLimitResponse
+	if (code == http.StatusOK || code == http.StatusTooManyRequests) &&
+		(protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &resp) == nil {
+		flatten(a, &resp)
+		return a
+	}
+	a["body"] = strings.TrimSpace(string(body))
+	return a
+}
+
+// close reports whether two values of field agree: exactly, or within a
+// second for a duration until reset or a reset header.
+func closeEnough(field, x, y string) bool {
+	if x == y {
+		return true
+	}
+	if strings.HasSuffix(field, "duration_until_reset") || strings.Contains(field, "reset]") {
+		fx, ex := strconv.ParseFloat(x, 64)
+		fy, ey := strconv.ParseFloat(y, 64)
+		return ex == nil && ey == nil && math.Abs(fx-fy) <= 1
+	}
+	return false
+}
+
+// mismatch is one field on which Floodgate's answer differs from the
+// reference's.
+type mismatch struct {
+	set, kind, scenario, step, transport, field string
+	request                                     string
+	ref, got                                    string
+	category                                    string
+}
+
+var (
+	indexRE  = regexp.MustCompile(`\[\d+\]`)
+	headerRE = regexp.MustCompile(`_header\[.*\]`)
+)
+
+// category is the class of a differing field: its path without status
+// indexes and header names (the same class over gRPC and /json).
+func category(field string) string {
+	return headerRE.ReplaceAllString(indexRE.ReplaceAllString(field, ""), "_headers")
+}
+
+// decisionFields are the fields that carry a decision: a request whose
+// answers differ in one of them was decided differently.
+var decisionFields = map[string]bool{"grpc_code": true, "overall_code": true, "status.code": true, "http_status": true, "statuses": true, "start": true}
+
+func diff(ref, got answer) [][3]string {
+	keys := map[string]bool{}
+	for k := range ref {
+		keys[k] = true
+	}
+	for k := range got {
+		keys[k] = true
+	}
+	var out [][3]string
+	for k := range keys {
+		r, ok1 := ref[k]
+		g, ok2 := got[k]
+		if !ok1 {
+			r = absent
+		}
+		if !ok2 {
+			g = absent
+		}
+		if !closeEnough(k, r, g) {
+			out = append(out, [3]string{k, r, g})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+// side is one server under comparison with the Redis its counters live in.
+type side struct {
+	srv   *rls
+	redis *redistest.Server
+}
+
+func send(ctx context.Context, r *rls, transport string, req *pb.RateLimitRequest) answer {
+	if transport == "grpc" {
+		return grpcAnswer(r.client.ShouldRateLimit(ctx, req))
+	}
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		return answer{"marshal_error": err.Error()}
+	}
+	return postJSON(ctx, r, body)
+}
+
+func postJSON(ctx context.Context, r *rls, body []byte) answer {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, r.httpURL+"/json", bytes.NewReader(body))
+	if err != nil {
+		return answer{"request_error": err.Error()}
+	}
+	resp, err := httpClient.Do(hreq)
+	if err != nil {
+		return answer{"transport_error": err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return jsonAnswer(resp.StatusCode, b)
+}
+
+// window is the index of the unit-long window now falls in, as the
+// reference aligns windows (to the Unix epoch, in UTC).
+func window(unit int64) int64 {
+	if unit == 0 {
+		return 0
+	}
+	return time.Now().Unix() / unit
+}
+
+// runScenario sends the scenario's requests to the reference and to
+// Floodgate in turn, from empty counters on both, and returns where the
+// answers differ. A run that crosses a boundary of the scenario's shortest
+// window is run again from empty counters (at most three times), so both
+// servers see every request of a run in the same window.
+func runScenario(t testing.TB, set string, sc scenario, transport string, ref, fg side) []mismatch {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []mismatch
+	for attempt := 0; attempt < 3; attempt++ {
+		ref.redis.FlushAll()
+		fg.redis.FlushAll()
+		out = out[:0]
+		w := window(sc.unitSeconds)
+		for _, st := range sc.steps {
+			ra := send(ctx, ref.srv, transport, st.req)
+			ga := send(ctx, fg.srv, transport, st.req)
+			for _, d := range diff(ra, ga) {
+				out = append(out, mismatch{
+					set: set, kind: sc.kind, scenario: sc.name, step: st.label, transport: transport, field: d[0],
+					request: compact(st.req), ref: d[1], got: d[2],
+					category: category(d[0]),
+				})
+			}
+		}
+		if window(sc.unitSeconds) == w {
+			return out
+		}
+	}
+	t.Errorf("%s: %s: every run crossed a window boundary", set, sc.name)
+	return out
+}
+
+// knownDifference is a category of mismatch that remains on purpose or
+// is not fixed yet, with the reason.
+type knownDifference struct {
+	category, reason string
+}
+
+// checkKnown fails the test for every mismatch whose category is not in
+// known, and for every known category that no longer occurs; it logs the
+// count of mismatches per category, and writes every mismatch to the
+// Markdown file INTEROP_FINDINGS names, if set.
+func checkKnown(t *testing.T, mode string, compared int, ms []mismatch, known []knownDifference) {
+	t.Helper()
+	byCat := map[string][]mismatch{}
+	for _, m := range ms {
+		byCat[m.category] = append(byCat[m.category], m)
+	}
+	reasons := map[string]string{}
+	for _, k := range known {
+		reasons[k.category] = k.reason
+	}
+	cats := make([]string, 0, len(byCat))
+	for c := range byCat {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	decided := map[string]bool{}
+	for _, m := range ms {
+		if decisionFields[m.category] {
+			decided[m.set+"\x00"+m.scenario+"\x00"+m.step+"\x00"+m.transport] = true
+		}
+	}
+	t.Logf("%s: %d answers compared (gRPC and /json), %d decided differently; %d fields differ, in %d categories",
+		mode, compared, len(decided), len(ms), len(cats))
+	for _, c := range cats {
+		m := byCat[c][0]
+		kinds := map[string]int{}
+		for _, m := range byCat[c] {
+			kinds[m.kind]++
+		}
+		if r, ok := reasons[c]; ok {
+			t.Logf("known: %s: %d fields (by scenario: %v): %s", c, len(byCat[c]), kinds, r)
+			continue
+		}
+		t.Errorf("%s: %d mismatches in %q, e.g. %s / %s / %s: request %s: reference %s, floodgate %s",
+			mode, len(byCat[c]), c, m.set, m.scenario, m.step, m.request, m.ref, m.got)
+	}
+	for _, k := range known {
+		if _, ok := byCat[k.category]; !ok {
+			t.Errorf("%s: the known difference %q no longer occurs: remove it from the list", mode, k.category)
+		}
+	}
+	writeFindings(t, mode, ms)
+}
+
+func writeFindings(t *testing.T, mode string, ms []mismatch) {
+	path := os.Getenv("INTEROP_FINDINGS")
+	if path == "" || len(ms) == 0 {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("findings file: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "\n### %s: %d mismatching fields\n\n| config | scenario / step | transport | field | request | reference | floodgate |\n|---|---|---|---|---|---|---|\n", mode, len(ms))
+	for _, m := range ms {
+		fmt.Fprintf(f, "| %s | %s / %s | %s | %s | `%s` | %s | %s |\n", m.set, m.scenario, m.step, m.transport, m.field,
+			strings.ReplaceAll(m.request, "|", "\\|"), m.ref, m.got)
+	}
+}
+
+// compact is a request in one line of JSON.
+func compact(req *pb.RateLimitRequest) string {
+	b, err := protojson.Marshal(req)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}

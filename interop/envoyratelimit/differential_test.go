@@ -1,0 +1,79 @@
+package envoyratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// malformedJSON are bodies of POST /json that are not a RateLimitRequest.
+var malformedJSON = []string{``, `{`, `[]`, `{"domain": 5}`, `{"domain": "d", "descriptors": [{"entries": [{"key": 1}]}]}`, `{"unknown_field": true}`}
+
+// compareOnSets starts, for every config set, the reference and one
+// Floodgate (built by start from the runtime layout and its own Redis) and
+// compares their answers to every generated request over gRPC and over
+// POST /json. It returns the mismatches and the count of answers compared.
+func compareOnSets(t *testing.T, start func(t *testing.T, l runtimeLayout, redisAddr string) (*rls, error)) ([]mismatch, int) {
+	var all []mismatch
+	compared := 0
+	for _, set := range configSets(t) {
+		t.Run(set.name, func(t *testing.T) {
+			layout := writeRuntime(t, set)
+			refRedis, fgRedis := startRedis(t), startRedis(t)
+			ref := side{startReference(t, referenceEnv(t, layout, refRedis.Addr(), nil)), refRedis}
+			fgSrv, err := start(t, layout, fgRedis.Addr())
+			if err != nil {
+				all = append(all, mismatch{set: set.name, kind: "start", scenario: "start", field: "start",
+					ref: "loads", got: err.Error(), category: "start"})
+				return
+			}
+			fg := side{fgSrv, fgRedis}
+			for _, f := range set.files {
+				for _, sc := range scenarios(t, f) {
+					for _, transport := range []string{"grpc", "json"} {
+						all = append(all, runScenario(t, set.name, sc, transport, ref, fg)...)
+						compared += len(sc.steps)
+					}
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for _, body := range malformedJSON {
+				ra, ga := postJSON(ctx, ref.srv, []byte(body)), postJSON(ctx, fg.srv, []byte(body))
+				compared++
+				for _, d := range diff(ra, ga) {
+					all = append(all, mismatch{set: set.name, kind: "malformed body", scenario: "malformed body", step: body, transport: "json",
+						field: d[0], request: body, ref: d[1], got: d[2], category: category(d[0])})
+				}
+			}
+		})
+	}
+	return all, compared
+}
+
+// TestOwnModeAgainstReference compares Floodgate in its own mode with the
+// reference on the reference's configs. The differences that remain are
+// listed in ownModeDifferences with their reasons; any other fails.
+func TestOwnModeAgainstReference(t *testing.T) {
+	ms, n := compareOnSets(t, func(t *testing.T, l runtimeLayout, redisAddr string) (*rls, error) {
+		return startFloodgate(t, l.configDir(), redisAddr)
+	})
+	checkKnown(t, "own mode", n, ms, ownModeDifferences)
+}
+
+// ownModeDifferences are the differences Floodgate's own mode keeps on
+// the reference's configs, each with its reason.
+var ownModeDifferences = []knownDifference{
+	{"start", "own mode does not load share_threshold, quota_mode, value_to_metric or metadata, nor a domain with an empty descriptors list, and refuses the file"},
+	{"response_headers", "own mode adds its rate-limit headers to every RLS answer; the reference adds none unless LIMIT_RESPONSE_HEADERS_ENABLED"},
+	{"status.current_limit.name", "own mode names a limit by its descriptor path when the rule has no name; the reference leaves it empty"},
+	{"status.duration_until_reset", "own mode's sliding window answers the time until the count falls, in fractions of a second; the reference counts whole seconds to the unit's calendar boundary"},
+	{"status.limit_remaining", "sliding window and rejected hits not counted (no false rejects); unlimited answers 0 where the reference answers 4294967295"},
+	{"status.code", "rejected hits are not counted, a descriptor twice in one request counts once, and hits_addend 0 at exactly the limit is OVER_LIMIT (the reference: OK)"},
+	{"overall_code", "follows status.code"},
+	{"http_status", "POST /json answers 429 or 200 by overall_code, which differs as status.code does; an empty entry key is 400 (the reference: 200)"},
+	{"status.current_limit", "the second status of a descriptor given twice has no current_limit; an empty entry key is an error"},
+	{"statuses", "an empty entry key is an error, so the answer has no statuses"},
+	{"grpc_code", "an empty entry key is INVALID_ARGUMENT (the reference: OK, no limit); no descriptors and an empty domain are INVALID_ARGUMENT (the reference: Unknown)"},
+	{"body", "POST /json with an empty entry key answers 400 Bad Request (the reference: 200 with the answer)"},
+}
