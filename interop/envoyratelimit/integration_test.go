@@ -208,7 +208,13 @@ func copyFile(t testing.TB, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(to, b, 0o644); err != nil {
+	// Written beside the runtime directory and renamed into it, so that a
+	// watcher never reads a half-written file.
+	tmp := filepath.Join(t.TempDir(), filepath.Base(to))
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, to); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -243,15 +249,13 @@ func TestIntegrationPortAgainstReference(t *testing.T) {
 // own mode. Its semantics differ on purpose where the docs' table says so
 // (sliding windows, rejected hits not counted, durations to the
 // fraction), so this test reports the count and checks only that the
-// server starts on the reference's integration directory and answers.
+// server starts on the reference's integration directory.
 func TestIntegrationPortAgainstOwnMode(t *testing.T) {
 	layout, reload := integrationRuntime(t)
 	redis := startRedis(t)
 	fg, err := startFloodgate(t, layout.configDir(), redis.Addr())
 	if err != nil {
-		// Known difference "start" of ownModeDifferences.
-		t.Logf("own mode: 0 of 58 assertions can run: it refuses the reference's integration directory: %v", err)
-		return
+		t.Fatalf("own mode refuses the reference's integration directory: %v", err)
 	}
 	checks := runIntegrationPort(t, fg.client, layout.configDir(), reload)
 	t.Logf("own mode: %d of %d assertions pass", checks.passed, checks.total)

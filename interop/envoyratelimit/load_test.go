@@ -59,14 +59,5 @@ func TestReferenceConfigsLoad(t *testing.T) {
 }
 
 // ownModeRefused are the reference's valid files Floodgate's own mode
-// refuses, with the reason.
-var ownModeRefused = map[string]string{
-	"test/config/duplicate_domain.yaml":                                      "a domain with an empty descriptors list is refused",
-	"test/config/share_threshold.yaml":                                       "share_threshold and value_to_metric are not loaded",
-	"test/integration/runtime/current/ratelimit/config/share_threshold.yaml": "share_threshold is not loaded",
-	"test/integration/runtime/current/ratelimit/config/":                     "its share_threshold.yaml is refused",
-	"README.md#yaml13": "value_to_metric is not loaded",
-	"README.md#yaml14": "value_to_metric is not loaded",
-	"README.md#yaml15": "share_threshold is not loaded",
-	"README.md#yaml16": "share_threshold and value_to_metric are not loaded",
-}
+// refuses, with the reason: none.
+var ownModeRefused = map[string]string{}
