@@ -1,32 +1,47 @@
 // Command llmproxy is an example: a proxy in front of an OpenAI-compatible
-// API that holds each tenant to a token budget kept by a central Floodgate
+// API that holds each tenant to token budgets kept by a central Floodgate
 // server. The cost of a request (the tokens the model used) is known only
-// after the response, so the proxy checks the budget before forwarding and
+// after the answer, so the proxy checks the budgets before forwarding and
 // charges the tokens after:
 //
-//	floodgate serve --config floodgate.yaml   # rules: budget.yaml
+//	floodgate serve --rules budget.yaml
 //	go run ./examples/llmproxy -floodgate 127.0.0.1:8081 -upstream https://api.example.com
 //
-// with a rule that charges after the response:
+// Each request is asked about three budgets, as RLS descriptors of the
+// domain "llm": the tenant's total tokens {tenant, tokens: total}, and the
+// input and output tokens of the model the body names {tenant, model,
+// tokens: input|output}. The rule file limits any of them; a budget no
+// rule matches is not limited. The rules charge after the response:
 //
 //	domain: llm
 //	rules:
 //	  - name: tokens-per-tenant
-//	    match: {tenant: "*"}
+//	    match: {tenant: "*", tokens: total}
 //	    count_by: [tenant]
 //	    limit: 100000
 //	    window: 1m
 //	    charge_after_response: true
+//	  - name: output-tokens-per-model
+//	    match: {tenant: "*", model: "*", tokens: output}
+//	    count_by: [tenant, model]
+//	    limit: 20000
+//	    window: 1m
+//	    charge_after_response: true
 //
-// A tenant that spends past its budget is in debt: its requests are
-// rejected with 429 until the tokens that took it over have left the
-// window, so it overspends by at most the responses it had in flight.
+// A tenant that spends past a budget is in debt: its requests are rejected
+// with 429 until the tokens that took it over have left the window, so it
+// overspends by at most the answers it had in flight. Streamed answers
+// ("stream": true, server-sent events) are relayed as they come; the proxy
+// asks the model for the usage chunk at the end of the stream
+// (stream_options.include_usage) and keeps that chunk from a client that
+// did not ask for it. When the Floodgate server cannot answer, requests
+// get 503 (not 429: the tenant did nothing wrong) and a log line, at most
+// one every ten seconds.
 package main
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -36,8 +51,12 @@ import (
 	"strings"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/httplimit"
-	"github.com/floodgate-dev/floodgate/rlsclient"
 )
 
 // maxBody bounds the bodies the proxy reads.
@@ -47,34 +66,31 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:8090", "address to serve on")
 	upstream := flag.String("upstream", "", "base URL of the OpenAI-compatible API")
 	server := flag.String("floodgate", "127.0.0.1:8081", "gRPC address of floodgate serve")
-	domain := flag.String("domain", "llm", "rule domain of the budget")
+	domain := flag.String("domain", "llm", "rule domain of the budgets")
 	flag.Parse()
 	if *upstream == "" {
 		log.Fatal("llmproxy: -upstream is required")
 	}
-	budget, err := rlsclient.New(*server, rlsclient.Options{Domain: *domain, EntryKey: "tenant", FailClosed: true})
+	conn, err := grpc.NewClient(*server, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer budget.Close()
-	p := &Proxy{Budget: budget, Upstream: strings.TrimRight(*upstream, "/"), Client: &http.Client{Timeout: 5 * time.Minute}}
+	defer conn.Close()
+	budget := &Budget{RLS: rlsv3.NewRateLimitServiceClient(conn), Domain: *domain}
+	p := New(budget, strings.TrimRight(*upstream, "/"), &http.Client{Timeout: 10 * time.Minute}, slog.Default())
 	srv := &http.Server{Addr: *listen, Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	log.Fatal(srv.ListenAndServe())
 }
 
-// Budget is what the proxy needs of the Floodgate client.
-type Budget interface {
-	Check(ctx context.Context, key string) (rlsclient.Decision, error)
-	Charge(ctx context.Context, key string, n int64) (rlsclient.Decision, error)
-}
-
-// Proxy forwards requests to Upstream within each tenant's token budget.
+// Proxy forwards requests to Upstream within each tenant's token budgets.
 // The tenant is the X-Tenant header.
 type Proxy struct {
-	Budget   Budget
+	Budget   *Budget
 	Upstream string
 	Client   *http.Client
 	Logger   *slog.Logger
+
+	logs *floodgate.Limiter // one line per message every ten seconds
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -83,76 +99,100 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing X-Tenant header", http.StatusBadRequest)
 		return
 	}
-	d, err := p.Budget.Check(r.Context(), tenant)
-	if err != nil {
-		http.Error(w, "budget check failed", http.StatusServiceUnavailable)
+	in, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(in) > maxBody {
+		http.Error(w, "request body unreadable or over 8 MiB", http.StatusRequestEntityTooLarge)
 		return
 	}
-	httplimit.SetDecisionHeaders(w.Header(), "tokens", time.Minute, d)
-	if !d.Allowed {
+	req := readRequest(in)
+	v, err := p.Budget.Check(r.Context(), tenant, req.Model)
+	if err != nil {
+		p.warn(r.Context(), "llmproxy: token budget unavailable, refusing requests", "tenant", tenant, "err", err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "token budget unavailable: retry later", http.StatusServiceUnavailable)
+		return
+	}
+	if v.Limited {
+		httplimit.SetDecisionHeaders(w.Header(), "tokens", v.Window, v.Decision)
+	}
+	if !v.Allowed {
 		http.Error(w, "token budget spent: retry later", http.StatusTooManyRequests)
 		return
 	}
-	status, body, header, err := p.forward(r)
+	resp, err := p.forward(r, req.Body)
 	if err != nil {
 		http.Error(w, "upstream: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	for k, vs := range header {
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
 		if k != "Content-Length" {
 			w.Header()[k] = vs
 		}
 	}
-	w.WriteHeader(status)
-	w.Write(body)
+	w.WriteHeader(resp.StatusCode)
+	used := p.answer(w, resp, req, tenant)
 	// The tokens are spent whether or not the client read the answer.
-	if used := usage(body); used > 0 {
-		if _, err := p.Budget.Charge(context.WithoutCancel(r.Context()), tenant, used); err != nil {
-			p.logger().Warn("llmproxy: charge failed", "tenant", tenant, "tokens", used, "err", err)
-		}
+	if err := p.Budget.Charge(context.WithoutCancel(r.Context()), tenant, req.Model, used); err != nil {
+		p.warn(r.Context(), "llmproxy: charge failed", "tenant", tenant, "tokens", used.Total, "err", err)
 	}
 }
 
-// forward sends r to the upstream and reads the whole answer.
-func (p *Proxy) forward(r *http.Request) (int, []byte, http.Header, error) {
-	in, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err != nil {
-		return 0, nil, nil, err
+// answer passes the upstream's answer to w and returns the tokens it used.
+func (p *Proxy) answer(w http.ResponseWriter, resp *http.Response, req request, tenant string) Usage {
+	if req.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		s, err := relay(w, resp.Body, !req.AskedUsage)
+		if s.Reported {
+			return s.Usage
+		}
+		// A stream cut short or without its usage: charge about a token a
+		// chunk rather than nothing.
+		p.warn(context.Background(), "llmproxy: stream ended without usage, charging an estimate", "tenant", tenant, "chunks", s.Chunks, "err", err)
+		return Usage{Output: s.Chunks, Total: s.Chunks}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.Upstream+r.URL.RequestURI(), bytes.NewReader(in))
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err == nil && len(out) > maxBody {
+		err = errors.New("answer over 8 MiB")
+	}
+	w.Write(out)
 	if err != nil {
-		return 0, nil, nil, err
+		p.warn(context.Background(), "llmproxy: answer unreadable", "tenant", tenant, "err", err)
+	}
+	u, _ := usage(out)
+	return u
+}
+
+// forward sends r with body to the upstream.
+func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	req.Header = r.Header.Clone()
 	req.Header.Del("X-Tenant")
-	resp, err := p.Client.Do(req)
+	req.Header.Del("Content-Length")
+	return p.Client.Do(req)
+}
+
+// warn logs msg at most once every ten seconds.
+func (p *Proxy) warn(ctx context.Context, msg string, args ...any) {
+	if p.logs != nil {
+		if d, _ := p.logs.Allow(ctx, msg); !d.Allowed {
+			return
+		}
+	}
+	logger := p.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.Warn(msg, args...)
+}
+
+// New returns a Proxy; the zero Proxy's logs are not rate-limited.
+func New(budget *Budget, upstream string, client *http.Client, logger *slog.Logger) *Proxy {
+	logs, err := floodgate.New(floodgate.Limit{Limit: 1, Window: 10 * time.Second})
 	if err != nil {
-		return 0, nil, nil, err
+		panic(err)
 	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err == nil && len(out) > maxBody {
-		err = errors.New("answer too large")
-	}
-	return resp.StatusCode, out, resp.Header, err
-}
-
-// usage returns usage.total_tokens of an OpenAI-style answer, or 0.
-func usage(body []byte) int64 {
-	var v struct {
-		Usage struct {
-			TotalTokens int64 `json:"total_tokens"`
-		} `json:"usage"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return 0
-	}
-	return v.Usage.TotalTokens
-}
-
-func (p *Proxy) logger() *slog.Logger {
-	if p.Logger != nil {
-		return p.Logger
-	}
-	return slog.Default()
+	return &Proxy{Budget: budget, Upstream: upstream, Client: client, Logger: logger, logs: logs}
 }
