@@ -22,11 +22,13 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/internal/urlpath"
 )
 
 // Route sends requests whose URL path starts with Prefix to Upstream. The
@@ -37,6 +39,30 @@ type Route struct {
 	// Transport tunes the route's own pool of upstream connections; the
 	// zero value takes the defaults. Ignored when Options.Transport is set.
 	Transport Transport
+	// Path says how the route's paths are made canonical; the zero value
+	// takes the safe defaults.
+	Path PathPolicy
+}
+
+// PathPolicy says how a route treats the spellings of a path its upstream
+// may read as one. Whatever the policy, the gateway removes dot segments
+// (also when written %2e), merges repeated slashes and decodes escapes of
+// unreserved characters; the rules see the path that results and the
+// upstream is sent that same path, or the request is refused with 400. An
+// empty field takes its default, shown first.
+type PathPolicy struct {
+	// EncodedSlash: "refuse" a path with %2F, or "decode" it as '/'.
+	EncodedSlash string
+	// Semicolon: "refuse" a path with ';' (or %3B), "strip" each
+	// segment's ;parameters as servlet containers do, or "keep" ';' as an
+	// ordinary character.
+	Semicolon string
+	// Case: "sensitive", or "lower" to turn ASCII letters to lower case
+	// for an upstream that ignores case.
+	Case string
+	// TrailingSlash: "keep" it, or "strip" it for an upstream that serves
+	// /a/ as /a.
+	TrailingSlash string
 }
 
 // Options configures a Gateway.
@@ -69,6 +95,9 @@ type Gateway struct {
 	handler http.Handler
 	log     *slog.Logger
 	buffers *bufferPool
+	// policies are the routes' distinct path policies; route.policy
+	// indexes it. With one, a path is made canonical once.
+	policies []urlpath.Policy
 }
 
 // hostPort is u's host with the scheme's default port when it has none.
@@ -81,6 +110,7 @@ func hostPort(u *url.URL) string {
 
 type route struct {
 	prefix   string
+	policy   int // index in Gateway.policies
 	upstream string
 	up       *url.URL
 	proxy    *httputil.ReverseProxy
@@ -115,7 +145,21 @@ func New(o Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: route prefix %q appears twice", r.Prefix)
 		}
 		seen[r.Prefix] = true
-		g.routes = append(g.routes, g.newRoute(r, o))
+		pp, err := urlpath.ParsePolicy(r.Path.EncodedSlash, r.Path.Semicolon, r.Path.Case, r.Path.TrailingSlash)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: route %s: path: %v", r.Prefix, err)
+		}
+		if _, canon, err := urlpath.Canonical(r.Prefix, pp); err != nil || canon != r.Prefix && canon != strings.TrimSuffix(r.Prefix, "/") {
+			return nil, fmt.Errorf("gateway: route prefix %q is not a canonical path under its path policy (no dot segments, "+
+				"repeated slashes or escapes of letters and digits; lower case when case is lower)", r.Prefix)
+		}
+		rt := g.newRoute(r, o)
+		rt.policy = slices.Index(g.policies, pp)
+		if rt.policy < 0 {
+			rt.policy = len(g.policies)
+			g.policies = append(g.policies, pp)
+		}
+		g.routes = append(g.routes, rt)
 	}
 	sort.Slice(g.routes, func(i, j int) bool { return len(g.routes[i].prefix) > len(g.routes[j].prefix) })
 	var h http.Handler = http.HandlerFunc(g.forward)
@@ -192,33 +236,113 @@ func (g *Gateway) CloseIdleConnections() {
 	}
 }
 
-// ServeHTTP limits r and forwards it to its route's upstream.
+// ServeHTTP makes r's path canonical, limits r on that path and forwards
+// it, on that same path, to its route's upstream. A path the gateway
+// cannot give one meaning is answered 400 without being limited or
+// forwarded.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sent := r.URL.EscapedPath()
+	esc, dec, err := g.canonical(sent)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "ambiguous path: "+err.Error())
+		return
+	}
+	if esc != sent || dec != r.URL.Path {
+		r = withPath(r, esc, dec)
+	}
 	g.handler.ServeHTTP(w, r)
 }
 
-// Route returns the prefix of the route r's path takes, and false if none.
-func (g *Gateway) Route(path string) (string, bool) {
+// canonical returns the canonical spelling of the escaped path, escaped
+// and decoded, under the policy of the route it takes. With several
+// policies, each route is tried longest prefix first under its own; the
+// path must then also take that route as spelled canonically, or it is
+// ambiguous.
+func (g *Gateway) canonical(escaped string) (esc, dec string, err error) {
+	if len(g.policies) == 1 {
+		return urlpath.Canonical(escaped, g.policies[0])
+	}
+	type result struct {
+		esc, dec string
+		err      error
+		done     bool
+	}
+	results := make([]result, len(g.policies))
+	canon := func(i int) result {
+		if !results[i].done {
+			e, d, err := urlpath.Canonical(escaped, g.policies[i])
+			results[i] = result{e, d, err, true}
+		}
+		return results[i]
+	}
+	// lenient is the path under the most accepting policy: a route whose
+	// own policy refuses the path is the path's route when lenient takes
+	// it, and the path is then refused.
+	_, lenient, lerr := urlpath.Canonical(escaped, urlpath.Policy{EncodedSlash: urlpath.DecodeEncodedSlash, Semicolon: urlpath.KeepSemicolon})
+	if lerr != nil {
+		return "", "", lerr
+	}
+	for _, rt := range g.routes {
+		res := canon(rt.policy)
+		if res.err != nil {
+			l := lenient
+			if g.policies[rt.policy].Case == urlpath.LowerCase {
+				l = strings.ToLower(l)
+			}
+			if strings.HasPrefix(l, rt.prefix) {
+				return "", "", res.err
+			}
+			continue
+		}
+		if !strings.HasPrefix(res.dec, rt.prefix) {
+			continue
+		}
+		if other := g.route(res.dec); other != rt {
+			return "", "", fmt.Errorf("path %q takes route %s under that route's path policy, but route %s as spelled", res.esc, rt.prefix, other.prefix)
+		}
+		return res.esc, res.dec, nil
+	}
+	// No route takes it: the first policy's spelling is limited, then 404.
+	res := canon(0)
+	return res.esc, res.dec, res.err
+}
+
+// withPath returns a shallow copy of r whose URL has the path esc
+// (escaped) and dec (decoded), as http.StripPrefix rewrites a path.
+func withPath(r *http.Request, esc, dec string) *http.Request {
+	r2 := new(http.Request)
+	*r2 = *r
+	u := new(url.URL)
+	*u = *r.URL
+	u.Path, u.RawPath = dec, ""
+	if esc != dec {
+		u.RawPath = esc
+	}
+	r2.URL = u
+	r2.RequestURI = u.RequestURI()
+	return r2
+}
+
+// route returns the route path takes by its prefix, or nil.
+func (g *Gateway) route(path string) *route {
 	for _, rt := range g.routes {
 		if strings.HasPrefix(path, rt.prefix) {
-			return rt.prefix, true
+			return rt
 		}
 	}
-	return "", false
+	return nil
 }
 
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
-	for _, rt := range g.routes {
-		if strings.HasPrefix(r.URL.Path, rt.prefix) {
-			if rt.pool != nil && canDirect(r) {
-				rt.forwardDirect(w, r)
-			} else {
-				rt.proxy.ServeHTTP(w, r)
-			}
-			return
-		}
+	rt := g.route(r.URL.Path)
+	switch {
+	case rt == nil:
+		writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
+	case rt.pool != nil && canDirect(r):
+		rt.forwardDirect(w, r)
+	default:
+		rt.proxy.ServeHTTP(w, r)
 	}
-	writeError(w, http.StatusNotFound, "no route for "+r.URL.Path)
 }
 
 // peer returns the address of the connection r came on.

@@ -25,7 +25,7 @@ func backend(t *testing.T, name string) *httptest.Server {
 	return srv
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/urlpath"
 	"gopkg.in/yaml.v3"
 )
 
@@ -150,6 +151,18 @@ type Route struct {
 	Prefix    string         `yaml:"prefix"`
 	Upstream  string         `yaml:"upstream"`
 	Transport RouteTransport `yaml:"transport"`
+	Path      RoutePath      `yaml:"path"`
+}
+
+// RoutePath is the route's path policy: how the spellings its upstream
+// may read as one path are made one before the rules see the path and the
+// upstream is sent it (gateway.PathPolicy; empty values take the safe
+// defaults).
+type RoutePath struct {
+	EncodedSlash  string `yaml:"encoded_slash"`
+	Semicolon     string `yaml:"semicolon"`
+	Case          string `yaml:"case"`
+	TrailingSlash string `yaml:"trailing_slash"`
 }
 
 // RouteTransport tunes a route's pool of upstream connections; zero values
@@ -429,6 +442,9 @@ func (c *Config) validateGateway(at func(string) string) error {
 		if t := r.Transport; t.MaxIdleConns < 0 || t.MaxConns < 0 || t.DialTimeout < 0 || t.TLSHandshakeTimeout < 0 ||
 			t.ResponseHeaderTimeout < 0 || t.IdleConnTimeout < 0 {
 			return fmt.Errorf("%s: gateway route transport: values must not be negative (0 takes the default)", at(p+".transport"))
+		}
+		if _, err := urlpath.ParsePolicy(r.Path.EncodedSlash, r.Path.Semicolon, r.Path.Case, r.Path.TrailingSlash); err != nil {
+			return fmt.Errorf("%s: gateway route path: %v", at(p+".path"), err)
 		}
 	}
 	return nil

@@ -73,3 +73,17 @@ func TestGatewayTransportConfig(t *testing.T) {
 		t.Fatalf("negative max_conns: %v", err)
 	}
 }
+
+func TestGatewayRoutePathConfig(t *testing.T) {
+	c, err := parseConfig("f.yaml", []byte("gateway:\n  routes:\n    - prefix: /\n      upstream: http://127.0.0.1:9\n      path:\n        semicolon: strip\n        case: lower\n"), DefaultConfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Gateway.Routes[0].Path; p != (RoutePath{Semicolon: "strip", Case: "lower"}) {
+		t.Fatalf("path %+v", p)
+	}
+	_, err = parseConfig("f.yaml", []byte("gateway:\n  routes:\n    - prefix: /\n      upstream: http://127.0.0.1:9\n      path:\n        case: upper\n"), DefaultConfig(), "")
+	if err == nil || !strings.Contains(err.Error(), "f.yaml:6: gateway route path: case \"upper\": want sensitive or lower") {
+		t.Fatalf("case upper: %v", err)
+	}
+}

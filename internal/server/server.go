@@ -177,7 +177,7 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.Unmat
 		if err != nil {
 			return nil, fmt.Errorf("gateway route %s: %v", r.Prefix, err)
 		}
-		routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u, Transport: gateway.Transport(r.Transport)})
+		routes = append(routes, gateway.Route{Prefix: r.Prefix, Upstream: u, Transport: gateway.Transport(r.Transport), Path: gateway.PathPolicy(r.Path)})
 	}
 	return gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
 }
