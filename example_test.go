@@ -61,11 +61,11 @@ func ExampleLimiter_AllowN() {
 }
 
 // The leaky bucket throttles instead of rejecting: each request is let
-// through one interval after the one before, and Wait sleeps for the delay.
+// through one interval after the one before, and Throttle sleeps for the delay.
 // Here 100 requests a second means one every 10ms, and a request that would
 // wait more than 25ms is rejected. (The clock is frozen so that the printed
-// delays do not depend on how fast the example runs; Wait still sleeps.)
-func ExampleLimiter_Wait() {
+// delays do not depend on how fast the example runs; Throttle still sleeps.)
+func ExampleLimiter_Throttle() {
 	frozen := time.Unix(1_700_000_000, 0)
 	lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.LeakyBucket, Limit: 100, Window: time.Second,
 		MaxDelay: 25 * time.Millisecond}, floodgate.WithClock(func() time.Time { return frozen }))
@@ -74,7 +74,7 @@ func ExampleLimiter_Wait() {
 	}
 	ctx := context.Background()
 	for range 4 {
-		d, err := lim.Wait(ctx, "worker", 1)
+		d, err := lim.Throttle(ctx, "worker", 1)
 		if err != nil {
 			panic(err)
 		}

@@ -20,6 +20,7 @@ package floodgate
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -56,7 +57,8 @@ func WithStore(s store.Store) Option { return func(l *Limiter) { l.store = s } }
 
 // WithClock makes the limiter read time from now instead of its own clock;
 // the simulator uses it to run the real limiter under a virtual clock. Wait
-// still sleeps in real time. A nil now means the limiter's own clock.
+// and Throttle still sleep in real time. A nil now means the limiter's own
+// clock.
 //
 // The limiter's own clock is the wall clock as read by New, advanced by the
 // monotonic clock: it costs one clock read per decision instead of
@@ -125,22 +127,65 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
 }
 
-// Wait is AllowN that, when the decision carries a Delay (leaky-bucket),
-// sleeps for it or until ctx is done, whichever comes first. A rejected
-// request returns at once with Allowed false. It returns ctx's error if ctx
-// ends during the delay; the request has been counted all the same.
+// Wait blocks until a request of cost n for key is allowed, counts it, and
+// returns its decision, as x/time/rate's WaitN does: a rejected request
+// sleeps for its RetryAfter and asks again; an allowed one with a Delay
+// (leaky-bucket) sleeps for the delay. It returns an error, with the last
+// decision, when the request can never be allowed (its Reason says why),
+// when ctx's deadline comes before the request could be allowed (the error
+// wraps context.DeadlineExceeded; Wait returns at once when it knows), when
+// ctx ends, or when the store fails. An allowed request whose delay ctx cut
+// short has been counted all the same.
+//
+// Wait sleeps in real time, also under WithClock.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
+	for {
+		d, err := l.AllowN(ctx, key, n)
+		if err != nil {
+			return d, err
+		}
+		pause := d.Delay
+		if !d.Allowed {
+			if d.RetryAfter <= 0 {
+				return d, fmt.Errorf("floodgate: Wait(n=%d): %s", n, d.Reason.Message())
+			}
+			pause = d.RetryAfter
+		}
+		if pause <= 0 {
+			return d, nil
+		}
+		if deadline, ok := ctx.Deadline(); ok && !d.Allowed && time.Until(deadline) < pause {
+			return d, fmt.Errorf("floodgate: Wait(n=%d) would pass the context's deadline: %w", n, context.DeadlineExceeded)
+		}
+		if err := sleep(ctx, pause); err != nil || d.Allowed {
+			return d, err
+		}
+	}
+}
+
+// Throttle decides a request of cost n for key once, as AllowN, and, when
+// it is allowed with a Delay (leaky-bucket), sleeps for the delay or until
+// ctx is done, whichever comes first. A rejected request returns at once
+// with Allowed false; use Wait to wait until it is allowed. It returns
+// ctx's error if ctx ends during the delay; the request has been counted
+// all the same.
+func (l *Limiter) Throttle(ctx context.Context, key string, n int64) (Decision, error) {
 	d, err := l.AllowN(ctx, key, n)
 	if err != nil || !d.Allowed || d.Delay <= 0 {
 		return d, err
 	}
-	t := time.NewTimer(d.Delay)
+	return d, sleep(ctx, d.Delay)
+}
+
+// sleep waits for d or until ctx is done, and returns ctx's error then.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return d, nil
+		return nil
 	case <-ctx.Done():
-		return d, ctx.Err()
+		return ctx.Err()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/floodgate-dev/floodgate"
@@ -172,7 +173,7 @@ func TestWaitStopsWithContext(t *testing.T) {
 	}
 }
 
-func TestWaitReturnsRejectionAtOnce(t *testing.T) {
+func TestThrottleReturnsRejectionAtOnce(t *testing.T) {
 	clock, _ := fixedClock(time.Unix(1000, 0))
 	lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Hour},
 		floodgate.WithClock(clock))
@@ -180,9 +181,67 @@ func TestWaitReturnsRejectionAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim.Allow(ctx, "w")
-	d, err := lim.Wait(ctx, "w", 1)
+	d, err := lim.Throttle(ctx, "w", 1)
 	if err != nil || d.Allowed || d.RetryAfter <= 0 {
-		t.Fatalf("Wait over the limit: %+v, %v; want an immediate rejection with RetryAfter", d, err)
+		t.Fatalf("Throttle over the limit: %+v, %v; want an immediate rejection with RetryAfter", d, err)
+	}
+}
+
+// TestWaitAsInXTimeRate is code ported from x/time/rate: a loop that calls
+// Wait before each unit of work must be held to the limit, not let through
+// with a rejection it does not look at. Five calls at two a second take
+// two seconds (on synctest's clock).
+func TestWaitAsInXTimeRate(t *testing.T) {
+	for _, alg := range []string{algorithm.FixedWindow, algorithm.GCRA, algorithm.TokenBucket, algorithm.BoundedLog, algorithm.LeakyBucket} {
+		t.Run(alg, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim, err := floodgate.New(floodgate.Limit{Algorithm: alg, Limit: 2, Window: time.Second, Burst: 1, Capacity: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				for i := range 5 {
+					d, err := lim.Wait(context.Background(), "worker", 1)
+					if err != nil || !d.Allowed {
+						t.Fatalf("call %d: %+v, %v", i, d, err)
+					}
+				}
+				if took := time.Since(start); took < 2*time.Second {
+					t.Fatalf("five Waits at 2/s took %v, want at least 2s", took)
+				}
+			})
+		})
+	}
+}
+
+func TestWaitKnowsItWouldPassTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim.Allow(context.Background(), "w")
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		d, err := lim.Wait(c, "w", 1)
+		if !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
+			t.Fatalf("Wait for an hour with a minute's deadline: %+v, %v", d, err)
+		}
+		if time.Since(start) != 0 {
+			t.Fatalf("Wait slept %v before saying it could not make the deadline", time.Since(start))
+		}
+	})
+}
+
+func TestWaitNeverAllowed(t *testing.T) {
+	lim, err := floodgate.New(floodgate.Limit{Limit: 10, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := lim.Wait(ctx, "w", 11)
+	if err == nil || d.Allowed || d.Reason != algorithm.ReasonCostOverLimit {
+		t.Fatalf("Wait for a cost above the limit: %+v, %v", d, err)
 	}
 }
 
