@@ -208,7 +208,7 @@ func New(opts ...Option) *Recorder {
 	r.reg.MustRegister(r.decisions, r.requests, r.unmatched.vec, r.latency, r.reloads, r.lastLoad,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r.reg.MustRegister(r.storeCollectors()...)
+	r.reg.MustRegister(&storeCollector{health: r.storeHealth}, buildInfo())
 	return r
 }
 
@@ -235,7 +235,7 @@ func (r *Recorder) makeDecisionMetrics() {
 	}, []string{"result"})
 	r.lastLoad = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "floodgate_rule_reload_last_success_timestamp_seconds",
-		Help: "Unix time of the last successful rule reload (0 if none since start).",
+		Help: "Unix time of the last successful rule load: the load at start, then each successful reload.",
 	})
 	r.unmatched = newUnmatchedCounts()
 	r.reqAllowed = r.requests.WithLabelValues(RequestAllowed)
@@ -244,75 +244,6 @@ func (r *Recorder) makeDecisionMetrics() {
 	r.reqError = r.requests.WithLabelValues(RequestError)
 	r.reloads.WithLabelValues("success")
 	r.reloads.WithLabelValues("failure")
-}
-
-// storeCollectors are the store and synchronization figures, each read from
-// the store's health when scraped.
-func (r *Recorder) storeCollectors() []prometheus.Collector {
-	gauge := func(name, help string, f func(StoreHealth) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
-			func() float64 { return f(r.storeHealth()) })
-	}
-	storeCollectors := []prometheus.Collector{
-		gauge("floodgate_store_up", "1 if the counter store answers, 0 if not.",
-			func(h StoreHealth) float64 {
-				if h.Up {
-					return 1
-				}
-				return 0
-			}),
-		gauge("floodgate_store_breaker_open", "Circuit breaker in front of the shared store: 0 closed, 1 open, 0.5 half-open.",
-			func(h StoreHealth) float64 {
-				switch h.Breaker {
-				case BreakerOpen:
-					return 1
-				case BreakerHalfOpen:
-					return 0.5
-				}
-				return 0
-			}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "floodgate_store_errors_total",
-			Help: "Counter store operations that failed.",
-		}, func() float64 { return float64(r.storeHealth().Errors) }),
-		gauge("floodgate_sync_lag_seconds", "Delayed synchronization: seconds since the last successful exchange with the shared store.",
-			func(h StoreHealth) float64 { return h.SyncLag.Seconds() }),
-		gauge("floodgate_sync_pending", "Local counts not yet pushed to the shared store.",
-			func(h StoreHealth) float64 { return float64(h.Pending) }),
-		gauge("floodgate_keys_tracked", "Keys the counter store (or this node's local view) holds.",
-			func(h StoreHealth) float64 { return float64(h.Keys) }),
-	}
-	counter := func(name, help string, f func(StoreHealth) uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(f(r.storeHealth())) })
-	}
-	storeCollectors = append(storeCollectors,
-		counter("floodgate_sync_resends_total", "Pushes to the shared store sent again under their identity after a failure or timeout (applied at most once).",
-			func(h StoreHealth) uint64 { return h.SyncResends }),
-		counter("floodgate_sync_merged_total", "Accepted requests merged into their key's last pending event because the pending queue was full.",
-			func(h StoreHealth) uint64 { return h.SyncMerged }),
-		counter("floodgate_sync_dropped_total", "Accepted requests whose count was dropped because the pending queue was full (never reaches the shared store).",
-			func(h StoreHealth) uint64 { return h.SyncDropped }),
-		counter("floodgate_sync_orphaned_total", "Accepted requests of keys seen once that the full table evicted before their count was pushed; they are pushed later from the orphan list (not dropped).",
-			func(h StoreHealth) uint64 { return h.SyncOrphaned }),
-		counter("floodgate_sync_kept_views_total", "Pulled states below what this node knows it counted (the shared store lost data); the node kept its own view.",
-			func(h StoreHealth) uint64 { return h.SyncKeptViews }),
-		counter("floodgate_sync_repush_skipped_total", "Keys not pushed again after the shared store lost its data (counted once, or beyond the bound).",
-			func(h StoreHealth) uint64 { return h.SyncRepushSkipped }),
-		counter("floodgate_sync_retain_forgotten_total", "Evicted keys whose pushed counts were dropped from the bounded list kept to push them again if the shared store loses its data.",
-			func(h StoreHealth) uint64 { return h.SyncRetainForgotten }),
-		gauge("floodgate_sync_repush_pending", "Keys still to be pushed again to the shared store after it lost its data.",
-			func(h StoreHealth) float64 { return float64(h.SyncRepushPending) }),
-		gauge("floodgate_sync_pending_bytes", "Bytes of the queue of counts not yet pushed to the shared store.",
-			func(h StoreHealth) float64 { return float64(h.PendingBytes) }),
-		counter("floodgate_node_evictions_total", "Keys evicted from this node's table to stay within its bound.",
-			func(h StoreHealth) uint64 { return h.Evictions }),
-		counter("floodgate_store_deadline_misses_total", "Decisions whose store call missed the adaptive deadline below its ceiling and went to the failure policy.",
-			func(h StoreHealth) uint64 { return h.DeadlineMisses }),
-		gauge("floodgate_store_deadline_seconds", "The adaptive deadline a decision's store call gets now.",
-			func(h StoreHealth) float64 { return h.Deadline.Seconds() }),
-	)
-	return storeCollectors
 }
 
 // Registry returns the recorder's registry, so callers may add their own
@@ -459,6 +390,18 @@ func (r *Recorder) RuleReload(ok bool) {
 	}
 	r.reloadFailed.Add(1)
 	r.reloads.WithLabelValues("failure").Inc()
+}
+
+// RulesLoaded records that set is in force, at start or after a reload:
+// the time of the last successful load, and every counter the set can
+// move (its rules' decisions, its domains' unmatched requests) at 0, so
+// that rate() and increase() see them from the start.
+func (r *Recorder) RulesLoaded(set *rules.Set) {
+	r.lastLoad.Set(float64(r.now().UnixNano()) / 1e9)
+	for _, ri := range set.Rules() {
+		r.rule(ri.Name)
+	}
+	r.unmatched.known(append(set.Domains(), rules.UnmatchedOther))
 }
 
 // Snapshot is the recorder's state for the status page, in a JSON-friendly

@@ -142,8 +142,10 @@ func TestStoreHealth(t *testing.T) {
 		Errors: 42, SyncLag: 1500 * time.Millisecond, Pending: 7, Keys: 1000})
 	m := scrape(t, r)
 	for k, v := range map[string]float64{
-		"floodgate_store_up": 0, "floodgate_store_breaker_open": 1, "floodgate_store_errors_total": 42,
-		"floodgate_sync_lag_seconds": 1.5, "floodgate_sync_pending": 7, "floodgate_keys_tracked": 1000,
+		"floodgate_store_up": 0, "floodgate_store_errors_total": 42,
+		`floodgate_store_breaker_state{state="open"}`: 1, `floodgate_store_breaker_state{state="closed"}`: 0,
+		`floodgate_store_breaker_state{state="half_open"}`: 0,
+		"floodgate_sync_lag_seconds":                       1.5, "floodgate_sync_pending": 7, "floodgate_keys_tracked": 1000,
 	} {
 		if m[k] != v {
 			t.Errorf("%s = %v, want %v", k, m[k], v)
@@ -158,12 +160,91 @@ func TestStoreHealth(t *testing.T) {
 	r.SetStoreFunc(func() StoreHealth { return StoreHealth{Type: "memory", Up: true, Keys: keys} })
 	keys = 9
 	m = scrape(t, r)
-	if m["floodgate_store_up"] != 1 || m["floodgate_keys_tracked"] != 9 || m["floodgate_store_breaker_open"] != 0 {
-		t.Errorf("after SetStoreFunc: up %v keys %v breaker %v", m["floodgate_store_up"],
-			m["floodgate_keys_tracked"], m["floodgate_store_breaker_open"])
+	if m["floodgate_store_up"] != 1 || m["floodgate_keys_tracked"] != 9 {
+		t.Errorf("after SetStoreFunc: up %v keys %v", m["floodgate_store_up"], m["floodgate_keys_tracked"])
 	}
 	if s := r.Snapshot().Store; s.Type != "memory" || s.Keys != 9 {
 		t.Errorf("snapshot store %+v", s)
+	}
+}
+
+// TestStoreSeriesByArrangement checks that each store and arrangement
+// exports the series that mean something for it, and only those.
+func TestStoreSeriesByArrangement(t *testing.T) {
+	for _, c := range []struct {
+		h                    StoreHealth
+		breaker, node, queue bool
+		delayed              bool
+	}{
+		{StoreHealth{Type: "memory", Arrangement: "local", Up: true}, false, false, false, false},
+		{StoreHealth{Type: "redis", Arrangement: "split", Up: true, Breaker: BreakerClosed}, true, true, false, false},
+		{StoreHealth{Type: "redis", Arrangement: "centralized", Up: true, Breaker: BreakerHalfOpen}, true, true, true, false},
+		{StoreHealth{Type: "redis", Arrangement: "delayed", Up: true, Breaker: BreakerClosed}, true, true, true, true},
+	} {
+		t.Run(c.h.Arrangement, func(t *testing.T) {
+			r := New()
+			r.SetStore(c.h)
+			m := scrape(t, r)
+			has := func(name string) bool { _, ok := m[name]; return ok }
+			for name, want := range map[string]bool{
+				"floodgate_store_up": true, "floodgate_keys_tracked": true, "floodgate_store_errors_total": true,
+				`floodgate_store_breaker_state{state="closed"}`: c.breaker,
+				"floodgate_node_evictions_total":                c.node, "floodgate_store_deadline_seconds": c.node,
+				"floodgate_sync_pending": c.queue, "floodgate_sync_dropped_total": c.queue,
+				"floodgate_sync_lag_seconds": c.delayed, "floodgate_sync_orphaned_total": c.delayed,
+			} {
+				if has(name) != want {
+					t.Errorf("%s exported: %v, want %v", name, has(name), want)
+				}
+			}
+			if c.breaker {
+				var sum float64
+				for _, st := range []string{"closed", "half_open", "open"} {
+					sum += m[`floodgate_store_breaker_state{state="`+st+`"}`]
+				}
+				if sum != 1 {
+					t.Errorf("breaker states sum to %v, want exactly one state at 1", sum)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildInfo(t *testing.T) {
+	m := scrape(t, New())
+	for k, v := range m {
+		if strings.HasPrefix(k, "floodgate_build_info{") {
+			if v != 1 || !strings.Contains(k, `goversion="go`) || !strings.Contains(k, "revision=") || !strings.Contains(k, "version=") {
+				t.Errorf("%s %v", k, v)
+			}
+			return
+		}
+	}
+	t.Error("floodgate_build_info missing")
+}
+
+func TestRulesLoaded(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	r := New(WithClock(clk.now))
+	set, err := rules.Parse("rules.yaml", []byte("domain: shop\nrules:\n  - {name: login, match: {path: {prefix: /login}}, count_by: [ip], limit: 5, window: 1m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.RulesLoaded(set)
+	m := scrape(t, r)
+	for k, v := range map[string]float64{
+		"floodgate_rule_reload_last_success_timestamp_seconds":      1_700_000_000,
+		`floodgate_decisions_total{result="allowed",rule="login"}`:  0,
+		`floodgate_decisions_total{result="rejected",rule="login"}`: 0,
+		`floodgate_unmatched_requests_total{domain="shop"}`:         0,
+		`floodgate_unmatched_requests_total{domain="other"}`:        0,
+	} {
+		if got, ok := m[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	if u := r.Snapshot().Requests.ByDomain; len(u) != 0 {
+		t.Errorf("status page lists unmatched domains that counted nothing: %+v", u)
 	}
 }
 

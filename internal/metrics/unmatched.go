@@ -56,6 +56,14 @@ func (u *unmatchedCounts) add(res rules.Result) {
 	c.c.Inc()
 }
 
+// known makes the counters of labels at 0, without listing them in the
+// status page's snapshot until they count a request.
+func (u *unmatchedCounts) known(labels []string) {
+	for _, l := range labels {
+		u.vec.WithLabelValues(l)
+	}
+}
+
 func (u *unmatchedCounts) snapshot() []UnmatchedStats {
 	out := []UnmatchedStats{}
 	u.counts.Range(func(k, v any) bool {

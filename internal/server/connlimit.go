@@ -186,6 +186,9 @@ func (s *Server) limitConns(name string, ln net.Listener) net.Listener {
 		}, []string{"listener", "reason"})
 		s.rec.Registry().MustRegister(s.refused)
 	})
+	for _, reason := range []string{refusedListenerFull, refusedClientFull, evictedForNewClient} {
+		s.refused.WithLabelValues(name, reason) // at 0 from the start
+	}
 	return newLimitListener(ln, name, c.MaxConns, c.MaxConnsPerClient, s.log, func(reason string) {
 		s.refused.WithLabelValues(name, reason).Inc()
 	})

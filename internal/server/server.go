@@ -104,6 +104,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		engOpts = append(engOpts, rules.WithCharger(s.redis))
 	}
 	s.engine = rules.NewEngine(set, st, engOpts...)
+	s.rec.RulesLoaded(set)
 	// Requests no rule applies to pass unlimited; they are counted by
 	// domain in metrics and logged at most once a minute with an example.
 	unmatched := rules.NewUnmatchedLog(log, time.Minute)
@@ -414,7 +415,7 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			log := slog.New(reloadHandler{s.log.Handler(), s.rec})
+			log := slog.New(reloadHandler{s.log.Handler(), s.rec, s.engine})
 			if err := reload.Watch(ctx, s.cfg.Rules, s.engine, log); err != nil {
 				s.log.Error("rules: cannot watch the rule file; edits will not be picked up", "file", s.cfg.Rules, "err", err)
 			}
@@ -422,6 +423,7 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		// Pick up an edit made between New and the start of the watcher.
 		if set, err := rules.Load(s.cfg.Rules); err == nil {
 			s.engine.Swap(set)
+			s.rec.RulesLoaded(set)
 		}
 	}
 	wg.Add(1)
@@ -641,13 +643,15 @@ func (o *observed) Set() *rules.Set { return o.engine.Set() }
 // records, and passes every record on.
 type reloadHandler struct {
 	slog.Handler
-	rec *metrics.Recorder
+	rec    *metrics.Recorder
+	engine *rules.Engine
 }
 
 func (h reloadHandler) Handle(ctx context.Context, r slog.Record) error {
 	switch {
 	case r.Message == "rules: reloaded":
 		h.rec.RuleReload(true)
+		h.rec.RulesLoaded(h.engine.Set())
 	case strings.HasPrefix(r.Message, "rules: reload failed"):
 		h.rec.RuleReload(false)
 	}
@@ -663,11 +667,11 @@ func (h reloadHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h reloadHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return reloadHandler{h.Handler.WithAttrs(as), h.rec}
+	return reloadHandler{h.Handler.WithAttrs(as), h.rec, h.engine}
 }
 
 func (h reloadHandler) WithGroup(name string) slog.Handler {
-	return reloadHandler{h.Handler.WithGroup(name), h.rec}
+	return reloadHandler{h.Handler.WithGroup(name), h.rec, h.engine}
 }
 
 // streamWorkers is the number of gRPC stream workers: enough for 32 calls
