@@ -40,7 +40,14 @@ var simCommands = map[string]command{
 }
 
 func main() {
-	err := dispatch(os.Args[1:], os.Stdout, os.Stderr)
+	var err error
+	if invokedAsReference(os.Args[0]) {
+		// /bin/ratelimit in an image made for envoyproxy/ratelimit: its
+		// environment configures everything, as there.
+		err = runReference(os.Args[1:], os.LookupEnv, os.Stderr)
+	} else {
+		err = dispatch(os.Args[1:], os.Stdout, os.Stderr)
+	}
 	if err == nil {
 		return
 	}

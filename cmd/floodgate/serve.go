@@ -18,6 +18,7 @@ import (
 type serveFlags struct {
 	configFile, rulesFile, storeURL, logLevel string
 	printConfig                               bool
+	compat                                    string
 	ov                                        serveOverrides
 }
 
@@ -30,13 +31,15 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.rulesFile, "rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
 	fs.StringVar(&f.storeURL, "store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
+	fs.StringVar(&f.compat, "compat", "", "`mode`: envoy-ratelimit serves as a drop-in for envoyproxy/ratelimit, configured by its environment variables (RUNTIME_ROOT, REDIS_URL, ...) alone; no other flag applies (docs/migration-envoy-ratelimit.md)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the documented default configuration and exit")
 	fs.StringVar(&f.ov.http, "http", "", "HTTP listener `address` host:port (JSON API, /json, metrics, health, status page), overriding the config; \"off\" disables it")
 	fs.StringVar(&f.ov.grpc, "grpc", "", "gRPC listener `address` host:port (Envoy Rate Limit Service), overriding the config; \"off\" disables it")
 	fs.StringVar(&f.ov.gateway, "gateway", "", "gateway listener `address` host:port, overriding the config (the gateway runs only with routes in the config)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: floodgate serve [--config FILE] [--rules FILE] [--http ADDR] [--grpc ADDR] [--gateway ADDR]\n"+
-			"                      [--store URL] [--log-level LEVEL] [--print-config]\n\n"+
+			"                      [--store URL] [--log-level LEVEL] [--print-config]\n"+
+			"       floodgate serve --compat envoy-ratelimit\n\n"+
 			"Serves the Envoy Rate Limit Service (gRPC, default 127.0.0.1:8081), the JSON API, metrics,\n"+
 			"health checks and the status page (HTTP, default 127.0.0.1:8080), and the gateway when\n"+
 			"routes are configured. Without flags it uses the in-memory store and the built-in rules.\n"+
@@ -52,6 +55,16 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return f, fmt.Errorf("serve takes no arguments; got %q", fs.Args())
+	}
+	if f.compat != "" {
+		if f.compat != compatEnvoy {
+			return f, fmt.Errorf("--compat %q: the only mode is %s", f.compat, compatEnvoy)
+		}
+		n := 0
+		fs.Visit(func(*flag.Flag) { n++ })
+		if n > 1 {
+			return f, fmt.Errorf("--compat %s takes no other flag: envoyproxy/ratelimit's environment variables configure it", compatEnvoy)
+		}
 	}
 	return f, nil
 }
@@ -102,6 +115,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	// (docs/benchmarks/serve.md). GOGC in the environment still decides.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
+	}
+	if f.compat != "" {
+		return runCompat(os.LookupEnv, stderr)
 	}
 	if f.printConfig {
 		_, err := stdout.Write(server.DefaultYAML())

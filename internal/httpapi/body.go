@@ -32,7 +32,11 @@ type bodyError struct {
 // (JSONOnly unless the endpoint says otherwise; 415), at most limit bytes
 // (413), and valid UTF-8 with no lone surrogate escaped (400).
 func readJSONBody(w http.ResponseWriter, r *http.Request, limit int64, accept func(mediaType string) bool) ([]byte, *bodyError) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || !accept(mt) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		mt = "" // absent or malformed: the empty media type, which JSONOnly refuses
+	}
+	if !accept(mt) {
 		return nil, &bodyError{http.StatusUnsupportedMediaType, errUnsupportedType}
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))

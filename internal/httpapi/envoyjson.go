@@ -27,8 +27,13 @@ type EnvoyJSONOptions struct {
 	Logger *slog.Logger
 	// AcceptType reports whether a request's media type (from its
 	// Content-Type, without parameters) is accepted; others get 415. Nil
-	// means JSONOnly, as on every JSON endpoint.
+	// means JSONOnly, as on every JSON endpoint. A request without a
+	// Content-Type, or with one that does not parse, has the media type "".
 	AcceptType func(mediaType string) bool
+	// FailureStatus is the status of a request the service fails to
+	// decide (any error but INVALID_ARGUMENT); 0 means 503.
+	// envoyproxy/ratelimit answers 400.
+	FailureStatus int
 }
 
 // NewEnvoyJSON returns the handler of POST /json, the JSON endpoint of
@@ -58,6 +63,9 @@ func NewEnvoyJSON(o EnvoyJSONOptions) (http.Handler, error) {
 	}
 	if o.AcceptType == nil {
 		o.AcceptType = JSONOnly
+	}
+	if o.FailureStatus == 0 {
+		o.FailureStatus = http.StatusServiceUnavailable
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveEnvoyJSON(o, w, r) }), nil
 }
@@ -90,7 +98,7 @@ func serveEnvoyJSON(o EnvoyJSONOptions, w http.ResponseWriter, r *http.Request) 
 			return
 		}
 		o.Logger.Warn("/json: check failed", "err", err)
-		textStatus(w, http.StatusServiceUnavailable)
+		textStatus(w, o.FailureStatus)
 		return
 	}
 	out, err := protojson.Marshal(resp)

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/floodgate-dev/floodgate/internal/envoycompat"
+)
+
+// compatEnvoy is the --compat value that runs envoyproxy/ratelimit's mode.
+const compatEnvoy = "envoy-ratelimit"
+
+// referenceName is the name envoyproxy/ratelimit's image runs its binary
+// under (/bin/ratelimit); started under it, floodgate runs in that mode.
+const referenceName = "ratelimit"
+
+// runCompat serves as a drop-in for envoyproxy/ratelimit, configured by its
+// environment variables, until SIGINT or SIGTERM.
+func runCompat(lookup func(string) (string, bool), stderr io.Writer) error {
+	set, err := envoycompat.ParseSettings(lookup)
+	if err != nil {
+		return fmt.Errorf("--compat %s: %v", compatEnvoy, err)
+	}
+	log := set.Logger(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := envoycompat.New(ctx, set, log)
+	if err != nil {
+		return fmt.Errorf("--compat %s: %v", compatEnvoy, err)
+	}
+	log.Warn("serving as envoyproxy/ratelimit", "grpc", srv.Addr(envoycompat.ListenerGRPC),
+		"http", srv.Addr(envoycompat.ListenerHTTP), "debug", srv.Addr(envoycompat.ListenerDebug))
+	return srv.Run(ctx)
+}
+
+// runReference is the program started as envoyproxy/ratelimit's binary,
+// which takes no arguments.
+func runReference(args []string, lookup func(string) (string, bool), stderr io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("started as %s (envoyproxy/ratelimit's binary), floodgate takes no arguments; got %q: run it as floodgate for its commands", referenceName, args)
+	}
+	return runCompat(lookup, stderr)
+}
+
+// invokedAsReference reports whether the program was started as
+// envoyproxy/ratelimit's binary.
+func invokedAsReference(argv0 string) bool {
+	return filepath.Base(argv0) == referenceName
+}

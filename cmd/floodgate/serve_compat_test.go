@@ -1,0 +1,41 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestCompatFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--compat", "istio"}, `--compat "istio": the only mode is envoy-ratelimit`},
+		{[]string{"--compat", "envoy-ratelimit", "--http", "127.0.0.1:1"}, "takes no other flag"},
+	} {
+		if _, err := parseServeArgs(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if f, err := parseServeArgs([]string{"--compat", "envoy-ratelimit"}, io.Discard); err != nil || f.compat != compatEnvoy {
+		t.Fatalf("--compat envoy-ratelimit: %+v %v", f, err)
+	}
+}
+
+func TestCompatRefusesBeforeStarting(t *testing.T) {
+	env := map[string]string{"USE_STATSD": "true"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	err := runCompat(lookup, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "USE_STATSD=true: statsd is not sent") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("USE_STATSD=true: %v, want one line naming it", err)
+	}
+	if err := runReference([]string{"serve"}, lookup, io.Discard); err == nil || !strings.Contains(err.Error(), "takes no arguments") {
+		t.Fatalf("ratelimit serve: %v", err)
+	}
+	for argv0, want := range map[string]bool{"/bin/ratelimit": true, "ratelimit": true, "/floodgate": false, "./ratelimit-x": false} {
+		if invokedAsReference(argv0) != want {
+			t.Errorf("invokedAsReference(%q) = %v", argv0, !want)
+		}
+	}
+}

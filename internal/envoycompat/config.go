@@ -1,0 +1,391 @@
+package envoycompat
+
+import (
+	"fmt"
+	"strings"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	"gopkg.in/yaml.v3"
+)
+
+// File is one rule file to load: the name envoyproxy/ratelimit gives it
+// (its runtime key, such as config.basic) and its text.
+type File struct {
+	Name string
+	Text []byte
+}
+
+// yamlRoot, yamlDescriptor and yamlLimit are the rule file's fields.
+type yamlRoot struct {
+	Domain      string           `yaml:"domain"`
+	Descriptors []yamlDescriptor `yaml:"descriptors"`
+}
+
+type yamlDescriptor struct {
+	Key            string           `yaml:"key"`
+	Value          string           `yaml:"value"`
+	RateLimit      *yamlLimit       `yaml:"rate_limit"`
+	Descriptors    []yamlDescriptor `yaml:"descriptors"`
+	ShadowMode     bool             `yaml:"shadow_mode"`
+	QuotaMode      bool             `yaml:"quota_mode"`
+	DetailedMetric bool             `yaml:"detailed_metric"`
+	ValueToMetric  bool             `yaml:"value_to_metric"`
+	ShareThreshold bool             `yaml:"share_threshold"`
+	Metadata       map[string]any   `yaml:"metadata"`
+}
+
+type yamlLimit struct {
+	RequestsPerUnit uint32 `yaml:"requests_per_unit"`
+	Unit            string `yaml:"unit"`
+	Unlimited       bool   `yaml:"unlimited"`
+	Name            string `yaml:"name"`
+	Replaces        []struct {
+		Name string `yaml:"name"`
+	} `yaml:"replaces"`
+}
+
+// validKeys are the field names a rule file may use, at any level, as
+// envoyproxy/ratelimit checks them.
+var validKeys = map[string]bool{
+	"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true, "unit": true,
+	"requests_per_unit": true, "unlimited": true, "shadow_mode": true, "quota_mode": true, "name": true,
+	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true, "metadata": true,
+}
+
+// limit is one rate_limit of the rule files, or a request's override.
+type limit struct {
+	perUnit   uint32
+	unit      rlsv3.RateLimitResponse_RateLimit_Unit
+	divider   int64 // the unit in seconds
+	unlimited bool
+	shadow    bool
+	quota     bool
+	name      string
+	replaces  []string
+	metadata  *structpb.Struct
+	// detailed is detailed_metric; the reference then reports no metadata.
+	detailed bool
+	// answer is the current_limit of its statuses.
+	answer *rlsv3.RateLimitResponse_RateLimit
+}
+
+// wildcard is a descriptor whose key_value holds a '*', split at each '*'.
+type wildcard struct {
+	key   string
+	parts []string
+}
+
+// node is one level of descriptors.
+type node struct {
+	children  map[string]*node // by key, or key_value
+	limit     *limit
+	wildcards []wildcard // the children with a '*', in file order
+	// share is the share_threshold pattern of this node (its key_value),
+	// empty when it does not share.
+	share string
+	// valueToMetric is value_to_metric.
+	valueToMetric bool
+}
+
+// Config is a loaded set of rule files: one descriptor tree per domain.
+type Config struct {
+	domains map[string]*node
+}
+
+// configError is a rule file that does not load, with the file's name.
+type configError struct{ file, msg string }
+
+func (e *configError) Error() string { return e.file + ": " + e.msg }
+
+// LoadConfig loads files as envoyproxy/ratelimit does: every field checked
+// against the fields it knows, each file's descriptors into its domain's
+// tree. With merge (MERGE_DOMAIN_CONFIG) files with the same domain are
+// merged; without it that is an error.
+func LoadConfig(files []File, merge bool) (*Config, error) {
+	c := &Config{domains: map[string]*node{}}
+	for _, f := range files {
+		root, err := parseFile(f)
+		if err != nil {
+			return nil, err
+		}
+		if root.Domain == "" {
+			return nil, &configError{f.Name, "config file cannot have empty domain"}
+		}
+		dom, ok := c.domains[root.Domain]
+		if ok && !merge {
+			return nil, &configError{f.Name, fmt.Sprintf("duplicate domain '%s' in config file", root.Domain)}
+		}
+		if !ok {
+			dom = &node{children: map[string]*node{}}
+		}
+		if err := dom.load(f.Name, root.Domain+".", root.Descriptors); err != nil {
+			return nil, err
+		}
+		c.domains[root.Domain] = dom
+	}
+	return c, nil
+}
+
+// Empty reports whether no domain is loaded.
+func (c *Config) Empty() bool { return len(c.domains) == 0 }
+
+// parseFile reads one file: its field names checked first, then decoded.
+func parseFile(f File) (*yamlRoot, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(f.Text, &doc); err != nil {
+		return nil, &configError{f.Name, "error loading config file: " + err.Error()}
+	}
+	root := &yamlRoot{}
+	if len(doc.Content) == 0 {
+		return root, nil
+	}
+	top := doc.Content[0]
+	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		return root, nil
+	}
+	if top.Kind != yaml.MappingNode {
+		return nil, &configError{f.Name, "error loading config file: the file is not a mapping of field: value"}
+	}
+	if err := validateKeys(top); err != nil {
+		return nil, &configError{f.Name, err.Error()}
+	}
+	if err := top.Decode(root); err != nil {
+		return nil, &configError{f.Name, "error loading config file: " + err.Error()}
+	}
+	return root, nil
+}
+
+// validateKeys checks a mapping's field names at every level, leaving
+// metadata's content alone, and the kinds of its values.
+func validateKeys(m *yaml.Node) error {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
+			return fmt.Errorf("config error, key is not of type string: %v", k.Value)
+		}
+		if !validKeys[k.Value] {
+			return fmt.Errorf("config error, unknown key '%s'", k.Value)
+		}
+		if k.Value == "metadata" {
+			continue
+		}
+		switch v.Kind {
+		case yaml.SequenceNode:
+			for _, e := range v.Content {
+				if e.Kind != yaml.MappingNode {
+					return fmt.Errorf("config error, yaml file contains list of type other than map: %v", e.Value)
+				}
+				if err := validateKeys(e); err != nil {
+					return err
+				}
+			}
+		case yaml.MappingNode:
+			if err := validateKeys(v); err != nil {
+				return err
+			}
+		case yaml.ScalarNode:
+			switch v.Tag {
+			case "!!str", "!!int", "!!bool", "!!null":
+			default:
+				return fmt.Errorf("error checking config")
+			}
+		default:
+			return fmt.Errorf("error checking config")
+		}
+	}
+	return nil
+}
+
+// unitByName maps a unit's name in upper case to the unit.
+func unitByName(u string) (rlsv3.RateLimitResponse_RateLimit_Unit, bool) {
+	v, ok := rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(u)]
+	if !ok || v == int32(rlsv3.RateLimitResponse_RateLimit_UNKNOWN) {
+		return 0, false
+	}
+	return rlsv3.RateLimitResponse_RateLimit_Unit(v), true
+}
+
+// unitSeconds is a unit's length in seconds (a month is 30 days, a year
+// 365), or 0 for UNKNOWN and values outside the enum.
+func unitSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit) int64 {
+	switch u {
+	case rlsv3.RateLimitResponse_RateLimit_SECOND:
+		return 1
+	case rlsv3.RateLimitResponse_RateLimit_MINUTE:
+		return 60
+	case rlsv3.RateLimitResponse_RateLimit_HOUR:
+		return 3600
+	case rlsv3.RateLimitResponse_RateLimit_DAY:
+		return 86400
+	case rlsv3.RateLimitResponse_RateLimit_WEEK:
+		return 7 * 86400
+	case rlsv3.RateLimitResponse_RateLimit_MONTH:
+		return 30 * 86400
+	case rlsv3.RateLimitResponse_RateLimit_YEAR:
+		return 365 * 86400
+	}
+	return 0
+}
+
+func newLimit(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, name string) *limit {
+	return &limit{perUnit: perUnit, unit: unit, divider: unitSeconds(unit), name: name,
+		answer: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: perUnit, Unit: unit, Name: name}}
+}
+
+// load adds descriptors to n; parent is the path of n's key, for errors.
+func (n *node) load(file, parent string, descs []yamlDescriptor) error {
+	for _, d := range descs {
+		if d.Key == "" {
+			return &configError{file, "descriptor has empty key"}
+		}
+		final := d.Key
+		if d.Value != "" {
+			final += "_" + d.Value
+		}
+		path := parent + final
+		if _, dup := n.children[final]; dup {
+			return &configError{file, fmt.Sprintf("duplicate descriptor composite key '%s'", path)}
+		}
+		child := &node{children: map[string]*node{}, valueToMetric: d.ValueToMetric}
+		if rl := d.RateLimit; rl != nil {
+			unit, valid := unitByName(rl.Unit)
+			switch {
+			case rl.Unlimited && valid:
+				return &configError{file, "should not specify rate limit unit when unlimited"}
+			case !rl.Unlimited && !valid:
+				return &configError{file, fmt.Sprintf("invalid rate limit unit '%s'", rl.Unit)}
+			}
+			l := newLimit(rl.RequestsPerUnit, unit, rl.Name)
+			l.unlimited, l.shadow, l.quota, l.detailed = rl.Unlimited, d.ShadowMode, d.QuotaMode, d.DetailedMetric
+			for _, r := range rl.Replaces {
+				if r.Name == "" {
+					return &configError{file, "should not have an empty replaces entry"}
+				}
+				if r.Name == rl.Name {
+					return &configError{file, "replaces should not contain name of same descriptor"}
+				}
+				l.replaces = append(l.replaces, r.Name)
+			}
+			child.limit = l
+		}
+		if d.ShareThreshold {
+			if !strings.Contains(final, "*") {
+				return &configError{file, fmt.Sprintf("share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", final)}
+			}
+			child.share = final
+		}
+		if strings.Contains(final, "*") {
+			n.wildcards = append(n.wildcards, wildcard{key: final, parts: strings.Split(final, "*")})
+		}
+		if len(d.Metadata) > 0 {
+			md, err := structpb.NewStruct(d.Metadata)
+			if err != nil {
+				return &configError{file, "error parsing metadata: " + err.Error()}
+			}
+			if child.limit != nil {
+				child.limit.metadata = md
+			}
+		}
+		if err := child.load(file, path+".", d.Descriptors); err != nil {
+			return err
+		}
+		n.children[final] = child
+	}
+	return nil
+}
+
+// wildcardMatch reports whether value matches a pattern split at each '*':
+// the first part a prefix, the last a suffix, the others in order between.
+func wildcardMatch(parts []string, value string) bool {
+	if len(parts) == 1 {
+		return parts[0] == value
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	if len(value) < total {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
+}
+
+// match is the limit a descriptor gets, with the share_threshold patterns
+// its entries count by (nil when none).
+type match struct {
+	limit  *limit
+	shared []string
+	// metadata is the limit's metadata as the reference reports it: none
+	// when detailed_metric or value_to_metric renamed the limit's stats.
+	metadata *structpb.Struct
+}
+
+// entry is one key and value of a request descriptor.
+type entry struct{ key, value string }
+
+// lookup finds the limit of one descriptor in domain, as envoyproxy/ratelimit
+// walks its tree: at each level key_value, then the wildcards in file
+// order, then the key alone; the limit is the one on the node the last
+// entry reaches.
+func (c *Config) lookup(domain string, entries []entry) match {
+	dom := c.domains[domain]
+	if dom == nil {
+		return match{}
+	}
+	var m match
+	var shared []string
+	renamed := false // value_to_metric put a value in the stats key
+	cur := dom
+	for i, e := range entries {
+		final := e.key + "_" + e.value
+		next := cur.children[final]
+		viaWildcard := false
+		if next == nil {
+			for _, w := range cur.wildcards {
+				if wildcardMatch(w.parts, final) {
+					next, viaWildcard = cur.children[w.key], true
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = cur.children[e.key]
+		}
+		if viaWildcard && next != nil && next.share != "" {
+			if shared == nil {
+				shared = make([]string, len(entries))
+			}
+			shared[i] = strings.TrimPrefix(next.share, e.key+"_")
+		}
+		if next != nil && next.valueToMetric && e.value != "" && (viaWildcard && next.share == "" || !viaWildcard && next != cur.children[final]) {
+			renamed = true
+		}
+		if next != nil && next.limit != nil && i == len(entries)-1 {
+			m.limit = next.limit
+		}
+		if next == nil || len(next.children) == 0 {
+			break
+		}
+		cur = next
+	}
+	if m.limit != nil {
+		m.shared = shared
+		if !m.limit.detailed && !renamed {
+			m.metadata = m.limit.metadata
+		}
+	}
+	return m
+}

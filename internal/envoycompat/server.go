@@ -1,0 +1,332 @@
+package envoycompat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/fsnotify/fsnotify"
+	"github.com/redis/rueidis"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/floodgate-dev/floodgate/internal/httpapi"
+	"github.com/floodgate-dev/floodgate/rls"
+)
+
+// ReadRuntime reads the rule files of the runtime directory as
+// envoyproxy/ratelimit does. With RUNTIME_WATCH_ROOT (the default) every
+// file under RUNTIME_ROOT/RUNTIME_SUBDIRECTORY whose name, relative to it
+// with '/' read as '.', starts with RUNTIME_APPDIRECTORY + "." is a rule
+// file (config.basic.yaml); without it every file under
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY is. Whatever the
+// extension. With RUNTIME_IGNOREDOTFILES, files and directories whose name
+// starts with '.' are skipped. The files come back in name order.
+func ReadRuntime(s Settings) ([]File, error) {
+	dir := filepath.Join(s.RuntimePath, s.RuntimeSubdirectory)
+	if !s.RuntimeWatchRoot {
+		dir = filepath.Join(dir, s.RuntimeAppDirectory)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("runtime directory: %v (RUNTIME_ROOT=%s RUNTIME_SUBDIRECTORY=%s)", err, s.RuntimePath, s.RuntimeSubdirectory)
+	}
+	var files []File
+	err := filepath.Walk(dir, func(path string, info fs.FileInfo, err error) error {
+		if err != nil {
+			return nil // unreadable entries are skipped, as there
+		}
+		dot := strings.HasPrefix(info.Name(), ".")
+		if info.IsDir() {
+			if s.RuntimeIgnoreDotFiles && dot && path != dir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if s.RuntimeIgnoreDotFiles && dot {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return nil
+		}
+		key := strings.ReplaceAll(rel, string(filepath.Separator), ".")
+		if s.RuntimeWatchRoot && !strings.HasPrefix(key, s.RuntimeAppDirectory+".") {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		files = append(files, File{Name: key, Text: text})
+		return nil
+	})
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	return files, err
+}
+
+// Server is the compatibility mode's server: the RLS gRPC service, the
+// HTTP listener (/json, /healthcheck) and the debug listener.
+type Server struct {
+	set     Settings
+	log     *slog.Logger
+	svc     *Service
+	clients []rueidis.Client
+	health  *health.Server
+	grpc    *grpc.Server
+	http    *http.Server
+	debug   *http.Server
+	lis     map[string]net.Listener
+	healthy bool
+	mu      sync.Mutex
+}
+
+// Listener names, for Addr.
+const (
+	ListenerHTTP  = "http"
+	ListenerGRPC  = "grpc"
+	ListenerDebug = "debug"
+)
+
+// New reads the rule files, connects to Redis and binds the listeners. A
+// rule file that does not load stops the start.
+func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
+	files, err := ReadRuntime(set)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := LoadConfig(files, set.MergeDomainConfig)
+	if err != nil {
+		return nil, fmt.Errorf("rule files: %w", err)
+	}
+	s := &Server{set: set, log: log, lis: map[string]net.Listener{}}
+	client, err := dialRedis(ctx, set.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	s.clients = append(s.clients, client)
+	var perSecond rueidis.Client
+	if set.RedisPerSecond {
+		if perSecond, err = dialRedis(ctx, set.PerSecond); err != nil {
+			s.closeClients()
+			return nil, fmt.Errorf("REDIS_PERSECOND_URL: %w", err)
+		}
+		s.clients = append(s.clients, perSecond)
+	}
+	s.svc = NewService(set, cfg, client, perSecond, nil)
+	s.healthy = !set.HealthyWithAtLeastOneConfigLoaded || !cfg.Empty()
+
+	s.health = health.NewServer()
+	s.setHealth(s.healthy)
+	s.grpc = grpc.NewServer(rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
+		MaxConnectionAge: set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: set.GrpcMaxConnectionAgeGrace}))
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, s.svc)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+
+	js, err := httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: s.svc, Logger: log,
+		AcceptType: func(string) bool { return true }, FailureStatus: http.StatusBadRequest})
+	if err != nil {
+		s.closeClients()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/json", js)
+	mux.HandleFunc("/healthcheck", s.serveHealth)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+
+	dmux := http.NewServeMux()
+	dmux.HandleFunc("/debug/pprof/", pprof.Index)
+	dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	dmux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "/debug/pprof/: root of various pprof endpoints. hit for help.")
+		fmt.Fprintln(w, "/debug/pprof/profile: CPU profiling endpoint")
+		fmt.Fprintln(w, "/debug/pprof/trace: trace endpoint")
+	})
+	s.debug = &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
+
+	if err := s.listen(); err != nil {
+		s.closeListeners()
+		s.closeClients()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Service returns the RLS service, for tests.
+func (s *Server) Service() *Service { return s.svc }
+
+func (s *Server) listen() error {
+	grpcNet, grpcAddr := "tcp", net.JoinHostPort(s.set.GrpcHost, strconv.Itoa(s.set.GrpcPort))
+	if s.set.GrpcUds != "" {
+		grpcNet, grpcAddr = "unix", s.set.GrpcUds
+	}
+	for _, l := range []struct{ name, network, addr, env string }{
+		{ListenerHTTP, "tcp", net.JoinHostPort(s.set.Host, strconv.Itoa(s.set.Port)), "HOST/PORT"},
+		{ListenerGRPC, grpcNet, grpcAddr, "GRPC_HOST/GRPC_PORT"},
+		{ListenerDebug, "tcp", net.JoinHostPort(s.set.DebugHost, strconv.Itoa(s.set.DebugPort)), "DEBUG_HOST/DEBUG_PORT"},
+	} {
+		ln, err := net.Listen(l.network, l.addr)
+		if err != nil {
+			return fmt.Errorf("%s: %v", l.env, err)
+		}
+		s.lis[l.name] = ln
+	}
+	return nil
+}
+
+// Addr returns the address a listener is bound to.
+func (s *Server) Addr(name string) string {
+	if ln := s.lis[name]; ln != nil {
+		return ln.Addr().String()
+	}
+	return ""
+}
+
+func (s *Server) setHealth(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("ratelimit", st)
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	ok := s.healthy
+	s.mu.Unlock()
+	if !ok {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.Write([]byte("OK"))
+}
+
+// Reload reads the rule files again. A set that does not load is logged
+// and the running one kept, as envoyproxy/ratelimit does.
+func (s *Server) Reload() error {
+	files, err := ReadRuntime(s.set)
+	if err == nil {
+		var cfg *Config
+		if cfg, err = LoadConfig(files, s.set.MergeDomainConfig); err == nil {
+			s.svc.SetConfig(cfg)
+			if s.set.HealthyWithAtLeastOneConfigLoaded {
+				s.mu.Lock()
+				s.healthy = !cfg.Empty()
+				s.mu.Unlock()
+				s.setHealth(!cfg.Empty())
+			}
+			s.log.Info("Successfully loaded new configuration", "files", len(files))
+			return nil
+		}
+	}
+	s.log.Error("Error loading new configuration", "err", err)
+	return err
+}
+
+// Run serves until ctx ends, reloading the rule files when the runtime
+// directory changes, then stops: health turns NOT_SERVING, listeners close
+// and calls in flight finish.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 3)
+	go func() { errc <- s.grpc.Serve(s.lis[ListenerGRPC]) }()
+	go func() { errc <- s.http.Serve(s.lis[ListenerHTTP]) }()
+	go func() { errc <- s.debug.Serve(s.lis[ListenerDebug]) }()
+	stopWatch := s.watch(ctx)
+	defer stopWatch()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+	s.mu.Lock()
+	s.healthy = false
+	s.mu.Unlock()
+	s.setHealth(false)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.http.Shutdown(sctx)
+	s.debug.Shutdown(sctx)
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		s.grpc.Stop()
+	}
+	s.closeClients()
+	return err
+}
+
+// watch reloads the rule files on any change under the runtime directory
+// (and, with RUNTIME_WATCH_ROOT, a swap of RUNTIME_ROOT's symlink).
+func (s *Server) watch(ctx context.Context) (stop func()) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		s.log.Warn("rule files will not be reloaded", "err", err)
+		return func() {}
+	}
+	dir := filepath.Join(s.set.RuntimePath, s.set.RuntimeSubdirectory)
+	if !s.set.RuntimeWatchRoot {
+		dir = filepath.Join(dir, s.set.RuntimeAppDirectory)
+	} else {
+		_ = w.Add(filepath.Dir(filepath.Clean(s.set.RuntimePath)))
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = w.Add(p)
+		}
+		return nil
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				s.Reload()
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				s.log.Warn("watching the rule files", "err", err)
+			}
+		}
+	}()
+	return func() { w.Close(); <-done }
+}
+
+func (s *Server) closeListeners() {
+	for _, ln := range s.lis {
+		ln.Close()
+	}
+}
+
+func (s *Server) closeClients() {
+	for _, c := range s.clients {
+		c.Close()
+	}
+	s.clients = nil
+}

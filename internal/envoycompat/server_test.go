@@ -1,0 +1,164 @@
+package envoycompat
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// startServer runs the compatibility server on loopback ports with a
+// runtime directory holding rules, as envoyproxy/ratelimit's environment
+// would configure it.
+func startServer(t *testing.T, rules string, env map[string]string) (*Server, string) {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{
+		"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit",
+		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": t.Name() + ":",
+		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
+	}
+	for k, v := range env {
+		m[k] = v
+	}
+	set, err := ParseSettings(mapLookup(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return srv, dir
+}
+
+func post(t *testing.T, url, contentType, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServerJSON(t *testing.T) {
+	srv, _ := startServer(t, testRules, nil)
+	url := "http://" + srv.Addr(ListenerHTTP) + "/json"
+	body := `{"domain":"test","descriptors":[{"entries":[{"key":"sec","value":"j"}]}]}`
+	for _, tc := range []struct {
+		name, ctype, body string
+		code              int
+		want              string
+	}{
+		{"first", "", body, 200, `"overallCode":"OK"`},
+		{"over, any content type as the reference", "text/plain", body, 429, `"overallCode":"OVER_LIMIT"`},
+		{"not JSON", "application/json", `{`, 400, "Bad Request"},
+		{"empty domain", "application/json", `{"descriptors":[{"entries":[{"key":"a"}]}]}`, 400, "Bad Request"},
+		{"no descriptors", "application/json", `{"domain":"test"}`, 400, "Bad Request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, got := post(t, url, tc.ctype, tc.body)
+			if code != tc.code || !strings.Contains(got, tc.want) {
+				t.Fatalf("%d %s, want %d with %s", code, got, tc.code, tc.want)
+			}
+		})
+	}
+	resp, err := http.Get("http://" + srv.Addr(ListenerHTTP) + "/healthcheck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "OK" {
+		t.Fatalf("/healthcheck %d %q", resp.StatusCode, b)
+	}
+}
+
+func TestServerGRPCAndReload(t *testing.T) {
+	srv, dir := startServer(t, testRules, nil)
+	conn, err := grpc.NewClient(srv.Addr(ListenerGRPC), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health %v %v", h, err)
+	}
+	c := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "test", Descriptors: []*commonv3.RateLimitDescriptor{desc("added", "x")}}
+	if r, err := c.ShouldRateLimit(ctx, req); err != nil || r.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("before the reload: %v %v", r, err)
+	}
+	added := testRules + "  - key: added\n    rate_limit: {unit: day, requests_per_unit: 7}\n"
+	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), []byte(added), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.ShouldRateLimit(ctx, req); err != nil || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 7 {
+		t.Fatalf("after the reload: %v %v", r, err)
+	}
+	// A file that does not load keeps the running rules.
+	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), []byte("domain: test\nbogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(); err == nil || !strings.Contains(err.Error(), "unknown key 'bogus'") {
+		t.Fatalf("reload of a bad file: %v", err)
+	}
+	if r, err := c.ShouldRateLimit(ctx, req); err != nil || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 7 {
+		t.Fatalf("after a failed reload: %v %v", r, err)
+	}
+}
+
+func TestServerRefusesBadRules(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "config")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "x.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644)
+	set, err := ParseSettings(mapLookup(map[string]string{"RUNTIME_ROOT": root, "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "config.x.yaml: invalid rate limit unit 'fortnight'") {
+		t.Fatalf("start with a bad rule file: %v", err)
+	}
+}

@@ -1,0 +1,485 @@
+package envoycompat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/rueidis"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Service answers RLS requests as envoyproxy/ratelimit does, counting in
+// Redis with its keys.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	set       Settings
+	config    atomic.Pointer[Config]
+	client    rueidis.Client
+	perSecond rueidis.Client // nil: client counts every unit
+	local     *localCache    // nil without LOCAL_CACHE_SIZE_IN_BYTES
+	now       func() int64   // Unix seconds
+
+	jitterMu sync.Mutex
+	jitter   *rand.Rand
+}
+
+// NewService returns a Service deciding with cfg on client (and perSecond
+// for limits with unit SECOND, when not nil). now gives Unix seconds (nil:
+// the system clock).
+func NewService(set Settings, cfg *Config, client, perSecond rueidis.Client, now func() int64) *Service {
+	if now == nil {
+		now = func() int64 { return time.Now().Unix() }
+	}
+	s := &Service{set: set, client: client, perSecond: perSecond, now: now,
+		jitter: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
+	if set.LocalCacheSizeInBytes > 0 {
+		s.local = newLocalCache(set.LocalCacheSizeInBytes)
+	}
+	s.config.Store(cfg)
+	return s
+}
+
+// SetConfig replaces the rule files the service decides with.
+func (s *Service) SetConfig(cfg *Config) { s.config.Store(cfg) }
+
+// errServiceDomain and the others are the errors of a request
+// envoyproxy/ratelimit refuses, with its words; gRPC reports them as
+// UNKNOWN, as it does there.
+var (
+	errEmptyDomain      = errors.New("rate limit domain must not be empty")
+	errEmptyDescriptors = errors.New("rate limit descriptor list must not be empty")
+	errNoConfig         = errors.New("no rate limit configuration loaded")
+)
+
+// ShouldRateLimit decides one request.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, errEmptyDomain
+	}
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, errEmptyDescriptors
+	}
+	cfg := s.config.Load()
+	if cfg == nil {
+		return nil, errNoConfig
+	}
+	now := s.now()
+	n := len(descs)
+	limits := make([]*limit, n)
+	matches := make([]match, n)
+	unlimited := make([]bool, n)
+	replacing := map[string]bool{}
+	for i, d := range descs {
+		if o := d.GetLimit(); o != nil {
+			u := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
+			if unitSeconds(u) == 0 {
+				// envoyproxy/ratelimit's process crashes here; a caller's
+				// bad override is the caller's error.
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: limit override unit %v is not a unit: use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", i, o.GetUnit())
+			}
+			limits[i] = newLimit(o.GetRequestsPerUnit(), u, "")
+			continue
+		}
+		m := cfg.lookup(req.GetDomain(), entriesOf(d))
+		matches[i] = m
+		if m.limit == nil {
+			continue
+		}
+		for _, r := range m.limit.replaces {
+			replacing[r] = true
+		}
+		if m.limit.unlimited {
+			unlimited[i] = true
+			continue
+		}
+		limits[i] = m.limit
+	}
+	for i, l := range limits {
+		if l != nil && l.name != "" && replacing[l.name] {
+			limits[i] = nil
+		}
+	}
+
+	statuses, err := s.doLimit(ctx, req, limits, matches, now)
+	if err != nil {
+		return nil, err
+	}
+	return s.respond(req, limits, matches, unlimited, statuses, now), nil
+}
+
+func entriesOf(d *commonv3.RateLimitDescriptor) []entry {
+	es := d.GetEntries()
+	out := make([]entry, len(es))
+	for i, e := range es {
+		out[i] = entry{e.GetKey(), e.GetValue()}
+	}
+	return out
+}
+
+// hitsAddends are the hits each descriptor adds: its own hits_addend when
+// set (0 checks without counting), else the request's, at least 1.
+func hitsAddends(req *rlsv3.RateLimitRequest) []uint64 {
+	out := make([]uint64, len(req.GetDescriptors()))
+	for i, d := range req.GetDescriptors() {
+		if h := d.GetHitsAddend(); h != nil {
+			out[i] = h.GetValue()
+		} else {
+			out[i] = max(1, uint64(req.GetHitsAddend()))
+		}
+	}
+	return out
+}
+
+// cacheKey is the Redis key of a limited descriptor in the window holding
+// now: CACHE_KEY_PREFIX, the domain, then key_value_ for every entry (a
+// share_threshold entry with its pattern as the value), then the window's
+// start in Unix seconds.
+func (s *Service) cacheKey(domain string, d *commonv3.RateLimitDescriptor, l *limit, shared []string, now int64) string {
+	var b strings.Builder
+	b.WriteString(s.set.CacheKeyPrefix)
+	b.WriteString(domain)
+	b.WriteByte('_')
+	for i, e := range d.GetEntries() {
+		b.WriteString(e.GetKey())
+		b.WriteByte('_')
+		v := e.GetValue()
+		if i < len(shared) && shared[i] != "" {
+			v = shared[i]
+		}
+		b.WriteString(v)
+		b.WriteByte('_')
+	}
+	b.WriteString(strconv.FormatInt(now/l.divider*l.divider, 10))
+	return b.String()
+}
+
+// redisError is a failure to count, reported as envoyproxy/ratelimit does.
+func redisError(err error) error {
+	return status.Error(codes.Unknown, err.Error())
+}
+
+// doLimit counts every limited descriptor in Redis and returns one status
+// per descriptor.
+func (s *Service) doLimit(ctx context.Context, req *rlsv3.RateLimitRequest, limits []*limit, matches []match, now int64) ([]*rlsv3.RateLimitResponse_DescriptorStatus, error) {
+	descs := req.GetDescriptors()
+	n := len(descs)
+	hits := hitsAddends(req)
+	keys := make([]string, n)
+	localOver := make([]bool, n)
+	anyLocalOver := false
+	for i, l := range limits {
+		if l == nil {
+			continue
+		}
+		keys[i] = s.cacheKey(req.GetDomain(), descs[i], l, matches[i].shared, now)
+		if s.local != nil && s.local.has(keys[i], now) {
+			localOver[i], anyLocalOver = true, true
+		}
+	}
+
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: read the counts first, and
+	// add nothing when the request would take a key over its limit.
+	nearIdx := make([]bool, n)
+	anyNear := false
+	if s.set.StopCacheKeyIncrementWhenOverlimit && !anyLocalOver {
+		current, err := s.get(ctx, keys, limits)
+		if err != nil {
+			return nil, redisError(err)
+		}
+		for i, l := range limits {
+			if keys[i] == "" {
+				continue
+			}
+			if current[i]+hits[i] > uint64(l.perUnit) {
+				nearIdx[i], anyNear = true, true
+			}
+		}
+	}
+	addend := func(i int) uint64 {
+		switch {
+		case !s.set.StopCacheKeyIncrementWhenOverlimit:
+			return hits[i]
+		case anyLocalOver:
+			return 0
+		case !anyNear || nearIdx[i]:
+			return hits[i]
+		}
+		return 0
+	}
+
+	results := make([]uint64, n)
+	var main, perSec []int
+	var mainCmds, perSecCmds rueidis.Commands
+	for i, l := range limits {
+		if keys[i] == "" || localOver[i] {
+			continue
+		}
+		exp := l.divider
+		if j := s.set.ExpirationJitterMaxSeconds; j > 0 {
+			s.jitterMu.Lock()
+			exp += s.jitter.Int64N(j)
+			s.jitterMu.Unlock()
+		}
+		c, idx, cmds := s.client, &main, &mainCmds
+		if s.perSecond != nil && l.unit == rlsv3.RateLimitResponse_RateLimit_SECOND {
+			c, idx, cmds = s.perSecond, &perSec, &perSecCmds
+		}
+		*idx = append(*idx, i)
+		*cmds = append(*cmds,
+			c.B().Incrby().Key(keys[i]).Increment(int64(addend(i))).Build(),
+			c.B().Expire().Key(keys[i]).Seconds(exp).Build())
+	}
+	for _, p := range []struct {
+		c    rueidis.Client
+		idx  []int
+		cmds rueidis.Commands
+	}{{s.client, main, mainCmds}, {s.perSecond, perSec, perSecCmds}} {
+		if len(p.cmds) == 0 {
+			continue
+		}
+		rs := p.c.DoMulti(ctx, p.cmds...)
+		for k, i := range p.idx {
+			v, err := rs[2*k].AsInt64()
+			if err == nil {
+				err = rs[2*k+1].Error()
+			}
+			if err != nil {
+				return nil, redisError(err)
+			}
+			results[i] = uint64(v)
+		}
+	}
+
+	out := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	for i, l := range limits {
+		switch {
+		case keys[i] == "":
+			out[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		case localOver[i]:
+			out[i] = s.status(rlsv3.RateLimitResponse_OVER_LIMIT, l, 0, now)
+		case results[i] > uint64(l.perUnit):
+			out[i] = s.status(rlsv3.RateLimitResponse_OVER_LIMIT, l, 0, now)
+			if s.local != nil {
+				s.local.set(keys[i], now+l.divider)
+			}
+		default:
+			out[i] = s.status(rlsv3.RateLimitResponse_OK, l, uint32(uint64(l.perUnit)-results[i]), now)
+		}
+		if l != nil && l.shadow && out[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			out[i].Code = rlsv3.RateLimitResponse_OK
+		}
+	}
+	return out, nil
+}
+
+// get reads the current counts of keys (0 where missing).
+func (s *Service) get(ctx context.Context, keys []string, limits []*limit) ([]uint64, error) {
+	out := make([]uint64, len(keys))
+	for i, k := range keys {
+		if k == "" {
+			continue
+		}
+		c := s.client
+		if s.perSecond != nil && limits[i].unit == rlsv3.RateLimitResponse_RateLimit_SECOND {
+			c = s.perSecond
+		}
+		v, err := c.Do(ctx, c.B().Get().Key(k).Build()).AsInt64()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = uint64(v)
+	}
+	return out, nil
+}
+
+// reset is the time to the end of the unit's window holding now.
+func reset(l *limit, now int64) *durationpb.Duration {
+	return &durationpb.Duration{Seconds: l.divider - now%l.divider}
+}
+
+func (s *Service) status(code rlsv3.RateLimitResponse_Code, l *limit, remaining uint32, now int64) *rlsv3.RateLimitResponse_DescriptorStatus {
+	return &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: l.answer, LimitRemaining: remaining,
+		DurationUntilReset: reset(l, now)}
+}
+
+// respond builds the answer from the statuses: the overall code, the
+// headers and the dynamic metadata.
+func (s *Service) respond(req *rlsv3.RateLimitRequest, limits []*limit, matches []match, unlimited []bool,
+	statuses []*rlsv3.RateLimitResponse_DescriptorStatus, now int64) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(statuses))}
+	minRemaining := uint32(math.MaxUint32)
+	var tightest *rlsv3.RateLimitResponse_DescriptorStatus
+	var passed []int
+	failedLimits, failedQuota, totalQuota := 0, 0, 0
+	for i, st := range statuses {
+		if s.set.HeadersEnabled && st.CurrentLimit != nil && st.LimitRemaining < minRemaining {
+			tightest, minRemaining = st, st.LimitRemaining
+		}
+		if unlimited[i] {
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			continue
+		}
+		resp.Statuses[i] = st
+		quota := s.set.GlobalQuotaMode || (limits[i] != nil && limits[i].quota)
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			if quota {
+				failedQuota++
+			} else {
+				failedLimits++
+				tightest, minRemaining = st, 0
+			}
+		} else {
+			passed = append(passed, i)
+		}
+		if quota {
+			totalQuota++
+		}
+	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if failedLimits > 0 || (totalQuota > 0 && totalQuota == failedQuota) {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if s.set.HeadersEnabled && tightest != nil {
+		cl := tightest.CurrentLimit
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
+			{Key: s.set.HeaderLimit, Value: strconv.FormatUint(uint64(cl.GetRequestsPerUnit()), 10)},
+			{Key: s.set.HeaderRemaining, Value: strconv.FormatUint(uint64(tightest.LimitRemaining), 10)},
+			{Key: s.set.HeaderReset, Value: strconv.FormatInt(resetSeconds(cl.GetUnit(), now), 10)},
+		}
+	}
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT && s.set.GlobalShadowMode {
+		resp.OverallCode = rlsv3.RateLimitResponse_OK
+	}
+	if s.set.ResponseDynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, passed, limits, matches)
+	}
+	return resp
+}
+
+func resetSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit, now int64) int64 {
+	d := unitSeconds(u)
+	if d == 0 {
+		return 0
+	}
+	return d - now%d
+}
+
+// dynamicMetadata is RESPONSE_DYNAMIC_METADATA's answer: the domain, the
+// descriptors, the hits, and the metadata of the limits that passed.
+func dynamicMetadata(req *rlsv3.RateLimitRequest, passed []int, limits []*limit, matches []match) *structpb.Struct {
+	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
+	var descs []*structpb.Value
+	for _, d := range req.GetDescriptors() {
+		if d == nil {
+			continue
+		}
+		f := map[string]*structpb.Value{}
+		var entries []*structpb.Value
+		for _, e := range d.GetEntries() {
+			entries = append(entries, structpb.NewStringValue(fmt.Sprintf("%s=%s", e.GetKey(), e.GetValue())))
+		}
+		f["entries"] = structpb.NewListValue(&structpb.ListValue{Values: entries})
+		if d.GetLimit() != nil {
+			f["limit"] = structpb.NewStringValue(d.GetLimit().String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	merged := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for _, i := range passed {
+		if limits[i] != nil && matches[i].metadata != nil {
+			mergeMetadata(merged, matches[i].metadata)
+		}
+	}
+	if len(merged.Fields) > 0 {
+		fields["metadata"] = structpb.NewStructValue(merged)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// mergeMetadata adds src's fields to dst: new fields are added, structs in
+// both are merged, anything else keeps dst's value.
+func mergeMetadata(dst, src *structpb.Struct) {
+	for k, v := range src.GetFields() {
+		d, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = v
+			continue
+		}
+		if ds, ss := d.GetStructValue(), v.GetStructValue(); ds != nil && ss != nil {
+			mergeMetadata(ds, ss)
+		}
+	}
+}
+
+// localCache remembers keys over their limit until their window ends, so
+// that they are answered without Redis (LOCAL_CACHE_SIZE_IN_BYTES). When
+// full it forgets the expired keys, then everything: a forgotten key is
+// asked of Redis again, which still has its count.
+type localCache struct {
+	mu    sync.Mutex
+	max   int
+	bytes int
+	until map[string]int64
+}
+
+// localEntryOverhead is what one entry costs beyond its key, in bytes.
+const localEntryOverhead = 48
+
+func newLocalCache(maxBytes int) *localCache {
+	return &localCache{max: maxBytes, until: map[string]int64{}}
+}
+
+func (c *localCache) has(key string, now int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := c.until[key]
+	if ok && u <= now {
+		delete(c.until, key)
+		c.bytes -= len(key) + localEntryOverhead
+		return false
+	}
+	return ok
+}
+
+func (c *localCache) set(key string, until int64) {
+	size := len(key) + localEntryOverhead
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if size > c.max {
+		return
+	}
+	if _, ok := c.until[key]; !ok {
+		if c.bytes+size > c.max {
+			clear(c.until)
+			c.bytes = 0
+		}
+		c.bytes += size
+	}
+	c.until[key] = until
+}
