@@ -7,10 +7,13 @@
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(grpclimit.Unary(lim, nil)))
 //
 // A rejected call ends with codes.ResourceExhausted, a google.rpc.RetryInfo
-// detail saying how long to wait, and the rate-limit fields package
-// httplimit writes (x-ratelimit-limit, x-ratelimit-remaining,
-// x-ratelimit-reset, ratelimit-policy, ratelimit, retry-after) as metadata;
-// allowed calls carry the same fields in their header metadata.
+// detail saying how long to wait, and in its trailer a
+// grpc-retry-pushback-ms saying the same to gRPC's built-in retry policy
+// and the rate-limit fields package httplimit writes (x-ratelimit-limit,
+// x-ratelimit-remaining, x-ratelimit-reset, ratelimit-policy, ratelimit,
+// retry-after). The rejection sends no headers (a Trailers-Only response),
+// which a client's retry policy needs to retry it. Allowed calls carry the
+// same fields in their header metadata.
 package grpclimit
 
 import (
@@ -19,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,22 +162,26 @@ func NewServerInterceptors(o Options) (grpc.UnaryServerInterceptor, grpc.StreamS
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		md, key, err := g.decide(ctx, info.FullMethod)
+		if err != nil {
+			// In the trailer: a response without headers (Trailers-Only)
+			// is one gRPC's retry policy may retry.
+			_ = grpc.SetTrailer(ctx, metadata.Join(md, pushback(err)))
+			return nil, err
+		}
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md)
-		}
-		if err != nil {
-			return nil, err
 		}
 		defer g.done(ctx, key)
 		return handler(ctx, req)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		md, key, err := g.decide(ss.Context(), info.FullMethod)
+		if err != nil {
+			ss.SetTrailer(metadata.Join(md, pushback(err)))
+			return err
+		}
 		if md != nil {
 			_ = ss.SetHeader(md)
-		}
-		if err != nil {
-			return err
 		}
 		defer g.done(ss.Context(), key)
 		return handler(srv, ss)
@@ -251,4 +259,25 @@ func rejection(d algorithm.Decision) error {
 		}
 	}
 	return st.Err()
+}
+
+// pushbackTrailer is the trailer gRPC's built-in retry policy reads: a
+// client whose service config makes RESOURCE_EXHAUSTED retryable waits that
+// many milliseconds before its next attempt, instead of its own backoff.
+const pushbackTrailer = "grpc-retry-pushback-ms"
+
+// pushback is the trailer of a rejection that says how long to wait, nil
+// for any other error: the RetryInfo delay, rounded up to a millisecond.
+func pushback(err error) metadata.MD {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			ms := (ri.GetRetryDelay().AsDuration() + time.Millisecond - 1) / time.Millisecond
+			return metadata.Pairs(pushbackTrailer, strconv.FormatInt(int64(ms), 10))
+		}
+	}
+	return nil
 }
