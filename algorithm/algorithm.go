@@ -146,8 +146,9 @@ type Config struct {
 	// Rate is the token or leak rate in units per second (default
 	// Limit/Window).
 	Rate float64
-	// Burst is GCRA's burst: how many requests may arrive at once (default 1,
-	// which means perfectly smooth spacing of Window/Limit).
+	// Burst is GCRA's burst: how many requests may arrive at once (default
+	// Limit, as go-redis/redis_rate's PerMinute(100) has burst 100; 1 means
+	// perfectly smooth spacing of Window/Limit).
 	Burst int64
 	// Tolerance is bounded-log's e: a W-long interval holds at most
 	// (1+e)·Limit accepted units (default 0.05).

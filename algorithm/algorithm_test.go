@@ -58,8 +58,8 @@ func TestNewDefaultsAndErrors(t *testing.T) {
 	if c := tb.Config(); c.Capacity != 600 || c.Rate != 10 {
 		t.Errorf("token-bucket defaults: capacity %d rate %v, want 600 and 10", c.Capacity, c.Rate)
 	}
-	if c := mustNew(t, Config{Algorithm: GCRA, Limit: 600, Window: time.Minute}).Config(); c.Burst != 1 {
-		t.Errorf("gcra default burst %d, want 1", c.Burst)
+	if c := mustNew(t, Config{Algorithm: GCRA, Limit: 600, Window: time.Minute}).Config(); c.Burst != 600 {
+		t.Errorf("gcra default burst %d, want the limit, 600", c.Burst)
 	}
 	if c := mustNew(t, Config{Algorithm: LeakyBucket, Limit: 600, Window: time.Minute}).Config(); c.MaxDelay != time.Minute || c.Rate != 10 {
 		t.Errorf("leaky-bucket defaults: max delay %v rate %v", c.MaxDelay, c.Rate)
@@ -149,11 +149,7 @@ func TestZeroStateAndCosts(t *testing.T) {
 		if slices.ContainsFunc(s, func(x int64) bool { return x != 0 }) {
 			t.Errorf("%s: rejected costs changed the state: %v", a.Name(), s)
 		}
-		full := int64(10)
-		if a.Name() == GCRA {
-			full = 1 // its burst
-		}
-		d := a.Decide(s, now, full)
+		d := a.Decide(s, now, 10)
 		if !d.Allowed || d.Limit != 10 {
 			t.Errorf("%s: zero state, cost = limit: %+v, want allowed", a.Name(), d)
 		}

@@ -65,7 +65,7 @@
 // is full again.
 //
 // gcra (2 words): the same arithmetic with T = ceil(W/L) and C = Burst
-// (default 1): requests are spaced T apart, with Burst of them allowed at
+// (default L): requests are spaced T apart, with Burst of them allowed at
 // once; any interval of length d holds at most Burst + d/T units. Remaining,
 // RetryAfter and ResetAfter follow go-redis/redis_rate: remaining =
 // floor(diff/T), retry_after = -diff, reset_after = new_tat - now when

@@ -96,13 +96,13 @@ func checkedTokenBucket(c Config) (Algorithm, error) {
 	return newBucket(c, c.Capacity, c.Capacity, interval), nil
 }
 
-// checkedGCRA checks and defaults c.Burst (1).
+// checkedGCRA checks and defaults c.Burst (Limit).
 func checkedGCRA(c Config) (Algorithm, error) {
 	if c.Burst < 0 || c.Burst > MaxLimit {
 		return nil, fmt.Errorf("%s: burst must be between 1 and %d, got %d", c.Algorithm, int64(MaxLimit), c.Burst)
 	}
 	if c.Burst == 0 {
-		c.Burst = 1
+		c.Burst = c.Limit
 	}
 	interval := ceilDiv(int64(c.Window), c.Limit)
 	if err := checkSpan(c.Algorithm, "burst × emission interval", c.Burst, interval); err != nil {

@@ -596,12 +596,8 @@ rules:
 					t.Fatalf("blocked member allowed: %+v", r)
 				}
 			}
-			want := 3
-			if alg == algorithm.GCRA {
-				want = 1 // burst 1: one at once, the next after 20s
-			}
-			if got := allowedCount(t, e, one("member=u"), 5); got != want {
-				t.Fatalf("%d of 5 allowed after rejected requests, want %d (none counted)", got, want)
+			if got := allowedCount(t, e, one("member=u"), 5); got != 3 {
+				t.Fatalf("%d of 5 allowed after rejected requests, want 3 (none counted)", got)
 			}
 		})
 	}

@@ -42,7 +42,7 @@ func (f *limitFlags) register(fs *flag.FlagSet, withAlgorithm bool) {
 	fs.IntVar(&f.slices, "slices", 12, "slices of the sliding window")
 	fs.Int64Var(&f.bucket, "bucket", 60, "token-bucket capacity in tokens (60 in the reference patterns of sim window); it refills at --rate")
 	fs.Float64Var(&f.rate, "rate", 0, "token-bucket and leaky-bucket rate per second (0: limit/window)")
-	fs.Int64Var(&f.burst, "burst", 0, "gcra burst (0: the algorithm's default, 1)")
+	fs.Int64Var(&f.burst, "burst", 1, "gcra burst: 1 spaces requests perfectly, as the tables in docs/simulator.md; 0 means the algorithm's default, the limit")
 	fs.Float64Var(&f.tolerance, "tolerance", 0, "bounded-log tolerance e (0: the algorithm's default, 0.05)")
 	fs.DurationVar(&f.maxDelay, "max-delay", 0, "leaky-bucket queue bound (0: the window)")
 }
