@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
 // withLimit is desc(kv...) carrying Envoy's per-descriptor limit override.
@@ -99,5 +101,29 @@ func TestLimitOverrideInvalid(t *testing.T) {
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("case %d: %v, want InvalidArgument", i, err)
 		}
+	}
+}
+
+// WithOverrides: reject answers INVALID_ARGUMENT, ignore lets the rules
+// decide the descriptor.
+func TestWithOverrides(t *testing.T) {
+	set, err := rules.Parse("rules.yaml", []byte(testRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
+		withLimit(1000, typev3.RateLimitUnit_HOUR, nil, "client", "acme"),
+	}}
+	rej := New(rules.NewEngine(set, nil), nil, WithOverrides(rules.OverridesReject))
+	if _, err := rej.ShouldRateLimit(ctx(t), req); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("reject: err = %v, want INVALID_ARGUMENT", err)
+	}
+	ign := New(rules.NewEngine(set, nil), nil, WithOverrides(rules.OverridesIgnore))
+	resp, err := ign.ShouldRateLimit(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Statuses[0].CurrentLimit.GetName(); got != "per-client" {
+		t.Fatalf("ignore: the descriptor was decided by %q, want the rule per-client", got)
 	}
 }

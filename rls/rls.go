@@ -78,10 +78,20 @@ type Checker interface {
 // Service implements RateLimitServiceServer.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	checker Checker
-	log     *slog.Logger
-	shadow  *rules.ShadowLog
-	headers bool
+	checker   Checker
+	log       *slog.Logger
+	shadow    *rules.ShadowLog
+	headers   bool
+	overrides rules.OverridePolicy
+}
+
+// WithOverrides sets what the service does with descriptor limit
+// overrides (RateLimitDescriptor.limit). The default, rules.OverridesAllow,
+// applies them, as envoyproxy/ratelimit does: Envoy sets them from its
+// route configuration. Under rules.OverridesReject a request with one is
+// INVALID_ARGUMENT; under rules.OverridesIgnore the rules decide it.
+func WithOverrides(p rules.OverridePolicy) Option {
+	return func(s *Service) { s.overrides = p }
 }
 
 // Option configures a Service.
@@ -139,6 +149,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	p, err := parseDescriptors(descs, int64(in.GetHitsAddend()), weights)
 	if err != nil {
 		return nil, err
+	}
+	if p.overrides != nil {
+		r := rules.Request{Overrides: p.overrides}
+		if err := s.overrides.Apply(&r); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		p.overrides = r.Overrides
 	}
 
 	resp := &rlsv3.RateLimitResponse{

@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -86,19 +87,153 @@ func TestOverrideBounds(t *testing.T) {
 	}
 }
 
-// Distinct overrides are bounded: past MaxOverrides a new one is invalid,
-// while those already in use keep working.
-func TestOverridesAreBounded(t *testing.T) {
+// More distinct overrides than the table holds are all decided: the least
+// recently used are evicted, no request is refused.
+func TestOverrideTableEvictsInsteadOfRefusing(t *testing.T) {
 	e, _ := newTestEngine(t, composed)
-	for i := range MaxOverrides {
+	for i := range 300 {
 		if _, err := e.Check(context.Background(), withOverride(int64(i+1), time.Minute, "member=a")); err != nil {
-			t.Fatalf("override %d: %v", i, err)
+			t.Fatalf("distinct override %d: %v", i+1, err)
 		}
 	}
-	if _, err := e.Check(context.Background(), withOverride(MaxOverrides+1, time.Minute, "member=a")); !errors.Is(err, ErrInvalidRequest) {
-		t.Fatalf("override %d: err = %v, want ErrInvalidRequest", MaxOverrides+1, err)
+	if _, err := e.Check(context.Background(), withOverride(1000, time.Minute, "member=b")); err != nil {
+		t.Fatalf("a new override after 300 others: %v", err)
 	}
-	if _, err := e.Check(context.Background(), withOverride(1, time.Minute, "member=b")); err != nil {
-		t.Fatalf("an override already in use: %v", err)
+}
+
+// A flood of 100,000 distinct overrides evicts a victim's override from
+// the table, and the victim is still at its limit when it comes back: the
+// rebuilt override finds the counters the evicted one left in the store.
+//
+// The first few thousand of the flood are decided in the store like the
+// victim's; the rest go through Keys, which builds and evicts overrides
+// exactly as Check does without registering 100,000 limits in the memory
+// store (each distinct override value is a limit of its own there; see
+// docs/security.md for what that costs).
+func TestOverrideEvictionKeepsVictimAtLimit(t *testing.T) {
+	e, c := newTestEngine(t, composed)
+	victim := withOverride(5, time.Minute, "member=victim")
+	if got := allowedCount(t, e, victim, 5); got != 5 {
+		t.Fatalf("victim: %d of 5 allowed under an override of 5", got)
+	}
+	const flood, decided = 100_000, 3_000
+	set := e.Set()
+	for i := range flood {
+		req := withOverride(int64(100+i), time.Minute, "member=attacker")
+		var err error
+		if i < decided {
+			_, err = e.Check(context.Background(), req)
+		} else {
+			_, err = set.Keys(req)
+		}
+		if err != nil {
+			t.Fatalf("flood override %d: %v", i, err)
+		}
+	}
+	st := set.overrideStats()
+	if st.Entries > MaxOverrides || st.Bytes > MaxOverrideBytes {
+		t.Fatalf("table past its bounds: %+v", st)
+	}
+	if st.Evicted < flood+1-MaxOverrides {
+		t.Fatalf("evicted %d overrides, want at least %d", st.Evicted, flood+1-MaxOverrides)
+	}
+	if _, held := set.overrides.m[Override{Limit: 5, Window: time.Minute}]; held {
+		t.Fatal("the victim's override is still in the table; the flood did not evict it")
+	}
+	c.advance(time.Second)
+	r := check(t, e, victim)
+	if r.Allowed || r.Statuses[0].Decision.Remaining != 0 {
+		t.Fatalf("victim's sixth request after its override was evicted and rebuilt: %+v", r.Statuses)
+	}
+	c.advance(time.Minute)
+	if got := allowedCount(t, e, victim, 6); got != 5 {
+		t.Fatalf("a window later the victim got %d of 6, want its 5", got)
+	}
+}
+
+// The table is bounded in bytes as well as entries: with room for fewer
+// entries in bytes than in number, the bytes decide.
+func TestOverrideTableBoundedInBytes(t *testing.T) {
+	var tab overrideTable
+	tab.maxEntries, tab.maxBytes = 1000, 10*overrideEntryBytes
+	for i := range 50 {
+		if _, err := tab.rule(Override{Limit: int64(i + 1), Window: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if tab.bytes > tab.maxBytes || len(tab.m) > 10 {
+			t.Fatalf("after %d overrides: %d entries, %d bytes (bound %d)", i+1, len(tab.m), tab.bytes, tab.maxBytes)
+		}
+	}
+	// The most recently used stays; the least recently used goes first.
+	if _, err := tab.rule(Override{Limit: 41, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.rule(Override{Limit: 1000, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		limit int64
+		held  bool
+	}{{41, true}, {1000, true}, {42, false}, {50, true}, {1, false}} {
+		if _, ok := tab.m[Override{Limit: want.limit, Window: time.Second}]; ok != want.held {
+			t.Errorf("override %d held = %v, want %v", want.limit, ok, want.held)
+		}
+	}
+}
+
+// overrideEntryBytes covers what building one override allocates.
+func TestOverrideEntryBytes(t *testing.T) {
+	var tab overrideTable
+	tab.maxEntries, tab.maxBytes = 1<<20, 1<<40
+	const n = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		if _, err := tab.rule(Override{Limit: int64(i + 1), Window: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	per := int64(after.TotalAlloc-before.TotalAlloc) / n
+	if per > overrideEntryBytes {
+		t.Fatalf("building an override allocates %d bytes; overrideEntryBytes is %d", per, overrideEntryBytes)
+	}
+	t.Logf("an override allocates %d bytes, accounted %d", per, overrideEntryBytes)
+}
+
+// The override policies: allow leaves a request alone, ignore drops its
+// overrides, reject refuses a request that carries one.
+func TestOverridePolicyApply(t *testing.T) {
+	for _, name := range []string{"allow", "ignore", "reject"} {
+		t.Run(name, func(t *testing.T) {
+			p, err := ParseOverridePolicy(name)
+			if err != nil || p.String() != name {
+				t.Fatalf("ParseOverridePolicy(%q) = %v, %v", name, p, err)
+			}
+			req := withOverride(4294967294, time.Hour, "client=c1")
+			err = p.Apply(&req)
+			switch p {
+			case OverridesAllow:
+				if err != nil || len(req.Overrides) != 1 {
+					t.Fatalf("allow: %v %v", req.Overrides, err)
+				}
+			case OverridesIgnore:
+				if err != nil || req.Overrides != nil {
+					t.Fatalf("ignore: %v %v", req.Overrides, err)
+				}
+			case OverridesReject:
+				if !errors.Is(err, ErrOverrideRefused) || !errors.Is(err, ErrInvalidRequest) {
+					t.Fatalf("reject: err = %v", err)
+				}
+				zero := Request{Descriptors: req.Descriptors, Overrides: []Override{{}}}
+				if err := p.Apply(&zero); err != nil {
+					t.Fatalf("reject refused a request whose overrides are all zero: %v", err)
+				}
+			}
+		})
+	}
+	if _, err := ParseOverridePolicy("yes"); err == nil {
+		t.Fatal("ParseOverridePolicy accepted yes")
 	}
 }

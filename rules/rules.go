@@ -110,7 +110,8 @@ const OverrideRule = "limit-override"
 // entries, failing open, and in shadow mode only when the engine runs every
 // rule in shadow mode. Limit 0 rejects every request.
 // Descriptors with equal entries and equal overrides share a counter. A
-// rule set accepts at most MaxOverrides distinct overrides.
+// rule set keeps at most MaxOverrides distinct overrides built, evicting
+// the least recently used; an evicted override keeps its counters.
 type Override struct {
 	Limit  int64
 	Window time.Duration

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -40,18 +38,9 @@ type Set struct {
 	// more holds the sets of the other files of a directory, one domain
 	// each; the receiver is the first file's.
 	more []*Set
-	// overrides holds the rules built for request Overrides (Override ->
-	// *rule), at most MaxOverrides of them.
-	overrides     sync.Map
-	overrideCount atomic.Int32
+	// overrides holds the rules built for request Overrides.
+	overrides overrideTable
 }
-
-// MaxOverrides is the most distinct Overrides (limit and window pairs) a
-// rule set accepts; a request with another one is invalid. Each distinct
-// override is a limit with its own counters and, in the memory store, its
-// own tables, so clients must not be able to create them without bound.
-// The count starts again when the rules are reloaded.
-const MaxOverrides = 256
 
 // rule is one compiled rule. In the envoyproxy/ratelimit format it is one
 // rate_limit block.
@@ -489,37 +478,13 @@ func (s *Set) applyOverrides(req Request, hits int64, out []applied) ([]applied,
 		if !overridden(req, i) {
 			continue
 		}
-		r, err := s.overrideRule(req.Overrides[i])
+		r, err := s.overrides.rule(req.Overrides[i])
 		if err != nil {
 			return out, err
 		}
 		out = s.apply(out, r, i, d, hits)
 	}
 	return out, nil
-}
-
-// overrideRule returns the rule that enforces o.
-func (s *Set) overrideRule(o Override) (*rule, error) {
-	if r, ok := s.overrides.Load(o); ok {
-		return r.(*rule), nil
-	}
-	lim, err := newLimit(algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: o.Limit, Window: o.Window})
-	if err != nil {
-		return nil, fmt.Errorf("%w: limit override %d per %s: %v", ErrInvalidRequest, o.Limit, FormatWindow(o.Window), err)
-	}
-	// No rule file yields an id that starts with '=': rule names cannot
-	// hold one, and envoyproxy/ratelimit ids escape it.
-	r := &rule{index: math.MaxInt, id: "=override", name: OverrideRule, countAll: true, base: lim}
-	if s.overrideCount.Add(1) > MaxOverrides {
-		s.overrideCount.Add(-1)
-		return nil, fmt.Errorf("%w: limit override %d per %s: %d distinct overrides are in use, the most the rules accept",
-			ErrInvalidRequest, o.Limit, FormatWindow(o.Window), MaxOverrides)
-	}
-	if prev, loaded := s.overrides.LoadOrStore(o, r); loaded {
-		s.overrideCount.Add(-1)
-		return prev.(*rule), nil
-	}
-	return r, nil
 }
 
 // apply appends rule r applied to descriptor d, unless d lacks an entry r

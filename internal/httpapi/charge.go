@@ -118,6 +118,9 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, boo
 		return rules.Request{}, false
 	}
 	req, err := in.toRequest()
+	if err == nil {
+		err = a.o.Overrides.Apply(&req)
+	}
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return rules.Request{}, false

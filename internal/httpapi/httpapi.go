@@ -57,6 +57,10 @@ type Options struct {
 	// Shadow reports that the engine runs every rule in shadow mode (the
 	// server's global switch), so /v1/rules shows every rule as shadow.
 	Shadow bool
+	// Overrides is what the API does with a descriptor's own limit. The
+	// zero value applies it; the server refuses it unless configured to
+	// (http.limit_overrides), since any caller could raise its own limit.
+	Overrides rules.OverridePolicy
 }
 
 // CheckRequest is the body of POST /v1/check.
@@ -228,6 +232,9 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := in.toRequest()
+	if err == nil {
+		err = a.o.Overrides.Apply(&req)
+	}
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return

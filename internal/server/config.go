@@ -16,6 +16,8 @@ import (
 
 	"github.com/floodgate-dev/floodgate/internal/urlpath"
 	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
 //go:embed default.yaml
@@ -57,6 +59,16 @@ type Listener struct {
 	// Addr is host:port; "off" disables the listener.
 	Addr string `yaml:"addr"`
 	TLS  TLS    `yaml:"tls"`
+	// LimitOverrides is what the listener does with the limit a request
+	// sets for a descriptor: allow, ignore or reject (rules.OverridePolicy).
+	LimitOverrides string `yaml:"limit_overrides"`
+}
+
+// OverridePolicy returns the listener's LimitOverrides (checked by
+// validate).
+func (l Listener) OverridePolicy() rules.OverridePolicy {
+	p, _ := rules.ParseOverridePolicy(l.LimitOverrides)
+	return p
 }
 
 // Enabled reports whether the listener is switched on.
@@ -359,6 +371,9 @@ func (c *Config) validateListeners(at func(string) string) error {
 		}
 		if err := l.l.TLS.validate(); err != nil {
 			return fmt.Errorf("%s: %s.tls: %v", at(l.name+".tls"), l.name, err)
+		}
+		if _, err := rules.ParseOverridePolicy(l.l.LimitOverrides); err != nil {
+			return fmt.Errorf("%s: %s.limit_overrides: %v", at(l.name+".limit_overrides"), l.name, err)
 		}
 	}
 	return nil

@@ -127,17 +127,20 @@ func (s *Server) buildFrontEnds(unmatched *rules.UnmatchedLog) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Options{Engine: s.check, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Shadow: cfg.Shadow})
+	api, err := httpapi.New(httpapi.Options{Engine: s.check, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log, Shadow: cfg.Shadow,
+		Overrides: cfg.HTTP.OverridePolicy()})
 	if err != nil {
 		return err
 	}
-	var rlsOpts []rls.Option
+	rlsOpts := []rls.Option{rls.WithOverrides(cfg.GRPC.OverridePolicy())}
 	if cfg.RLS.Headers {
 		rlsOpts = append(rlsOpts, rls.WithHeaders())
 	}
 	rlsSvc := rls.New(s.check, log, rlsOpts...)
-	// envoyproxy/ratelimit's JSON endpoint, on the public listener.
-	if s.envoyJSON, err = httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: rlsSvc, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}); err != nil {
+	// envoyproxy/ratelimit's JSON endpoint, on the public listener: its
+	// callers get the HTTP listener's override policy.
+	jsonOpts := append([]rls.Option{rls.WithOverrides(cfg.HTTP.OverridePolicy())}, rlsOpts[1:]...)
+	if s.envoyJSON, err = httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: rls.New(s.check, log, jsonOpts...), MaxBodyBytes: cfg.MaxBodyBytes, Logger: log}); err != nil {
 		return err
 	}
 	s.handler, s.adminH = s.buildMuxes(api, s.access)
