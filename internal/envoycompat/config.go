@@ -91,7 +91,25 @@ type node struct {
 // Config is a loaded set of rule files: one descriptor tree per domain.
 type Config struct {
 	domains map[string]*node
+	// Literal lists the descriptors (file: domain.key_value) whose value
+	// holds a '*' that is not a wildcard (Wildcards trailing), so that the
+	// server can say so.
+	Literal []string
 }
+
+// Wildcards says which '*' in a descriptor value is a wildcard.
+type Wildcards int
+
+const (
+	// WildcardsTrailing: only a value ending in '*' is a wildcard, and it
+	// matches by prefix; any other '*' is a literal character. This is
+	// envoyproxy/ratelimit before March 2026 (its #1085), the version the
+	// Go module proxy serves and the project's differential test runs.
+	WildcardsTrailing Wildcards = iota
+	// WildcardsAnywhere: every '*' matches any run of bytes
+	// (/api/*/action, foo*bar*baz), as envoyproxy/ratelimit since #1085.
+	WildcardsAnywhere
+)
 
 // configError is a rule file that does not load, with the file's name.
 type configError struct{ file, msg string }
@@ -102,7 +120,7 @@ func (e *configError) Error() string { return e.file + ": " + e.msg }
 // against the fields it knows, each file's descriptors into its domain's
 // tree. With merge (MERGE_DOMAIN_CONFIG) files with the same domain are
 // merged; without it that is an error.
-func LoadConfig(files []File, merge bool) (*Config, error) {
+func LoadConfig(files []File, merge bool, wild Wildcards) (*Config, error) {
 	c := &Config{domains: map[string]*node{}}
 	for _, f := range files {
 		root, err := parseFile(f)
@@ -119,7 +137,7 @@ func LoadConfig(files []File, merge bool) (*Config, error) {
 		if !ok {
 			dom = &node{children: map[string]*node{}}
 		}
-		if err := dom.load(f.Name, root.Domain+".", root.Descriptors); err != nil {
+		if err := dom.load(c, wild, f.Name, root.Domain+".", root.Descriptors); err != nil {
 			return nil, err
 		}
 		c.domains[root.Domain] = dom
@@ -234,7 +252,7 @@ func newLimit(perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit, name 
 }
 
 // load adds descriptors to n; parent is the path of n's key, for errors.
-func (n *node) load(file, parent string, descs []yamlDescriptor) error {
+func (n *node) load(c *Config, wild Wildcards, file, parent string, descs []yamlDescriptor) error {
 	for _, d := range descs {
 		if d.Key == "" {
 			return &configError{file, "descriptor has empty key"}
@@ -269,14 +287,26 @@ func (n *node) load(file, parent string, descs []yamlDescriptor) error {
 			}
 			child.limit = l
 		}
+		isWild := strings.Contains(final, "*")
+		parts := strings.Split(final, "*")
+		if wild == WildcardsTrailing {
+			isWild = strings.HasSuffix(final, "*")
+			parts = []string{strings.TrimSuffix(final, "*"), ""}
+			if !isWild && strings.Contains(final, "*") {
+				c.Literal = append(c.Literal, file+": "+path)
+			}
+		}
 		if d.ShareThreshold {
-			if !strings.Contains(final, "*") {
+			if !isWild {
+				if wild == WildcardsTrailing {
+					return &configError{file, fmt.Sprintf("share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", final)}
+				}
 				return &configError{file, fmt.Sprintf("share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", final)}
 			}
 			child.share = final
 		}
-		if strings.Contains(final, "*") {
-			n.wildcards = append(n.wildcards, wildcard{key: final, parts: strings.Split(final, "*")})
+		if isWild {
+			n.wildcards = append(n.wildcards, wildcard{key: final, parts: parts})
 		}
 		if len(d.Metadata) > 0 {
 			md, err := structpb.NewStruct(d.Metadata)
@@ -287,7 +317,7 @@ func (n *node) load(file, parent string, descs []yamlDescriptor) error {
 				child.limit.metadata = md
 			}
 		}
-		if err := child.load(file, path+".", d.Descriptors); err != nil {
+		if err := child.load(c, wild, file, path+".", d.Descriptors); err != nil {
 			return err
 		}
 		n.children[final] = child

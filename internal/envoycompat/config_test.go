@@ -27,7 +27,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"bad yaml", "domain: d\ndescriptors:\n  - key: [\n", "error loading config file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig([]File{{Name: "config.f", Text: []byte(tc.text)}}, false)
+			_, err := LoadConfig([]File{{Name: "config.f", Text: []byte(tc.text)}}, false, WildcardsAnywhere)
 			if err == nil || !strings.HasPrefix(err.Error(), "config.f: ") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want config.f: ... %s", err, tc.want)
 			}
@@ -38,24 +38,23 @@ func TestLoadConfigErrors(t *testing.T) {
 func TestLoadConfigDomains(t *testing.T) {
 	a := File{Name: "config.a", Text: []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n")}
 	b := File{Name: "config.b", Text: []byte("domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 2}\n")}
-	if _, err := LoadConfig([]File{a, b}, false); err == nil || !strings.Contains(err.Error(), "config.b: duplicate domain 'd' in config file") {
+	if _, err := LoadConfig([]File{a, b}, false, WildcardsAnywhere); err == nil || !strings.Contains(err.Error(), "config.b: duplicate domain 'd' in config file") {
 		t.Fatalf("two files, one domain: %v", err)
 	}
-	c, err := LoadConfig([]File{a, b}, true)
+	c, err := LoadConfig([]File{a, b}, true, WildcardsAnywhere)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.lookup("d", []entry{{"a", "x"}}).limit == nil || c.lookup("d", []entry{{"b", "x"}}).limit == nil {
 		t.Fatal("MERGE_DOMAIN_CONFIG: both files' descriptors should apply")
 	}
-	empty, err := LoadConfig([]File{{Name: "config.e", Text: []byte("domain: e\ndescriptors:\n")}}, false)
+	empty, err := LoadConfig([]File{{Name: "config.e", Text: []byte("domain: e\ndescriptors:\n")}}, false, WildcardsAnywhere)
 	if err != nil || empty.Empty() {
 		t.Fatalf("a domain with an empty descriptors list: %v", err)
 	}
 }
 
-func TestLookup(t *testing.T) {
-	c, err := LoadConfig([]File{{Name: "config.w", Text: []byte(`
+const lookupRules = `
 domain: w
 descriptors:
   - key: k
@@ -73,30 +72,45 @@ descriptors:
     descriptors:
       - key: sub
         rate_limit: {unit: second, requests_per_unit: 5}
-`)}}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+  - key: lit
+    value: "a*b"
+    rate_limit: {unit: second, requests_per_unit: 6}
+`
+
+func TestLookup(t *testing.T) {
 	for _, tc := range []struct {
+		wild    Wildcards
 		entries []entry
 		want    uint32 // 0: no limit
 	}{
-		{[]entry{{"k", "exact"}}, 1},
-		{[]entry{{"k", "extra"}}, 2},
-		{[]entry{{"k", "other"}}, 3},
-		{[]entry{{"m", "fooXbarYbaz"}}, 4},
-		{[]entry{{"m", "foobazbar"}}, 0},
-		{[]entry{{"nest", "x"}}, 0},
-		{[]entry{{"nest", "x"}, {"sub", "y"}}, 5},
-		{[]entry{{"nest", "x"}, {"sub", "y"}, {"more", "z"}}, 0},
-		{[]entry{{"", "x"}}, 0},
+		{WildcardsAnywhere, []entry{{"k", "exact"}}, 1},
+		{WildcardsAnywhere, []entry{{"k", "extra"}}, 2},
+		{WildcardsAnywhere, []entry{{"k", "other"}}, 3},
+		{WildcardsAnywhere, []entry{{"m", "fooXbarYbaz"}}, 4},
+		{WildcardsAnywhere, []entry{{"m", "foobazbar"}}, 0},
+		{WildcardsAnywhere, []entry{{"nest", "x"}}, 0},
+		{WildcardsAnywhere, []entry{{"nest", "x"}, {"sub", "y"}}, 5},
+		{WildcardsAnywhere, []entry{{"nest", "x"}, {"sub", "y"}, {"more", "z"}}, 0},
+		{WildcardsAnywhere, []entry{{"", "x"}}, 0},
+		{WildcardsAnywhere, []entry{{"lit", "aXb"}}, 6},
+		{WildcardsTrailing, []entry{{"lit", "aXb"}}, 0},
+		{WildcardsTrailing, []entry{{"lit", "a*b"}}, 6},
+		{WildcardsTrailing, []entry{{"m", "fooXbarYbaz"}}, 0},
+		{WildcardsTrailing, []entry{{"k", "extra"}}, 2},
 	} {
+		c, err := LoadConfig([]File{{Name: "config.w", Text: []byte(lookupRules)}}, false, tc.wild)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.wild == WildcardsTrailing && !slices.Equal(c.Literal, []string{"config.w: w.m_foo*bar*baz", "config.w: w.lit_a*b"}) {
+			t.Errorf("literal stars %q", c.Literal)
+		}
 		got := uint32(0)
 		if l := c.lookup("w", tc.entries).limit; l != nil {
 			got = l.perUnit
 		}
 		if got != tc.want {
-			t.Errorf("%v: limit %d per second, want %d", tc.entries, got, tc.want)
+			t.Errorf("wildcards %d, %v: limit %d per second, want %d", tc.wild, tc.entries, got, tc.want)
 		}
 	}
 }
@@ -163,13 +177,14 @@ func TestParseSettings(t *testing.T) {
 		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "onlymaster"}, "REDIS_URL: a sentinel address is"},
 		{map[string]string{"NEAR_LIMIT_RATIO": "2"}, "NEAR_LIMIT_RATIO"},
 		{map[string]string{"SHADOW_MODE": "maybe"}, `SHADOW_MODE: "maybe" is not true or false`},
+		{map[string]string{"FLOODGATE_WILDCARDS": "some"}, `FLOODGATE_WILDCARDS: "some": want trailing`},
 	} {
 		if _, err := ParseSettings(mapLookup(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.env, err, tc.want)
 		}
 	}
 	s, err = ParseSettings(mapLookup(map[string]string{"USE_STATSD": "false", "REDIS_TYPE": "Cluster", "LIMIT_RESPONSE_HEADERS_ENABLED": "1"}))
-	if err != nil || s.Redis.Type != "cluster" || !s.HeadersEnabled {
+	if err != nil || s.Redis.Type != "cluster" || !s.HeadersEnabled || s.Wildcards != WildcardsTrailing {
 		t.Fatalf("%+v, %v", s, err)
 	}
 }
@@ -206,7 +221,7 @@ func FuzzLoadConfig(f *testing.F) {
 	f.Add("domain: d\ndescriptors:\n  - key: k\n    metadata: {a: [1, {b: c}]}\n    rate_limit: {unlimited: true}\n")
 	f.Add("domain: d\ndescriptors:\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		c, err := LoadConfig([]File{{Name: "config.f", Text: []byte(text)}}, false)
+		c, err := LoadConfig([]File{{Name: "config.f", Text: []byte(text)}}, false, WildcardsAnywhere)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "config.f: ") {
 				t.Fatalf("error %q does not name the file", err)

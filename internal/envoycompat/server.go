@@ -109,10 +109,11 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := LoadConfig(files, set.MergeDomainConfig)
+	cfg, err := LoadConfig(files, set.MergeDomainConfig, set.Wildcards)
 	if err != nil {
 		return nil, fmt.Errorf("rule files: %w", err)
 	}
+	warnLiteral(log, cfg)
 	s := &Server{set: set, log: log, lis: map[string]net.Listener{}}
 	client, err := dialRedis(ctx, set.Redis)
 	if err != nil {
@@ -165,6 +166,16 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// warnLiteral logs every descriptor value whose '*' is a literal character
+// under FLOODGATE_WILDCARDS=trailing, so that a rule written for a newer
+// envoyproxy/ratelimit (where it is a wildcard) does not silently match
+// nothing.
+func warnLiteral(log *slog.Logger, cfg *Config) {
+	for _, d := range cfg.Literal {
+		log.Warn("a '*' inside a descriptor value is a literal character here, as in envoyproxy/ratelimit before its wildcards anywhere (#1085); set FLOODGATE_WILDCARDS=anywhere if the rule means a wildcard", "descriptor", d)
+	}
 }
 
 // Service returns the RLS service, for tests.
@@ -222,7 +233,8 @@ func (s *Server) Reload() error {
 	files, err := ReadRuntime(s.set)
 	if err == nil {
 		var cfg *Config
-		if cfg, err = LoadConfig(files, s.set.MergeDomainConfig); err == nil {
+		if cfg, err = LoadConfig(files, s.set.MergeDomainConfig, s.set.Wildcards); err == nil {
+			warnLiteral(s.log, cfg)
 			s.svc.SetConfig(cfg)
 			if s.set.HealthyWithAtLeastOneConfigLoaded {
 				s.mu.Lock()

@@ -94,7 +94,7 @@ func newService(t *testing.T, rules string, start int64, tweak func(*Settings)) 
 	if tweak != nil {
 		tweak(&set)
 	}
-	cfg, err := LoadConfig([]File{{Name: "config.test", Text: []byte(rules)}}, false)
+	cfg, err := LoadConfig([]File{{Name: "config.test", Text: []byte(rules)}}, false, set.Wildcards)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestDecisions(t *testing.T) {
 		}
 	})
 	t.Run("wildcard in the middle", func(t *testing.T) {
-		s, _ := newService(t, testRules, t0, nil)
+		s, _ := newService(t, testRules, t0, func(s *Settings) { s.Wildcards = WildcardsAnywhere })
 		if r := call(t, s, 0, desc("path", "/api/v1/action")); r.Statuses[0].CurrentLimit == nil {
 			t.Fatalf("/api/v1/action: %v", r)
 		}
@@ -366,7 +366,7 @@ func TestRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	set.Redis.Timeout = time.Second
-	cfg, _ := LoadConfig([]File{{Name: "config.test", Text: []byte(testRules)}}, false)
+	cfg, _ := LoadConfig([]File{{Name: "config.test", Text: []byte(testRules)}}, false, WildcardsAnywhere)
 	c, err := dialRedis(context.Background(), set.Redis)
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,10 @@ type Settings struct {
 	// RedisPerSecond is set.
 	PerSecond RedisSettings
 
+	// Wildcards is FLOODGATE_WILDCARDS: trailing (the default) or
+	// anywhere; see Wildcards.
+	Wildcards Wildcards
+
 	GlobalShadowMode        bool
 	GlobalQuotaMode         bool
 	ResponseDynamicMetadata bool
@@ -215,6 +219,17 @@ var settings = []setting{
 	{"QUOTA_MODE", "false", boolean(func(s *Settings) *bool { return &s.GlobalQuotaMode })},
 	{"RESPONSE_DYNAMIC_METADATA", "false", boolean(func(s *Settings) *bool { return &s.ResponseDynamicMetadata })},
 	{"MERGE_DOMAIN_CONFIG", "false", boolean(func(s *Settings) *bool { return &s.MergeDomainConfig })},
+	{"FLOODGATE_WILDCARDS", "trailing", func(s *Settings, v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "trailing":
+			s.Wildcards = WildcardsTrailing
+		case "anywhere":
+			s.Wildcards = WildcardsAnywhere
+		default:
+			return fmt.Errorf("%q: want trailing (a '*' is a wildcard only at the end of a value) or anywhere", clip(v))
+		}
+		return nil
+	}},
 }
 
 // refusal is a setting of envoyproxy/ratelimit this package does not serve:
