@@ -1,7 +1,10 @@
-// Command attackconn is the client side of scripts/attack-connections: it
-// opens connections that send a POST header announcing a large body, one
-// byte of it and then nothing ("silent bodies"), and reports when the server
-// closed each; or it checks /healthz and an RLS call at a fixed interval and
+// Command attackconn is the client side of scripts/attack-connections and
+// scripts/attack-grpc: it opens connections that send a POST header
+// announcing a large body, one byte of it and then nothing ("silent
+// bodies"), and reports when the server closed each; or it attacks a gRPC
+// listener with raw HTTP/2 frames: streams opened and reset at once
+// ("rapid reset") or streams whose request message never comes ("held
+// streams"); or it checks /healthz and an RLS call at a fixed interval and
 // reports their latencies; or it serves as a gateway upstream that reads
 // bodies. It prints one JSON object. It is a measuring tool, not part of
 // Floodgate.
@@ -28,21 +31,27 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "attack", "attack, check or upstream")
-	target := flag.String("target", "", "attack: host:port of the HTTP listener")
+	mode := flag.String("mode", "attack", "attack, check, upstream, rapid-reset or held-streams")
+	target := flag.String("target", "", "attack: host:port of the HTTP listener; rapid-reset, held-streams: of the gRPC listener")
 	path := flag.String("path", "/v1/check", "attack: request path")
 	n := flag.Int("n", 1000, "attack: connections to open")
 	from := flag.String("from", "127.0.0.2", "attack: comma-separated source addresses, used in turn")
 	hold := flag.Duration("hold", time.Minute, "attack: how long to wait for the server to close them; check: how long to check")
-	httpURL := flag.String("http", "", "check: base URL of the http listener")
+	httpURL := flag.String("http", "", "check: base URL of the http listener (empty: RLS calls only)")
 	grpcAddr := flag.String("grpc", "", "check: host:port of the gRPC listener")
 	every := flag.Duration("every", 100*time.Millisecond, "check: interval")
 	listen := flag.String("listen", "", "upstream: host:port to serve on")
+	conns := flag.Int("conns", 4, "rapid-reset, held-streams: connections")
+	streams := flag.Int("streams", 1024, "held-streams: streams per connection")
 	flag.Parse()
 	var out any
 	switch *mode {
 	case "attack":
 		out = attack(*target, *path, *n, strings.Split(*from, ","), *hold)
+	case "rapid-reset":
+		out = rapidReset(*target, strings.Split(*from, ","), *conns, *hold)
+	case "held-streams":
+		out = heldStreams(*target, strings.Split(*from, ","), *conns, *streams, *hold)
 	case "check":
 		out = check(*httpURL, *grpcAddr, *every, *hold)
 	case "upstream":
@@ -135,6 +144,7 @@ type checkResult struct {
 	HealthP50  float64 `json:"healthz_p50_ms"`
 	HealthMax  float64 `json:"healthz_max_ms"`
 	RLSP50     float64 `json:"rls_p50_ms"`
+	RLSP99     float64 `json:"rls_p99_ms"`
 	RLSMax     float64 `json:"rls_max_ms"`
 	FirstError string  `json:"first_error,omitempty"`
 	// SlowAt lists when (seconds after the start) a check failed or took 1 s.
@@ -167,26 +177,31 @@ func check(httpURL, grpcAddr string, every, d time.Duration) checkResult {
 		res.Checks++
 		failed := res.Failures
 		t0 := time.Now()
-		resp, err := hc.Get(httpURL + "/healthz")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("/healthz: %s", resp.Status)
+		if httpURL != "" {
+			resp, err := hc.Get(httpURL + "/healthz")
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("/healthz: %s", resp.Status)
+				}
 			}
-		}
-		if err != nil {
-			fail(err)
+			if err != nil {
+				fail(err)
+			}
 		}
 		t1 := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err = rlsc.ShouldRateLimit(ctx, req)
+		_, err := rlsc.ShouldRateLimit(ctx, req)
 		cancel()
 		if err != nil {
 			fail(fmt.Errorf("RLS: %w", err))
 		}
 		t2 := time.Now()
-		hl, rl = append(hl, t1.Sub(t0)), append(rl, t2.Sub(t1))
+		if httpURL != "" {
+			hl = append(hl, t1.Sub(t0))
+		}
+		rl = append(rl, t2.Sub(t1))
 		if t1.Sub(t0) >= time.Second || t2.Sub(t1) >= time.Second {
 			res.Slow++
 		}
@@ -196,14 +211,19 @@ func check(httpURL, grpcAddr string, every, d time.Duration) checkResult {
 	}
 	res.HealthP50, res.HealthMax = quantiles(hl)
 	res.RLSP50, res.RLSMax = quantiles(rl)
+	if len(rl) > 0 {
+		res.RLSP99 = ms(rl[len(rl)*99/100])
+	}
 	return res
 }
 
+// quantiles sorts ds and returns its median and maximum in milliseconds.
 func quantiles(ds []time.Duration) (p50, maxMS float64) {
 	if len(ds) == 0 {
 		return 0, 0
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return ms(ds[len(ds)/2]), ms(ds[len(ds)-1])
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
