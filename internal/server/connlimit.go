@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/floodgate-dev/floodgate/internal/grpcguard"
 )
 
 // limitListener caps the connections a listener holds open: at most max in
@@ -57,7 +59,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		lc := &limitedConn{Conn: c, l: l, client: clientAddr(c.RemoteAddr())}
+		lc := &limitedConn{Conn: c, l: l, client: grpcguard.ClientAddr(c.RemoteAddr())}
 		victim, reason := l.admit(lc)
 		if reason != "" {
 			c.Close()
@@ -143,19 +145,6 @@ func (l *limitListener) Open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.open
-}
-
-// clientAddr is the part of a remote address a per-client cap counts by:
-// the IP address without the port.
-func clientAddr(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return string(ta.IP.To16())
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
 }
 
 // limitedConn gives its place back to the listener when closed.

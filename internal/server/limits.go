@@ -56,6 +56,21 @@ type GRPCLimits struct {
 	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
 	// MaxConnectionIdle closes a connection without calls for this long.
 	MaxConnectionIdle time.Duration `yaml:"max_connection_idle"`
+	// MaxCalls and MaxCallsPerClient cap the calls in flight on the
+	// listener, in all and from one client IP address (0: no cap).
+	MaxCalls          int `yaml:"max_calls"`
+	MaxCallsPerClient int `yaml:"max_calls_per_client"`
+	// MaxWaitingCalls and MaxWaitingCallsPerClient cap the calls whose
+	// request message has not arrived yet (0: no cap), and
+	// RequestMessageTimeout cancels such a call after this long (0: never).
+	MaxWaitingCalls          int           `yaml:"max_waiting_calls"`
+	MaxWaitingCallsPerClient int           `yaml:"max_waiting_calls_per_client"`
+	RequestMessageTimeout    time.Duration `yaml:"request_message_timeout"`
+	// MaxResets, ResetsPerSecond and ResetCooldown bound stream resets per
+	// client IP address: see grpcguard.ResetOptions (MaxResets 0: no bound).
+	MaxResets       int           `yaml:"max_resets"`
+	ResetsPerSecond float64       `yaml:"resets_per_second"`
+	ResetCooldown   time.Duration `yaml:"reset_cooldown"`
 }
 
 // httpReadTimeout is the read timeout of the http and admin listeners: the
@@ -116,7 +131,14 @@ func (c Connections) validate(at func(string) string) error {
 	if c.MaxConns < 0 || c.MaxConnsPerClient < 0 {
 		return fmt.Errorf("%s: connections.max_conns and max_conns_per_client must not be negative (0 means no cap)", at("connections"))
 	}
-	if c.GRPC.MaxConcurrentStreams < 1 {
+	g := c.GRPC
+	if g.MaxCalls < 0 || g.MaxCallsPerClient < 0 || g.MaxWaitingCalls < 0 || g.MaxWaitingCallsPerClient < 0 || g.MaxResets < 0 {
+		return fmt.Errorf("%s: connections.grpc.max_calls, max_calls_per_client, max_waiting_calls, max_waiting_calls_per_client and max_resets must not be negative (0 means no cap)", at("connections.grpc"))
+	}
+	if g.RequestMessageTimeout < 0 || g.ResetCooldown < 0 || g.ResetsPerSecond < 0 || math.IsNaN(g.ResetsPerSecond) || math.IsInf(g.ResetsPerSecond, 0) {
+		return fmt.Errorf("%s: connections.grpc.request_message_timeout, resets_per_second and reset_cooldown must not be negative", at("connections.grpc"))
+	}
+	if g.MaxConcurrentStreams < 1 {
 		return fmt.Errorf("%s: connections.grpc.max_concurrent_streams must be at least 1", at("connections.grpc.max_concurrent_streams"))
 	}
 	return nil

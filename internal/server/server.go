@@ -189,10 +189,12 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.Unmat
 // buildGRPC builds the gRPC server with the RLS and health services.
 func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	cfg := s.cfg
-	var gopts []grpc.ServerOption
+	var creds credentials.TransportCredentials
 	if c := s.tls[ListenerGRPC]; c != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(c)))
+		creds = credentials.NewTLS(c)
 	}
+	// The guards come first: their tap and interceptors see every call.
+	gopts := s.grpcGuards(creds)
 	// Stream workers: gRPC otherwise starts a goroutine per call, whose
 	// stack then grows (and is copied) on every call; reusing goroutines
 	// cut the server's CPU per call by about 8% (docs/benchmarks/serve.md).
