@@ -202,7 +202,7 @@ func (g guardedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 		g.r.close(a)
 		return nil, nil, err
 	}
-	return &watchedConn{Conn: c, r: g.r, acct: a, in: frameScanner{preface: len(clientPreface)}}, info, nil
+	return &watchedConn{Conn: c, r: g.r, acct: a, in: frameScanner{preface: len(clientPreface)}, wlock: make(chan struct{}, 1)}, info, nil
 }
 
 func (g guardedCreds) Clone() credentials.TransportCredentials {
@@ -273,10 +273,12 @@ type watchedConn struct {
 	in         frameScanner // read by the transport's reader only
 	lastStream uint32       // highest stream the client opened
 
-	wmu  sync.Mutex   // serialises writes, so GOAWAY goes between frames
-	out  frameScanner // what the server wrote; under wmu
-	done atomic.Bool  // cut off or closed: no more writes
-	once sync.Once
+	// wlock (a channel of one, so that cutOff can give up waiting)
+	// serialises writes, so that GOAWAY goes between two frames.
+	wlock chan struct{}
+	out   frameScanner // what the server wrote; under wlock
+	done  atomic.Bool  // cut off or closed: no more writes
+	once  sync.Once
 }
 
 func (c *watchedConn) Read(p []byte) (int, error) {
@@ -310,8 +312,8 @@ func (c *watchedConn) frame(typ byte, stream uint32) bool {
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	c.wlock <- struct{}{}
+	defer func() { <-c.wlock }()
 	if c.done.Load() {
 		return 0, net.ErrClosed
 	}
@@ -320,11 +322,17 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// cutOff sends GOAWAY (ENHANCE_YOUR_CALM) if it can do so without waiting
-// for, or breaking into, a write of the server's, and closes the
-// connection.
+// goAwayWait is how long cutOff waits for a write of the server's to end
+// before it closes the connection without GOAWAY.
+const goAwayWait = 100 * time.Millisecond
+
+// cutOff sends GOAWAY (ENHANCE_YOUR_CALM) if the server is between two
+// frames, and closes the connection.
 func (c *watchedConn) cutOff() {
-	if c.wmu.TryLock() {
+	t := time.NewTimer(goAwayWait)
+	defer t.Stop()
+	select {
+	case c.wlock <- struct{}{}:
 		if !c.done.Load() && c.out.atBoundary() {
 			debug := "too many stream resets"
 			f := make([]byte, 9+8+len(debug))
@@ -337,7 +345,8 @@ func (c *watchedConn) cutOff() {
 			c.Conn.Write(f)
 		}
 		c.done.Store(true)
-		c.wmu.Unlock()
+		<-c.wlock
+	case <-t.C:
 	}
 	c.done.Store(true)
 	c.Close()
