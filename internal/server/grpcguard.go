@@ -20,6 +20,14 @@ func (s *Server) grpcGuards(creds credentials.TransportCredentials) []grpc.Serve
 	}, []string{"reason"})
 	reg := s.rec.Registry()
 	reg.MustRegister(refused)
+	reasons := []string{grpcguard.RefusedCalls, grpcguard.RefusedClientCalls, grpcguard.RefusedWaiting,
+		grpcguard.RefusedClientWaiting, grpcguard.CancelledEvicted, grpcguard.CancelledNoMessage}
+	if g.MaxResets > 0 {
+		reasons = append(reasons, grpcguard.CutResets, grpcguard.CutCooldown)
+	}
+	for _, reason := range reasons {
+		refused.WithLabelValues(reason) // at 0 from the start
+	}
 	adm := grpcguard.NewAdmission(grpcguard.AdmissionOptions{
 		MaxCalls:            g.MaxCalls,
 		MaxCallsPerClient:   g.MaxCallsPerClient,
