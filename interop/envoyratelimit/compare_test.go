@@ -2,13 +2,16 @@ package envoyratelimit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -232,56 +235,65 @@ func runScenario(t testing.TB, set string, sc scenario, transport string, ref, f
 	return out
 }
 
-// knownDifference is a category of mismatch that remains on purpose or
-// is not fixed yet, with the reason.
+// knownDifference is a difference that remains on purpose or is not
+// fixed yet, with the reason: the mismatches in category (every category
+// if empty) where "config / scenario / request" contains where (all of
+// them if empty).
 type knownDifference struct {
-	category, reason string
+	category, where, reason string
 }
 
-// checkKnown fails the test for every mismatch whose category is not in
-// known, and logs every known category that no longer occurs; it logs the
-// count of mismatches per category, and writes every mismatch to the
-// Markdown file INTEROP_FINDINGS names, if set.
+func (k knownDifference) covers(m mismatch) bool {
+	return (k.category == "" || k.category == m.category) && strings.Contains(m.set+" / "+m.scenario+" / "+m.request, k.where)
+}
+
+func (k knownDifference) String() string {
+	if k.where == "" {
+		return k.category
+	}
+	return fmt.Sprintf("%s in %q", cmp.Or(k.category, "every field"), k.where)
+}
+
+// checkKnown fails the test for every mismatch no known difference
+// covers, and logs every known difference that no longer occurs; it logs
+// the count of mismatches per known difference and per category, and
+// writes every mismatch to the Markdown file INTEROP_FINDINGS names, if
+// set.
 func checkKnown(t *testing.T, mode string, compared int, ms []mismatch, known []knownDifference) {
 	t.Helper()
-	byCat := map[string][]mismatch{}
-	for _, m := range ms {
-		byCat[m.category] = append(byCat[m.category], m)
-	}
-	reasons := map[string]string{}
-	for _, k := range known {
-		reasons[k.category] = k.reason
-	}
-	cats := make([]string, 0, len(byCat))
-	for c := range byCat {
-		cats = append(cats, c)
-	}
-	sort.Strings(cats)
 	decided := map[string]bool{}
 	for _, m := range ms {
 		if decisionFields[m.category] {
 			decided[m.set+"\x00"+m.scenario+"\x00"+m.step+"\x00"+m.transport] = true
 		}
 	}
-	t.Logf("%s: %d answers compared (gRPC and /json), %d decided differently; %d fields differ, in %d categories",
-		mode, compared, len(decided), len(ms), len(cats))
-	for _, c := range cats {
-		m := byCat[c][0]
-		kinds := map[string]int{}
-		for _, m := range byCat[c] {
-			kinds[m.kind]++
-		}
-		if r, ok := reasons[c]; ok {
-			t.Logf("known: %s: %d fields (by scenario: %v): %s", c, len(byCat[c]), kinds, r)
+	t.Logf("%s: %d answers compared (gRPC and /json), %d decided differently; %d fields differ",
+		mode, compared, len(decided), len(ms))
+	byKnown := make([][]mismatch, len(known))
+	unknown := map[string][]mismatch{}
+	for _, m := range ms {
+		i := slices.IndexFunc(known, func(k knownDifference) bool { return k.covers(m) })
+		if i < 0 {
+			unknown[m.category] = append(unknown[m.category], m)
 			continue
 		}
-		t.Errorf("%s: %d mismatches in %q, e.g. %s / %s / %s: request %s: reference %s, floodgate %s",
-			mode, len(byCat[c]), c, m.set, m.scenario, m.step, m.request, m.ref, m.got)
+		byKnown[i] = append(byKnown[i], m)
 	}
-	for _, k := range known {
-		if _, ok := byCat[k.category]; !ok {
-			t.Logf("%s: the known difference %q no longer occurs: it can leave the list", mode, k.category)
+	for i, k := range known {
+		if len(byKnown[i]) == 0 {
+			t.Logf("%s: the known difference %s no longer occurs: it can leave the list", mode, k)
+			continue
 		}
+		kinds := map[string]int{}
+		for _, m := range byKnown[i] {
+			kinds[m.kind]++
+		}
+		t.Logf("known: %s: %d fields (by scenario: %v): %s", k, len(byKnown[i]), kinds, k.reason)
+	}
+	for _, c := range slices.Sorted(maps.Keys(unknown)) {
+		m := unknown[c][0]
+		t.Errorf("%s: %d mismatches in %q, e.g. %s / %s / %s: request %s: reference %s, floodgate %s",
+			mode, len(unknown[c]), c, m.set, m.scenario, m.step, m.request, m.ref, m.got)
 	}
 	writeFindings(t, mode, ms)
 }

@@ -1,0 +1,132 @@
+package envoyratelimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+// TestMixedFleet runs the reference and `serve --compat envoy-ratelimit`
+// side by side on one Redis with the same rule files and environment, as
+// during a rolling replacement, and alternates requests for one key
+// between them: one limit is enforced (the number allowed per window is
+// the limit, not twice it), every OK answer's remaining count continues
+// the other server's, and Redis holds every hit of both (none lost).
+func TestMixedFleet(t *testing.T) {
+	for _, env := range []map[string]string{nil, {"CACHE_KEY_PREFIX": "ratelimit:"}} {
+		t.Run(fmt.Sprint(env), func(t *testing.T) { testMixedFleet(t, env) })
+	}
+}
+
+func testMixedFleet(t *testing.T, env map[string]string) {
+	layout, _ := integrationRuntime(t)
+	redis := startRedis(t)
+	ref := startReference(t, referenceEnv(t, layout, redis.Addr(), env))
+	fg, err := startCompat(t, referenceEnv(t, layout, redis.Addr(), env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := []*rls{ref, fg}
+	cases := []struct {
+		name, domain, key string
+		limit, unit       int64 // requests per unit, unit in seconds
+		requests          int
+	}{
+		{"20 a minute", "another", "key2", 20, 60, 40},
+		{"10 an hour", "another", "key3", 10, 3600, 30},
+		{"50 a second", "basic", "key1", 50, 1, 100},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Five runs of each limit (one for the hour), each for a new
+			// value of the key, so each starts a window of its own; a run
+			// that crosses a window boundary is repeated with a new value.
+			runs := 5
+			if c.unit > 60 {
+				runs = 1
+			}
+			for r := 1; r <= runs; r++ {
+				allowed, perServer, keys, hits := runFleetWindow(t, fleet, redis.Do, c.domain, c.key, c.unit, c.requests)
+				t.Logf("run %d: %d of %d alternating requests allowed (reference %d, floodgate %d); Redis holds %d hits in %d key",
+					r, allowed, c.requests, perServer[0], perServer[1], hits, keys)
+				if allowed != int(c.limit) {
+					t.Errorf("run %d: %d allowed in one window, want the limit %d: one limit is not enforced", r, allowed, c.limit)
+				}
+				if keys != 1 || hits != int64(c.requests) {
+					t.Errorf("run %d: Redis holds %d hits of %d sent in %d keys, want them all in one key", r, hits, c.requests, keys)
+				}
+			}
+		})
+	}
+}
+
+// runFleetWindow sends requests for one new value of key, alternating
+// between the servers, all in one window of unit seconds (repeating with
+// a new value when a run crosses a boundary), and returns how many were
+// allowed, by each server, and the keys and count Redis holds for the value.
+func runFleetWindow(t *testing.T, fleet []*rls, do func(...string) (string, error), domain, key string, unit int64, requests int) (int, [2]int, int, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for attempt := 0; attempt < 5; attempt++ {
+		value := fmt.Sprintf("fleet-%d", rand.Int64())
+		w := window(unit)
+		allowed, per := 0, [2]int{}
+		wantRemaining := -1
+		for i := 0; i < requests; i++ {
+			srv := fleet[i%2]
+			resp, err := srv.client.ShouldRateLimit(ctx, newRequest(domain, [][][2]string{{{key, value}}}, 1))
+			if err != nil {
+				t.Fatalf("%s: %v", srv.name, err)
+			}
+			st := resp.GetStatuses()[0]
+			if st.GetCode() == pb.RateLimitResponse_OK {
+				allowed++
+				per[i%2]++
+				// The remaining count goes down by one per request,
+				// whichever server answers: one counter.
+				if wantRemaining >= 0 && int(st.GetLimitRemaining()) != wantRemaining {
+					t.Errorf("request %d to %s: remaining %d, want %d (after the other server's answer)", i, srv.name, st.GetLimitRemaining(), wantRemaining)
+				}
+				wantRemaining = int(st.GetLimitRemaining()) - 1
+			}
+		}
+		if window(unit) != w {
+			continue
+		}
+		keys, hits := redisHits(t, do, value)
+		return allowed, per, keys, hits
+	}
+	t.Fatalf("five runs crossed a window boundary")
+	return 0, [2]int{}, 0, 0
+}
+
+// redisHits counts the keys naming value in Redis (the reference's key
+// format: PREFIX + domain_key_value_windowstart) and sums their counts.
+func redisHits(t *testing.T, do func(...string) (string, error), value string) (int, int64) {
+	t.Helper()
+	out, err := do("KEYS", "*"+value+"*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	keys := strings.Fields(out)
+	for _, k := range keys {
+		v, err := do("GET", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			t.Fatalf("key %s holds %q, not a count", k, v)
+		}
+		sum += n
+	}
+	return len(keys), sum
+}
