@@ -13,11 +13,17 @@
 //
 // Every call has a deadline (Options.Timeout). When the server cannot be
 // reached in time, the failure policy decides: open (the default) allows
-// the request, closed rejects it; either way the error goes to OnError and
-// the call returns no error, so a Client can stand where a Limiter stands
-// (for example behind httplimit.LimitBy). A request the server finds
-// malformed (INVALID_ARGUMENT: an empty entry key, a domain it rejects) is
-// an error, not an outage.
+// the request, closed rejects it with Reason algorithm.ReasonStoreUnavailable;
+// either way the error goes to OnError and to a warning in the log, and the
+// call returns no error, so a Client can stand where a Limiter stands (for
+// example behind httplimit.LimitBy). A request the server finds malformed
+// (INVALID_ARGUMENT: an empty entry key, a domain it rejects) is an error,
+// not an outage.
+//
+// A key that no rule of the domain matches is allowed without limit: its
+// Decision is Allowed with Limit 0, and the log gets a warning, since it
+// usually means the domain or the descriptor is not the one the rules
+// expect. Options.RequireMatch makes it an error (ErrUnmatched) instead.
 //
 // One Client holds one gRPC connection (HTTP/2), which every concurrent
 // call shares: a call is a stream on it, with no goroutine of its own and
@@ -33,9 +39,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -56,8 +65,13 @@ type Decision = algorithm.Decision
 // DefaultTimeout is the deadline of a call when Options.Timeout is 0.
 const DefaultTimeout = 100 * time.Millisecond
 
-// ReasonUnavailable is the Reason of a decision the failure policy made.
-const ReasonUnavailable = "rate limit server unavailable"
+// LogEvery is how often at most the client logs each kind of warning
+// (the failure policy deciding, a key that no rule matched).
+const LogEvery = 10 * time.Second
+
+// ErrUnmatched is returned, with Options.RequireMatch, for a key that no
+// rule of the domain matched.
+var ErrUnmatched = errors.New("rlsclient: no rule of the domain matched the key's descriptor: check Options.Domain and the descriptor against the server's rules")
 
 // Options configures a Client.
 type Options struct {
@@ -76,6 +90,14 @@ type Options struct {
 	FailClosed bool
 	// OnError, when set, receives every error the failure policy absorbed.
 	OnError func(error)
+	// Logger receives a warning, at most one every LogEvery for each kind,
+	// when the failure policy decides and when a key matched no rule; nil
+	// means slog.Default(). A logger with a discarding handler silences
+	// them.
+	Logger *slog.Logger
+	// RequireMatch makes a key that no rule of the domain matches an error
+	// (ErrUnmatched) instead of an allowed decision without limit.
+	RequireMatch bool
 	// HTTPURL is the base URL of the server's JSON API
 	// ("http://floodgate:8080"); Release needs it, as RLS has no release.
 	HTTPURL string
@@ -91,6 +113,8 @@ type Client struct {
 	o    Options
 	conn *grpc.ClientConn
 	rls  rlsv3.RateLimitServiceClient
+
+	lastOutageLog, lastUnmatchedLog atomic.Int64 // Unix nanoseconds
 }
 
 // New returns a client of the Floodgate gRPC listener at addr (host:port,
@@ -104,6 +128,9 @@ func New(addr string, o Options) (*Client, error) {
 	}
 	if o.EntryKey == "" {
 		o.EntryKey = "key"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: o.Timeout}
@@ -168,8 +195,8 @@ func (c *Client) Charge(ctx context.Context, key string, n int64) (Decision, err
 // ask is call with the failure policy applied.
 func (c *Client) ask(ctx context.Context, key string, addend uint64) (Decision, error) {
 	d, err := c.call(ctx, key, addend)
-	if err == nil {
-		return d, nil
+	if err == nil || errors.Is(err, ErrUnmatched) {
+		return d, err
 	}
 	if status.Code(err) == codes.InvalidArgument {
 		return d, err // a malformed request is no outage
@@ -178,9 +205,22 @@ func (c *Client) ask(ctx context.Context, key string, addend uint64) (Decision, 
 		c.o.OnError(err)
 	}
 	if c.o.FailClosed {
-		return Decision{Reason: ReasonUnavailable}, nil
+		c.warn(&c.lastOutageLog, "rlsclient: rate limit server unavailable, rejecting (fail closed)", "domain", c.o.Domain, "err", err)
+		return Decision{Reason: algorithm.ReasonStoreUnavailable}, nil
 	}
+	c.warn(&c.lastOutageLog, "rlsclient: rate limit server unavailable, allowing without limit (fail open)", "domain", c.o.Domain, "err", err)
 	return Decision{Allowed: true}, nil
+}
+
+// warn logs msg unless a message of its kind (last) was logged within
+// LogEvery.
+func (c *Client) warn(last *atomic.Int64, msg string, args ...any) {
+	now := time.Now().UnixNano()
+	prev := last.Load()
+	if now-prev < int64(LogEvery) || !last.CompareAndSwap(prev, now) {
+		return
+	}
+	c.o.Logger.Warn(msg, args...)
 }
 
 // call sends one RLS request with descriptor hits_addend addend.
@@ -198,7 +238,28 @@ func (c *Client) call(ctx context.Context, key string, addend uint64) (Decision,
 	if err != nil {
 		return Decision{}, fmt.Errorf("rlsclient: %w", err)
 	}
+	if unmatched(resp) {
+		if c.o.RequireMatch {
+			return Decision{}, ErrUnmatched
+		}
+		c.warn(&c.lastUnmatchedLog, "rlsclient: no rule matched, allowed without limit", "domain", c.o.Domain, "entries", len(d.Entries))
+	}
 	return decision(resp), nil
+}
+
+// unmatched reports whether no rule applied to the request: an allowed
+// answer whose statuses carry no limit and are not unlimited (an unlimited
+// rule answers limit_remaining 4294967295).
+func unmatched(resp *rlsv3.RateLimitResponse) bool {
+	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		return false
+	}
+	for _, st := range resp.GetStatuses() {
+		if st.GetCurrentLimit() != nil || st.GetLimitRemaining() == math.MaxUint32 {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Client) describe(key string) rules.Descriptor {

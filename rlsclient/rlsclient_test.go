@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/server"
+	"github.com/floodgate-dev/floodgate/internal/syncbuf"
 	"github.com/floodgate-dev/floodgate/rlsclient"
 	"github.com/floodgate-dev/floodgate/rules"
 )
@@ -217,12 +219,56 @@ func TestFailurePolicyWhenServerIsDown(t *testing.T) {
 		if err != nil || d.Allowed == closed || errs.Load() != 1 {
 			t.Errorf("fail closed %v: %+v %v (%d errors reported)", closed, d, err, errs.Load())
 		}
-		if closed && d.Reason != rlsclient.ReasonUnavailable {
+		if closed && d.Reason != algorithm.ReasonStoreUnavailable {
 			t.Errorf("reason %q", d.Reason)
 		}
 		if took > time.Second {
 			t.Errorf("fail closed %v: took %v, deadline 200ms", closed, took)
 		}
+	}
+}
+
+// The failure policy is not silent: the outage is logged, once for many
+// calls, whichever way the policy decides.
+func TestFailurePolicyIsLogged(t *testing.T) {
+	addr, _, stop := serve(t)
+	stop()
+	for _, closed := range []bool{false, true} {
+		var logs syncbuf.Buffer
+		c, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", Timeout: 100 * time.Millisecond,
+			FailClosed: closed, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		for range 3 {
+			c.Allow(context.Background(), "acme")
+		}
+		c.Close()
+		if n := strings.Count(logs.String(), "rate limit server unavailable"); n != 1 {
+			t.Errorf("fail closed %v: %d warnings for 3 calls, want 1:\n%s", closed, n, logs.String())
+		}
+	}
+}
+
+// A key no rule matches (here: the wrong domain) is allowed without limit,
+// and says so: Limit 0 and a warning, or ErrUnmatched with RequireMatch.
+// A key the rules match is neither.
+func TestUnmatchedKeyIsNotSilent(t *testing.T) {
+	addr, _, _ := serve(t)
+	var logs syncbuf.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	wrong, _ := rlsclient.New(addr, rlsclient.Options{Domain: "apii", Timeout: 2 * time.Second, Logger: logger})
+	defer wrong.Close()
+	d, err := wrong.Allow(context.Background(), "acme")
+	if err != nil || !d.Allowed || d.Limit != 0 || !strings.Contains(logs.String(), "no rule matched") {
+		t.Fatalf("unmatched key: %+v, %v, log %q", d, err, logs.String())
+	}
+	strict, _ := rlsclient.New(addr, rlsclient.Options{Domain: "apii", Timeout: 2 * time.Second, RequireMatch: true, Logger: logger})
+	defer strict.Close()
+	if _, err := strict.Allow(context.Background(), "acme"); !errors.Is(err, rlsclient.ErrUnmatched) {
+		t.Fatalf("unmatched key with RequireMatch: %v", err)
+	}
+	right, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", Timeout: 2 * time.Second, RequireMatch: true, Logger: logger})
+	defer right.Close()
+	if d, err := right.Allow(context.Background(), "acme"); err != nil || d.Limit != 100 {
+		t.Fatalf("matched key: %+v, %v", d, err)
 	}
 }
 
