@@ -177,49 +177,58 @@ func (d *decoder) envoyLevel(s *Set, node *envoyNode, n *yaml.Node, path conditi
 		node.children++
 		here := append(append(conditions(nil), path...), cond)
 
-		flags := map[string]bool{}
-		for _, name := range []string{"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"} {
-			if v, ok := f[name]; ok {
-				flags[name], _ = d.boolean(v.value, name)
-			}
-		}
-		share := ""
-		if flags["share_threshold"] {
-			if !strings.Contains(value, "*") {
-				d.errorf(f["share_threshold"].key, "share_threshold needs a wildcard value (containing '*') to share; %s has none", describeEntry(ent))
-			}
-			share = value
-		}
-		sharedHere := append(append([]string(nil), shared...), share)
-		if v, ok := f["metadata"]; ok && !isNull(v.value) && v.value.Kind != yaml.MappingNode {
-			d.errorf(v.value, "metadata must be a mapping of name: value; got %s", kindName(v.value))
-		}
-		if v, ok := f["rate_limit"]; ok {
-			if len(s.rules) >= MaxRules {
-				d.errorf(v.key, "more than %d rate limits; the most is %d", MaxRules, MaxRules)
-			} else if r := d.envoyLimit(v.value, here, len(s.rules)); r != nil {
-				r.shadow = flags["shadow_mode"]
-				r.quota = flags["quota_mode"]
-				for _, p := range sharedHere {
-					if p != "" {
-						r.shared = sharedHere
-						break
-					}
-				}
-				child.rule = r
-				s.rules = append(s.rules, r)
-			}
-		} else {
-			for _, name := range []string{"shadow_mode", "quota_mode"} {
-				if flags[name] {
-					d.errorf(f[name].key, "%s without a rate_limit on the same descriptor does nothing; move it next to the rate_limit", name)
-				}
-			}
-		}
+		sharedHere := d.envoyLimits(s, child, f, ent, here, shared)
 		if v, ok := f["descriptors"]; ok {
 			d.envoyLevel(s, child, v.value, here, sharedHere, depth+1)
 		}
 	}
+}
+
+// envoyLimits reads one descriptor's flags and rate_limit into child, a
+// descriptor ent at path here (shared: the share_threshold patterns above
+// it), and returns the patterns for the levels below it.
+func (d *decoder) envoyLimits(s *Set, child *envoyNode, f map[string]field, ent Entry, here conditions, shared []string) []string {
+	value := ent.Value
+	flags := map[string]bool{}
+	for _, name := range []string{"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold"} {
+		if v, ok := f[name]; ok {
+			flags[name], _ = d.boolean(v.value, name)
+		}
+	}
+	share := ""
+	if flags["share_threshold"] {
+		if !strings.Contains(value, "*") {
+			d.errorf(f["share_threshold"].key, "share_threshold needs a wildcard value (containing '*') to share; %s has none", describeEntry(ent))
+		}
+		share = value
+	}
+	sharedHere := append(append([]string(nil), shared...), share)
+	if v, ok := f["metadata"]; ok && !isNull(v.value) && v.value.Kind != yaml.MappingNode {
+		d.errorf(v.value, "metadata must be a mapping of name: value; got %s", kindName(v.value))
+	}
+	if v, ok := f["rate_limit"]; ok {
+		if len(s.rules) >= MaxRules {
+			d.errorf(v.key, "more than %d rate limits; the most is %d", MaxRules, MaxRules)
+		} else if r := d.envoyLimit(v.value, here, len(s.rules)); r != nil {
+			r.shadow = flags["shadow_mode"]
+			r.quota = flags["quota_mode"]
+			for _, p := range sharedHere {
+				if p != "" {
+					r.shared = sharedHere
+					break
+				}
+			}
+			child.rule = r
+			s.rules = append(s.rules, r)
+		}
+	} else {
+		for _, name := range []string{"shadow_mode", "quota_mode"} {
+			if flags[name] {
+				d.errorf(f[name].key, "%s without a rate_limit on the same descriptor does nothing; move it next to the rate_limit", name)
+			}
+		}
+	}
+	return sharedHere
 }
 
 func describeEntry(e Entry) string {

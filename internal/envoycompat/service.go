@@ -192,80 +192,14 @@ func (s *Service) doLimit(ctx context.Context, req *rlsv3.RateLimitRequest, limi
 			localOver[i], anyLocalOver = true, true
 		}
 	}
-
-	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: read the counts first, and
-	// add nothing when the request would take a key over its limit.
-	nearIdx := make([]bool, n)
-	anyNear := false
-	if s.set.StopCacheKeyIncrementWhenOverlimit && !anyLocalOver {
-		current, err := s.get(ctx, keys, limits)
-		if err != nil {
-			return nil, redisError(err)
-		}
-		for i, l := range limits {
-			if keys[i] == "" {
-				continue
-			}
-			if current[i]+hits[i] > uint64(l.perUnit) {
-				nearIdx[i], anyNear = true, true
-			}
-		}
+	addends, err := s.addends(ctx, keys, limits, hits, anyLocalOver)
+	if err != nil {
+		return nil, redisError(err)
 	}
-	addend := func(i int) uint64 {
-		switch {
-		case !s.set.StopCacheKeyIncrementWhenOverlimit:
-			return hits[i]
-		case anyLocalOver:
-			return 0
-		case !anyNear || nearIdx[i]:
-			return hits[i]
-		}
-		return 0
+	results, err := s.incr(ctx, keys, limits, localOver, addends)
+	if err != nil {
+		return nil, redisError(err)
 	}
-
-	results := make([]uint64, n)
-	var main, perSec []int
-	var mainCmds, perSecCmds rueidis.Commands
-	for i, l := range limits {
-		if keys[i] == "" || localOver[i] {
-			continue
-		}
-		exp := l.divider
-		if j := s.set.ExpirationJitterMaxSeconds; j > 0 {
-			s.jitterMu.Lock()
-			exp += s.jitter.Int64N(j)
-			s.jitterMu.Unlock()
-		}
-		c, idx, cmds := s.client, &main, &mainCmds
-		if s.perSecond != nil && l.unit == rlsv3.RateLimitResponse_RateLimit_SECOND {
-			c, idx, cmds = s.perSecond, &perSec, &perSecCmds
-		}
-		*idx = append(*idx, i)
-		*cmds = append(*cmds,
-			c.B().Incrby().Key(keys[i]).Increment(int64(addend(i))).Build(),
-			c.B().Expire().Key(keys[i]).Seconds(exp).Build())
-	}
-	for _, p := range []struct {
-		c    rueidis.Client
-		idx  []int
-		cmds rueidis.Commands
-	}{{s.client, main, mainCmds}, {s.perSecond, perSec, perSecCmds}} {
-		if len(p.cmds) == 0 {
-			continue
-		}
-		rs := p.c.DoMulti(ctx, p.cmds...)
-		for k, i := range p.idx {
-			v, err := rs[2*k].AsInt64()
-			if err == nil {
-				err = rs[2*k+1].Error()
-			}
-			if err != nil {
-				return nil, redisError(err)
-			}
-			results[i] = uint64(v)
-		}
-	}
-
 	out := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	for i, l := range limits {
 		switch {
@@ -286,6 +220,87 @@ func (s *Service) doLimit(ctx context.Context, req *rlsv3.RateLimitRequest, limi
 		}
 	}
 	return out, nil
+}
+
+// addends are the hits each key is incremented by: hits, except with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, where the counts are read first
+// and, as in the reference, nothing is added when a key is over in the
+// local cache, and only the keys this request takes over their limit are
+// incremented when some are.
+func (s *Service) addends(ctx context.Context, keys []string, limits []*limit, hits []uint64, anyLocalOver bool) ([]uint64, error) {
+	if !s.set.StopCacheKeyIncrementWhenOverlimit {
+		return hits, nil
+	}
+	out := make([]uint64, len(keys))
+	if anyLocalOver {
+		return out, nil
+	}
+	current, err := s.get(ctx, keys, limits)
+	if err != nil {
+		return nil, err
+	}
+	anyOver := false
+	for i, l := range limits {
+		if keys[i] != "" && current[i]+hits[i] > uint64(l.perUnit) {
+			out[i], anyOver = hits[i], true
+		}
+	}
+	if !anyOver {
+		return hits, nil
+	}
+	return out, nil
+}
+
+// incr adds each key's addend with INCRBY and sets its expiry (the unit
+// plus a jitter) with EXPIRE, in one pipeline per Redis, and returns the
+// counts.
+func (s *Service) incr(ctx context.Context, keys []string, limits []*limit, skip []bool, addends []uint64) ([]uint64, error) {
+	results := make([]uint64, len(keys))
+	var main, perSec []int
+	var mainCmds, perSecCmds rueidis.Commands
+	for i, l := range limits {
+		if keys[i] == "" || skip[i] {
+			continue
+		}
+		if addends[i] > math.MaxInt64 {
+			return nil, fmt.Errorf("hits_addend %d is out of range", addends[i])
+		}
+		exp := l.divider
+		if j := s.set.ExpirationJitterMaxSeconds; j > 0 {
+			s.jitterMu.Lock()
+			exp += s.jitter.Int64N(j)
+			s.jitterMu.Unlock()
+		}
+		c, idx, cmds := s.client, &main, &mainCmds
+		if s.perSecond != nil && l.unit == rlsv3.RateLimitResponse_RateLimit_SECOND {
+			c, idx, cmds = s.perSecond, &perSec, &perSecCmds
+		}
+		*idx = append(*idx, i)
+		*cmds = append(*cmds,
+			c.B().Incrby().Key(keys[i]).Increment(int64(addends[i])).Build(),
+			c.B().Expire().Key(keys[i]).Seconds(exp).Build())
+	}
+	for _, p := range []struct {
+		c    rueidis.Client
+		idx  []int
+		cmds rueidis.Commands
+	}{{s.client, main, mainCmds}, {s.perSecond, perSec, perSecCmds}} {
+		if len(p.cmds) == 0 {
+			continue
+		}
+		rs := p.c.DoMulti(ctx, p.cmds...)
+		for k, i := range p.idx {
+			v, err := rs[2*k].AsInt64()
+			if err == nil {
+				err = rs[2*k+1].Error()
+			}
+			if err != nil {
+				return nil, err
+			}
+			results[i] = uint64(v)
+		}
+	}
+	return results, nil
 }
 
 // get reads the current counts of keys (0 where missing).
