@@ -41,18 +41,23 @@ type Transport struct {
 	FailClosed bool
 }
 
-// LimitError is the error a call fails with when a rule rejects it.
+// LimitError is the error a call fails with when a rule (or the limiter of
+// a LimiterTransport) rejects it.
 type LimitError struct {
-	// Rule is the rejecting rule with the longest wait.
+	// Rule is the rejecting rule with the longest wait; empty for a
+	// LimiterTransport.
 	Rule string
 	// RetryAfter is how long until the call would be allowed.
 	RetryAfter time.Duration
-	// Result is the full decision.
+	// Result is the full decision of a Transport's rules.
 	Result rules.Result
 }
 
 // Error names the rule and the wait.
 func (e *LimitError) Error() string {
+	if e.Rule == "" {
+		return fmt.Sprintf("rate limited: retry after %v", e.RetryAfter)
+	}
 	return fmt.Sprintf("rate limited by rule %q: retry after %v", e.Rule, e.RetryAfter)
 }
 
@@ -144,7 +149,11 @@ func retryDuration(res rules.Result) time.Duration {
 	return d
 }
 
+// sleep waits for d or until ctx is done, and returns ctx's error then.
 func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -174,4 +183,63 @@ func (b *releasingBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.release()
 	return err
+}
+
+// LimiterTransport is an http.RoundTripper that holds outgoing calls to
+// one limiter, with no rule file: the single-limiter counterpart of
+// Transport. Before a call is sent it waits until Limiter allows the
+// call's key, as floodgate.Limiter.Wait does (sleeping each rejection's
+// RetryAfter, and a leaky bucket's Delay), or fails with a *LimitError
+// when the call's context would end first or the call can never be
+// allowed. A limiter error fails the call.
+type LimiterTransport struct {
+	// Base sends the requests; nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Limiter decides; required. A *floodgate.Limiter or an
+	// *rlsclient.Client.
+	Limiter Allower
+	// Key returns the key a call is counted by; nil means the URL's host.
+	Key func(*http.Request) string
+	// NoWait fails a rejected call at once instead of waiting.
+	NoWait bool
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *LimiterTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.Limiter == nil {
+		return nil, fmt.Errorf("httplimit: LimiterTransport.Limiter is nil")
+	}
+	key := r.URL.Host
+	if t.Key != nil {
+		key = t.Key(r)
+	}
+	ctx := r.Context()
+	for {
+		d, err := t.Limiter.Allow(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: rate limiter: %w", err)
+		}
+		pause := d.Delay
+		if !d.Allowed {
+			lerr := &LimitError{RetryAfter: d.RetryAfter}
+			if t.NoWait || d.RetryAfter <= 0 {
+				return nil, lerr
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.RetryAfter {
+				return nil, lerr
+			}
+			pause = d.RetryAfter
+		}
+		if err := sleep(ctx, pause); err != nil {
+			return nil, err
+		}
+		if d.Allowed {
+			break
+		}
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
 }
