@@ -439,12 +439,3 @@ func (a *boundedLog) pack(r, s []int64) {
 		s[0] |= blMerged
 	}
 }
-
-// upgrade converts a state in bounded-log's wide ring form (the layout
-// before the compact encoding: entries, oldest index, then first, last and
-// count per entry) into the compact form, in place.
-func (a *boundedLog) upgrade(s []int64) {
-	r := make([]int64, a.words)
-	copy(r, s)
-	a.pack(r, s)
-}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -13,8 +14,12 @@ import (
 )
 
 // shared is the package's redis-server; tests that kill or pause a server
-// start their own.
-var shared *redistest.Server
+// start their own. It is nil when redis-server is not installed: noRedis
+// then says why, and the tests that need Redis skip.
+var (
+	shared  *redistest.Server
+	noRedis string
+)
 
 var (
 	clusterOnce sync.Once
@@ -25,7 +30,11 @@ var (
 
 func TestMain(m *testing.M) {
 	srv, stop, err := redistest.StartShared()
-	if err != nil {
+	switch {
+	case errors.Is(err, redistest.ErrNotInstalled):
+		noRedis = err.Error()
+		stop = func() {}
+	case err != nil:
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -41,6 +50,7 @@ func TestMain(m *testing.M) {
 // sharedCluster starts the package's cluster on first use.
 func sharedCluster(t testing.TB) *redistest.Cluster {
 	t.Helper()
+	needRedis(t)
 	clusterOnce.Do(func() {
 		cluster, clusterStop, clusterErr = redistest.StartSharedCluster()
 	})
@@ -54,6 +64,7 @@ func sharedCluster(t testing.TB) *redistest.Cluster {
 // so tests do not see each other's keys.
 func newStore(t testing.TB, o Options) *Store {
 	t.Helper()
+	needRedis(t)
 	if o.Addrs == nil {
 		o.Addrs = []string{shared.Addr()}
 	}
@@ -66,6 +77,14 @@ func newStore(t testing.TB, o Options) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// needRedis skips t when the package has no redis-server.
+func needRedis(t testing.TB) {
+	t.Helper()
+	if shared == nil {
+		t.Skip(noRedis)
+	}
 }
 
 func mustAlg(t testing.TB, c algorithm.Config) algorithm.Algorithm {

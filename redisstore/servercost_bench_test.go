@@ -35,6 +35,7 @@ return 1`
 //
 //	go test -run '^$' -bench BenchmarkServerCost -benchtime 2s ./redisstore/
 func BenchmarkServerCost(b *testing.B) {
+	needRedis(b)
 	ctx := context.Background()
 	ru, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{shared.Addr()}, DisableCache: true})
 	if err != nil {

@@ -237,6 +237,7 @@ func TestDeadline(t *testing.T) {
 
 // TestBadInput checks that malformed requests and options get errors.
 func TestBadInput(t *testing.T) {
+	needRedis(t)
 	ctx := context.Background()
 	if _, err := New(ctx, Options{}); err == nil {
 		t.Error("New without addresses: no error")

@@ -366,10 +366,3 @@ func (a *api) rules(w http.ResponseWriter, r *http.Request) {
 func NewRulesResponse(set *rules.Set) RulesResponse {
 	return RulesResponse{Domain: set.Domain(), File: set.File(), Format: set.Format(), Shadow: set.Shadow(), Rules: set.Rules()}
 }
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}

@@ -16,7 +16,6 @@ import (
 type plainCaller struct {
 	url    string
 	header string
-	prefix string
 	client *http.Client
 	values []string
 }

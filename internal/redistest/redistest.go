@@ -1,7 +1,8 @@
 // Package redistest starts real redis-server processes on loopback ports for
 // tests: a single server, or a three-master Redis Cluster. It never mocks
 // Redis; tests that use it need redis-server and redis-cli on PATH
-// (Debian: apt-get install -y redis-server redis-tools).
+// (Debian: apt-get install -y redis-server redis-tools), and are skipped,
+// saying so, where they are missing (failed in the integration tier).
 //
 // Servers run with no persistence in a temporary directory and are killed
 // when the test (or benchmark) that started them ends. The fault-injection
@@ -24,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/internal/testtier"
 )
 
 // startTimeout bounds how long a server may take to answer PING.
@@ -50,8 +53,8 @@ type Server struct {
 }
 
 // Start starts a redis-server on a free loopback port and returns once it
-// answers PING. The server is killed when tb's test ends. Start fails the
-// test (it never skips) if redis-server is not installed.
+// answers PING. The server is killed when tb's test ends. If redis-server
+// is not installed, Start skips the test (fails it in the integration tier).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	return start(tb, nil)
@@ -84,14 +87,20 @@ func startServer(tb testing.TB, s *Server) *Server {
 	return nil
 }
 
-// lookBinary returns the path of name or fails tb with installation advice.
+// lookBinary returns the path of name. When it is not installed, it skips
+// tb with installation advice, or fails tb in the integration tier
+// (scripts/test installs both binaries, so a miss there is a real fault).
 func lookBinary(tb testing.TB, name string) string {
 	tb.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		tb.Fatalf("redistest: %s not found on PATH (%v); install it, e.g. "+
+		msg := fmt.Sprintf("redistest: %s not found on PATH (%v); install it, e.g. "+
 			"`apt-get install -y redis-server redis-tools` on Debian/Ubuntu or "+
 			"`brew install redis` on macOS", name, err)
+		if testtier.Integration() {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg + "; skipping the test")
 	}
 	return p
 }

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -22,7 +23,9 @@ import (
 //	}
 //
 // stop kills the server and removes its directory. A method of the server
-// that fails later (Restart, Pause) panics instead of failing a test.
+// that fails later (Restart, Pause) panics instead of failing a test. When
+// redis-server is not installed, err wraps ErrNotInstalled: the package's
+// tests that need the server should then skip.
 func StartShared() (s *Server, stop func(), err error) {
 	tb := &packageTB{}
 	defer tb.recover(&err)
@@ -47,13 +50,21 @@ type packageTB struct {
 	cleanups []func()
 }
 
-type fatal string
+type (
+	fatal string
+	skip  string
+)
+
+// ErrNotInstalled is wrapped by StartShared's error when redis-server or
+// redis-cli is missing (and the integration tier is not running).
+var ErrNotInstalled = errors.New("redistest: not installed")
 
 func (p *packageTB) Helper()                   {}
 func (p *packageTB) Cleanup(f func())          { p.cleanups = append(p.cleanups, f) }
 func (p *packageTB) Logf(f string, a ...any)   { fmt.Fprintf(os.Stderr, f+"\n", a...) }
 func (p *packageTB) Fatalf(f string, a ...any) { panic(fatal(fmt.Sprintf(f, a...))) }
 func (p *packageTB) Fatal(a ...any)            { panic(fatal(fmt.Sprint(a...))) }
+func (p *packageTB) Skip(a ...any)             { panic(skip(fmt.Sprint(a...))) }
 
 func (p *packageTB) TempDir() string {
 	d, err := os.MkdirTemp("", "redistest")
@@ -79,11 +90,15 @@ func (p *packageTB) stop() {
 // had started.
 func (p *packageTB) recover(err *error) {
 	if r := recover(); r != nil {
-		f, ok := r.(fatal)
-		if !ok {
+		switch f := r.(type) {
+		case fatal:
+			p.stop()
+			*err = fmt.Errorf("%s", string(f))
+		case skip:
+			p.stop()
+			*err = fmt.Errorf("%w: %s", ErrNotInstalled, string(f))
+		default:
 			panic(r)
 		}
-		p.stop()
-		*err = fmt.Errorf("%s", string(f))
 	}
 }

@@ -30,18 +30,17 @@ rules:
 `
 
 // testDeadline is the store deadline of the tests that count decisions
-// made by failure policy: FLOODGATE_COLD_DEADLINE if set, else 1s (3s
-// with -race), far above what Redis needs but what a goroutine may wait
-// for a CPU on a machine shared by many test jobs (500ms was exceeded by
-// 2 of 2,000 calls once, with a load average of 17 on 2 cores).
+// made by failure policy: FLOODGATE_COLD_DEADLINE if set, else 10s. What
+// these tests look for (a connection a Redis restart left dead, a script
+// it lost) fails a call at once, with EOF or NOSCRIPT, not at a deadline;
+// only a machine that stalls the process reaches one. A deadline of 3s was
+// reached by 289 of 2,000 calls on 2 cores with a load average of 10 to
+// 21, so the deadline is far above any stall, not near Redis's latency.
 func testDeadline() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("FLOODGATE_COLD_DEADLINE")); err == nil && d > 0 {
 		return d
 	}
-	if raceEnabled {
-		return 3 * time.Second
-	}
-	return time.Second
+	return 10 * time.Second
 }
 
 // waitReady polls /readyz until it answers 200, failing after timeout.
@@ -286,7 +285,12 @@ func TestRedisStatusRecovers(t *testing.T) {
 		t.Fatalf("status with Redis down shows no detail: %+v", s)
 	}
 	rs.Restart()
-	deadline := time.Now().Add(10 * time.Second)
+	// Recovery takes a probe past the breaker's cooldown that reconnects
+	// within the decision's deadline: milliseconds on a quiet machine.
+	// The bound is generous so that only a node that never recovers
+	// fails, not a stalled machine.
+	restarted := time.Now()
+	deadline := restarted.Add(60 * time.Second)
 	for {
 		time.Sleep(150 * time.Millisecond) // past the breaker's cooldown
 		call()
@@ -295,9 +299,12 @@ func TestRedisStatusRecovers(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("status 10s after Redis came back: %+v", s)
+			h := r.srv.node.Health()
+			t.Fatalf("status 60s after Redis came back: %+v (breaker open %v, %d openings, last error %q)",
+				s, h.BreakerOpen, h.BreakerOpenings, h.LastError)
 		}
 	}
+	t.Logf("status up again %v after Redis came back", time.Since(restarted).Round(time.Millisecond))
 	// Known: the shutdown push after a Redis restart meets a pooled
 	// connection Redis closed (EOF) and is not retried, so Serve reports an
 	// unclean shutdown. Logged here, not failed, until the push retries.

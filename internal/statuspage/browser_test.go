@@ -15,19 +15,22 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/internal/metrics"
+	"github.com/floodgate-dev/floodgate/internal/testtier"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
-// chromium returns the path of Debian's chromium, or skips the test. The
-// project's test script installs it when missing, so CI runs these tests.
+// chromium returns the path of Debian's chromium. The browser tests are
+// the integration tier's: skipped by `go test ./...`; in the integration
+// tier (scripts/test, which installs chromium) a missing chromium fails.
 func chromium(t *testing.T) string {
 	t.Helper()
+	testtier.RequireIntegration(t, "drives headless Chromium")
 	for _, name := range []string{"chromium", "/usr/bin/chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	t.Skip("chromium not installed (scripts/test installs it)")
+	t.Fatal("chromium not installed (scripts/test installs it: apt-get install -y chromium)")
 	return ""
 }
 
