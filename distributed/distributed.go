@@ -202,6 +202,7 @@ type Node struct {
 	returning     retained      // pushed counts of evicted one-hit keys, taken back if they return
 	resends       atomic.Uint64
 	missed        atomic.Uint64 // store calls that missed an adaptive deadline
+	lateAnswers   atomic.Uint64 // syncs abandoned at their deadline that answered later
 	storeErrors   atomic.Uint64
 	syncs         atomic.Uint64
 	lastOK        atomic.Int64 // Unix ns of the last successful store exchange
@@ -541,6 +542,11 @@ type Health struct {
 	// SyncResends counts pushes sent again under their identity after a
 	// failure or timeout (the store applies each at most once).
 	SyncResends uint64
+	// SyncLateAnswers counts syncs that missed their deadline (each is a
+	// StoreErrors) and answered later: the store was slow, not down, and
+	// each late answer counts as a successful exchange, so a store that
+	// answers keeps the circuit breaker closed.
+	SyncLateAnswers uint64
 }
 
 // Health returns the node's current health.
@@ -563,6 +569,7 @@ func (n *Node) Health() Health {
 		RepushSkipped:   n.repushSkipped.Load(),
 		RepushPending:   n.repushLeft.Load(),
 		SyncResends:     n.resends.Load(),
+		SyncLateAnswers: n.lateAnswers.Load(),
 		DeadlineMisses:  n.missed.Load(),
 	}
 	if n.arr == Centralized {
@@ -631,23 +638,45 @@ func (n *Node) storeError(ctx context.Context, err error, what string) error {
 	return fmt.Errorf("distributed: %s: %w", what, err)
 }
 
-// call runs f with the given deadline. If f does not return in time, call
-// returns without waiting for it (a store that ignores its context cannot
-// hold the caller past the deadline).
-func call(ctx context.Context, d time.Duration, f func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+// lateFactor times its deadline is how long an abandoned sync call may run
+// on to answer late (see call).
+const lateFactor = 4
+
+// call runs f with deadline d. If f does not return in time, call returns
+// an error wrapping context.DeadlineExceeded without waiting for it (a
+// store that ignores its context cannot hold the caller past the deadline),
+// and f runs on, up to lateFactor times d: if it then succeeds, late is
+// called. A store that answers late is slow, not down.
+func call(ctx context.Context, d time.Duration, f func(context.Context) error, late func()) error {
+	cctx, cancel := context.WithTimeout(ctx, lateFactor*d)
 	done := make(chan error, 1)
-	go func() { done <- f(cctx) }()
+	go func() {
+		defer cancel()
+		done <- f(cctx)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case err := <-done:
 		return err
-	case <-cctx.Done():
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("shared store did not answer within %v: %w", d, cctx.Err())
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 	}
+	go func() {
+		if err := <-done; err == nil && late != nil {
+			late()
+		}
+	}()
+	return fmt.Errorf("shared store did not answer within %v: %w", d, context.DeadlineExceeded)
+}
+
+// answeredLate records that a sync abandoned at its deadline answered
+// later: the store is slow, not down, so it counts as a successful
+// exchange (the breaker's failures start again from zero).
+func (n *Node) answeredLate() {
+	n.lateAnswers.Add(1)
+	n.storeOK()
 }
 
 // splitAlg returns alg with its limits divided by the node count, cached.

@@ -625,7 +625,7 @@ func (n *Node) exchange(ctx context.Context, id store.SyncID, batches []store.Sy
 	now := n.clock().UnixNano()
 	return call(ctx, dl, func(c context.Context) error {
 		return n.once.SyncOnce(c, now, id, batches)
-	})
+	}, n.answeredLate)
 }
 
 // attempt is one push to the shared store: what it sent, under which

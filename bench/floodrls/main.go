@@ -1,10 +1,20 @@
 // Command floodrls floods a Floodgate RLS listener with new keys and checks
-// that the shared Redis counts each allowed request exactly once: workers
-// goroutines send calls of perCall descriptors, each a key never sent
-// before (one hit each), for the given duration; then it waits until the
-// server's floodgate_sync_pending is 0 and sums the fixed-window counts
-// Redis holds under the prefix. scripts/flood-delayed runs it against
-// `floodgate serve` in the delayed arrangement.
+// what the flood costs a delayed node: workers goroutines send calls of
+// perCall descriptors, each a key never sent before (one hit each), for the
+// given duration. Around the flood it can
+//
+//   - put -victims clients at their limit (-limit requests each, descriptor
+//     entry "client") before the flood,
+//   - poll /readyz (-readyz) during the flood and count its changes,
+//   - send -new-clients fresh clients their whole limit after the flood and
+//     count their rejections (and those on a first request).
+//
+// Then it waits until the server's floodgate_sync_pending is 0 and reads
+// the fixed-window counts Redis holds under the prefix: their total must be
+// the allowed count less what the node reports dropped
+// (floodgate_sync_dropped_total; every request costs 1), and every victim and new client must
+// have in Redis exactly the requests it was allowed. scripts/flood-delayed
+// runs it against `floodgate serve` in the delayed arrangement.
 package main
 
 import (
@@ -13,6 +23,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"math"
 	"net/http"
@@ -30,64 +41,143 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+type options struct {
+	rls, metrics, readyz, redis, prefix, domain, floodKey string
+	workers, perCall, victims, newClients, limit          int
+	duration                                              time.Duration
+}
+
 func main() {
-	rls := flag.String("rls", "127.0.0.1:8081", "Floodgate RLS address")
-	metrics := flag.String("metrics", "http://127.0.0.1:8080/metrics", "Floodgate /metrics URL")
-	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis address")
-	prefix := flag.String("prefix", "fg", "Floodgate's key prefix in Redis")
-	domain := flag.String("domain", "flood", "rate-limit domain")
-	workers := flag.Int("workers", 16, "concurrent clients")
-	perCall := flag.Int("per-call", 64, "new keys per call")
-	duration := flag.Duration("duration", 5*time.Second, "how long to send")
+	var o options
+	flag.StringVar(&o.rls, "rls", "127.0.0.1:8081", "Floodgate RLS address")
+	flag.StringVar(&o.metrics, "metrics", "http://127.0.0.1:8080/metrics", "Floodgate /metrics URL")
+	flag.StringVar(&o.readyz, "readyz", "", "Floodgate /readyz URL to poll every 100 ms during the flood (empty: none)")
+	flag.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis address")
+	flag.StringVar(&o.prefix, "prefix", "fg", "Floodgate's key prefix in Redis")
+	flag.StringVar(&o.domain, "domain", "flood", "rate-limit domain")
+	flag.StringVar(&o.floodKey, "flood-key", "k", "descriptor entry key of the flood's keys")
+	flag.IntVar(&o.workers, "workers", 16, "concurrent clients")
+	flag.IntVar(&o.perCall, "per-call", 64, "new keys per call")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long to send")
+	flag.IntVar(&o.victims, "victims", 0, "clients put at their limit before the flood (entry client=victim-N)")
+	flag.IntVar(&o.newClients, "new-clients", 0, "fresh clients sending their whole limit after the flood (entry client=new-N)")
+	flag.IntVar(&o.limit, "limit", 5, "the client rule's limit")
 	flag.Parse()
-	if err := run(*rls, *metrics, *redisAddr, *prefix, *domain, *workers, *perCall, *duration); err != nil {
+	if err := run(o); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(rls, metrics, redisAddr, prefix, domain string, workers, perCall int, d time.Duration) error {
-	conn, err := grpc.NewClient(rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// clientName is the descriptor value of victim or new client i: fixed
+// width, so that no name is the end of another in a Redis key.
+func clientName(kind string, i int) string { return fmt.Sprintf("%s-%06d", kind, i) }
+
+func run(o options) error {
+	conn, err := grpc.NewClient(o.rls, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	client := rlsv3.NewRateLimitServiceClient(conn)
+	ctx := context.Background()
+
+	// Clients put at their limit before the flood: each must have exactly
+	// its allowed requests in Redis at the end.
+	allowedBy := map[string]int64{}
+	victimRejected := 0
+	for i := range o.victims {
+		name := clientName("victim", i)
+		for range o.limit {
+			ok, err := allowedOne(ctx, client, o.domain, name)
+			if err != nil {
+				return err
+			}
+			if ok {
+				allowedBy[name]++
+			} else {
+				victimRejected++
+			}
+		}
+	}
+	if o.victims > 0 {
+		fmt.Printf("victims: %d clients sent %d requests each before the flood, %d rejected\n", o.victims, o.limit, victimRejected)
+	}
+
+	stopPoll := make(chan struct{})
+	pollDone := make(chan readiness, 1)
+	go func() { pollDone <- pollReadyz(o.readyz, stopPoll) }()
+
 	var allowed, sent, errs atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	stop := start.Add(d)
-	for w := range workers {
+	stop := start.Add(o.duration)
+	for w := range o.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for c := 0; time.Now().Before(stop); c++ {
-				req := &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: 1}
-				for i := range perCall {
+				req := &rlsv3.RateLimitRequest{Domain: o.domain, HitsAddend: 1}
+				for i := range o.perCall {
 					req.Descriptors = append(req.Descriptors, &commonrl.RateLimitDescriptor{
-						Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "k", Value: fmt.Sprintf("w%d-c%d-%d", w, c, i)}},
+						Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: o.floodKey, Value: fmt.Sprintf("w%d-c%d-%d", w, c, i)}},
 					})
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				resp, err := client.ShouldRateLimit(ctx, req)
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				resp, err := client.ShouldRateLimit(cctx, req)
 				cancel()
 				if err != nil {
 					errs.Add(1)
 					continue
 				}
-				sent.Add(int64(perCall))
+				sent.Add(int64(o.perCall))
 				if resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
-					allowed.Add(int64(perCall))
+					allowed.Add(int64(o.perCall))
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	close(stopPoll)
+	rd := <-pollDone
 	fmt.Printf("sent %d new keys in %v (%d calls failed), allowed %d\n", sent.Load(), time.Since(start).Round(time.Millisecond), errs.Load(), allowed.Load())
+	if o.readyz != "" {
+		fmt.Printf("readyz during the flood: %d polls, %d not ready, %d changes of state, %d failed\n", rd.polls, rd.notReady, rd.changes, rd.failed)
+	}
+	total := allowed.Load()
+	for _, n := range allowedBy {
+		total += n
+	}
+
+	// Fresh clients after the flood: a new key must not be rejected
+	// because of the flood.
+	if o.newClients > 0 {
+		rejected, firstRejected := 0, 0
+		for i := range o.newClients {
+			name := clientName("new", i)
+			for j := range o.limit {
+				ok, err := allowedOne(ctx, client, o.domain, name)
+				if err != nil {
+					return err
+				}
+				if ok {
+					allowedBy[name]++
+					total++
+				} else {
+					rejected++
+					if j == 0 {
+						firstRejected++
+					}
+				}
+			}
+		}
+		fmt.Printf("new clients after the flood: %d sent %d requests each: %d of %d rejected (%.1f%%), %d on their first request\n",
+			o.newClients, o.limit, rejected, o.newClients*o.limit, 100*float64(rejected)/float64(o.newClients*o.limit), firstRejected)
+	}
 
 	drainStart := time.Now()
 	var m map[string]float64
 	for {
-		if m, err = scrape(metrics); err != nil {
+		if m, err = scrape(o.metrics); err != nil {
 			return err
 		}
 		if m["floodgate_sync_pending"] == 0 {
@@ -98,21 +188,116 @@ func run(rls, metrics, redisAddr, prefix, domain string, workers, perCall int, d
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	fmt.Printf("pending 0 after %v; resends %v, merged %v, dropped %v, evictions %v, keys tracked %v\n",
+	// Every request here costs 1: the dropped requests are the dropped
+	// units.
+	dropped := int64(m["floodgate_sync_dropped_total"])
+	fmt.Printf("pending 0 after %v; resends %v, merged %v, dropped %d, orphaned %v, evictions %v, keys tracked %v\n",
 		time.Since(drainStart).Round(time.Millisecond), m["floodgate_sync_resends_total"], m["floodgate_sync_merged_total"],
-		m["floodgate_sync_dropped_total"], m["floodgate_node_evictions_total"], m["floodgate_keys_tracked"])
+		dropped, m["floodgate_sync_orphaned_total"], m["floodgate_node_evictions_total"], m["floodgate_keys_tracked"])
 
-	total, keys, err := redisTotal(redisAddr, prefix)
+	counts, err := redisCounts(o.redis, o.prefix)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("redis: %d counter keys, total %d; allowed %d; ratio %.4f\n", keys, total, allowed.Load(), float64(total)/float64(max(allowed.Load(), 1)))
-	if total != allowed.Load() {
-		fmt.Println("MISMATCH: Redis total differs from the allowed count")
+	var sum int64
+	for _, c := range counts {
+		sum += c
+	}
+	fmt.Printf("redis: %d counter keys, total %d; allowed %d, dropped %d; total + dropped - allowed = %d\n",
+		len(counts), sum, total, dropped, sum+dropped-total)
+	fail := false
+	if sum+dropped != total {
+		fmt.Println("MISMATCH: Redis total plus the dropped count differs from the allowed count")
+		fail = true
+	}
+	if len(allowedBy) > 0 {
+		byName := map[string]int64{}
+		for k, c := range counts {
+			if i := strings.LastIndex(k, "victim-"); i >= 0 {
+				byName[k[i:]] += c
+			} else if i := strings.LastIndex(k, "new-"); i >= 0 {
+				byName[k[i:]] += c
+			}
+		}
+		absent, partial, over := 0, 0, 0
+		for name, want := range allowedBy {
+			got, ok := byName[name]
+			switch {
+			case !ok || got == 0:
+				absent++
+			case got < want:
+				partial++
+			case got > want:
+				over++
+			}
+		}
+		fmt.Printf("clients' counts in Redis: %d clients, %d absent, %d partial, %d over\n", len(allowedBy), absent, partial, over)
+		if absent+partial+over > 0 {
+			fmt.Println("MISSING: some clients' counts are not in Redis as allowed")
+			fail = true
+		}
+	}
+	if fail {
 		os.Exit(1)
 	}
-	fmt.Println("OK: Redis total equals the allowed count")
+	fmt.Println("OK: every allowed count is in Redis or counted as dropped")
 	return nil
+}
+
+// allowedOne sends one request for client and reports whether it was
+// allowed.
+func allowedOne(ctx context.Context, c rlsv3.RateLimitServiceClient, domain, client string) (bool, error) {
+	req := &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: 1, Descriptors: []*commonrl.RateLimitDescriptor{{
+		Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "client", Value: client}},
+	}}}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(cctx, req)
+	if err != nil {
+		return false, err
+	}
+	return resp.GetOverallCode() == rlsv3.RateLimitResponse_OK, nil
+}
+
+// readiness is what polling /readyz saw.
+type readiness struct {
+	polls, notReady, changes, failed int
+}
+
+// pollReadyz asks url every 100 ms until stop and counts the answers that
+// were not 200 and the changes between ready and not.
+func pollReadyz(url string, stop <-chan struct{}) readiness {
+	var r readiness
+	if url == "" {
+		return r
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	last := true
+	for {
+		select {
+		case <-stop:
+			return r
+		case <-t.C:
+		}
+		resp, err := c.Get(url)
+		if err != nil {
+			r.failed++
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		r.polls++
+		ready := resp.StatusCode == http.StatusOK
+		if !ready {
+			r.notReady++
+		}
+		if ready != last {
+			r.changes++
+		}
+		last = ready
+	}
 }
 
 // scrape reads the un-labelled samples of a Prometheus text page.
@@ -141,21 +326,22 @@ func scrape(url string) (map[string]float64, error) {
 	return m, sc.Err()
 }
 
-// redisTotal sums the counts of every fixed-window state under prefix: the
-// second of its little-endian doubles. The node's own bookkeeping keys (its
-// sync count and the records of applied syncs) are left out.
-func redisTotal(addr, prefix string) (total, keys int64, err error) {
+// redisCounts reads the count of every fixed-window state under prefix:
+// the second of its little-endian doubles. The node's own bookkeeping keys
+// (its sync count and the records of applied syncs) are left out.
+func redisCounts(addr, prefix string) (map[string]int64, error) {
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	defer c.Close()
 	ctx := context.Background()
+	counts := map[string]int64{}
 	var cursor uint64
 	for {
 		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
 		var names []string
 		for _, k := range e.Elements {
@@ -166,20 +352,19 @@ func redisTotal(addr, prefix string) (total, keys int64, err error) {
 		if len(names) > 0 {
 			vals, err := c.Do(ctx, c.B().Mget().Key(names...).Build()).ToArray()
 			if err != nil {
-				return 0, 0, err
+				return nil, err
 			}
-			for _, v := range vals {
+			for i, v := range vals {
 				s, err := v.ToString()
 				if err != nil || len(s) < 16 {
 					continue
 				}
-				total += int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8:16]))))
-				keys++
+				counts[names[i]] = int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8:16]))))
 			}
 		}
 		cursor = e.Cursor
 		if cursor == 0 {
-			return total, keys, nil
+			return counts, nil
 		}
 	}
 }

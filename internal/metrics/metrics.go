@@ -109,8 +109,13 @@ type StoreHealth struct {
 	SyncRepushSkipped uint64 `json:"sync_repush_skipped,omitempty"`
 	// SyncRetainForgotten counts evicted keys' pushed counts dropped from
 	// the node's bounded list kept for a push again after a store loss.
-	SyncRetainForgotten uint64        `json:"sync_retain_forgotten,omitempty"`
-	SyncRepushPending   int64         `json:"sync_repush_pending,omitempty"`
+	SyncRetainForgotten uint64 `json:"sync_retain_forgotten,omitempty"`
+	// SyncLateAnswers counts syncs that missed their deadline and answered
+	// later (a slow store, not a down one); SummaryCharged counts keys the
+	// node's eviction summary charged when they were created.
+	SyncLateAnswers   uint64        `json:"sync_late_answers,omitempty"`
+	SummaryCharged    uint64        `json:"summary_charged,omitempty"`
+	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
 	PendingBytes        int64         `json:"pending_bytes,omitempty"`
 	Evictions           uint64        `json:"evictions,omitempty"`
 	DeadlineMisses      uint64        `json:"deadline_misses,omitempty"`

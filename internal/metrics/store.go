@@ -69,6 +69,10 @@ var storeDelayed = []storeSeries{
 		func(h StoreHealth) float64 { return float64(h.SyncRetainForgotten) }),
 	series("floodgate_sync_repush_pending", "Keys still to be pushed again to the shared store after it lost its data.", prometheus.GaugeValue,
 		func(h StoreHealth) float64 { return float64(h.SyncRepushPending) }),
+	series("floodgate_sync_late_answers_total", "Syncs that missed their deadline and answered later: the shared store was slow, not down (they keep the circuit breaker closed).", prometheus.CounterValue,
+		func(h StoreHealth) float64 { return float64(h.SyncLateAnswers) }),
+	series("floodgate_node_summary_charged_total", "Keys this node's eviction summary charged when they were created (returning evicted keys, and new keys whose cells they share).", prometheus.CounterValue,
+		func(h StoreHealth) float64 { return float64(h.SummaryCharged) }),
 }
 
 var breakerStateDesc = prometheus.NewDesc("floodgate_store_breaker_state",
