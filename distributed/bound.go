@@ -2,9 +2,11 @@ package distributed
 
 import (
 	"hash/maphash"
-	"sync"
-	"sync/atomic"
+	"time"
 	"unsafe"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
 )
 
 // Defaults of the node's table bound.
@@ -60,7 +62,7 @@ func (t *table) makeRoom(s *shard, need, now int64) {
 		if evicted++; evicted > maxEvictPerKey {
 			return // over the bound by what could not go: bounded work per key
 		}
-		t.summary.note(victim, now)
+		t.note(s, victim, now)
 		if t.onEvict != nil {
 			t.onEvict(s, victim, now)
 		}
@@ -121,35 +123,69 @@ func (t *table) remove(s *shard, k entryKey, e *entry) {
 	s.bytes -= sizeOf(e) + historyBytes*int64(len(e.history))
 }
 
-// evictSummary remembers, conservatively, what evicted keys had used: a
-// count-min sketch whose cells keep the largest usage evicted into them
-// while it can still matter. A key's estimate (the least of its cells) is
-// never below what it used when evicted, so a returning key is never given
-// an allowance it had spent; a light key sharing cells with a heavy one
-// may be charged too much, until the next sync pulls its real count
-// (delayed) or the store decides again (centralized).
-type evictSummary struct {
-	seed  maphash.Seed
-	cells [2][summaryWidth]summaryCell
-	locks [64]sync.Mutex
-	hits  atomic.Uint64 // keys that came back charged
+// The eviction summary. What an evicted key had used goes into a
+// conservative count-min sketch (memstore.Sketch: sums in two epochs, each
+// key on one cell per row), one per shard and per kind of limit (the idle
+// time, and the allowance's scale); a key created later is charged the
+// least of its cells, which is never below what its earlier lives used
+// that still counts. The charge is kept beside the entry's state, not
+// written into it (entry.charge): each decision adds it to a copy of the
+// state, and the state keeps only what the node counted and pulled, which
+// is what eviction adds to the sketch again, so charges never feed on
+// themselves. On a delayed node the charge lasts until the key's first
+// pull from the shared store, which holds the earlier lives' pushed counts
+// (see Node.settleCharge); a key that shares all its cells with evicted
+// keys is over-charged only until then.
+//
+// A shard's sketches take at most a quarter of its bytes, accounted in the
+// table's bytes; each gets sketchPerKey cells per row for each key the
+// shard can hold, at least minSketchRow (65,536 a row over the 64 shards).
+const (
+	sketchPerKey   = 4
+	sketchReserve  = 4
+	minSketchRow   = 1024
+	sketchRowBytes = 12 // a cell in each of the sketch's 3 rows
+)
+
+// sketchKind says which of a shard's sketches a limit's keys use.
+type sketchKind struct {
+	idle    time.Duration
+	quantum int64 // the allowance's scale: the full allowance / 4,096
 }
 
-const summaryWidth = 1 << 16
-
-type summaryCell struct {
-	used  int64 // largest usage evicted into the cell
-	at    int64 // the latest eviction time
-	until int64 // when that usage no longer matters
+// fullAllowance returns what an empty state of alg allows at now.
+func fullAllowance(alg algorithm.Algorithm, now int64) int64 {
+	return alg.Peek(make([]int64, alg.Words()), now, 1).Remaining + 1
 }
 
-func (m *evictSummary) index(key string) [2]uint32 {
-	h := maphash.String(m.seed, key)
-	return [2]uint32{uint32(h) % summaryWidth, uint32(h>>32) % summaryWidth}
+// summaryHash is e's key and limit as the sketch sees them.
+func (t *table) summaryHash(e *entry) uint64 {
+	return maphash.String(t.summarySeed, e.key) ^ maphash.Comparable(t.summarySeed, e.alg.Config())
 }
 
-// note records what e used when evicted at now.
-func (m *evictSummary) note(e *entry, now int64) {
+// sketchFor returns the sketch of alg's kind in s, made if make is set and
+// there is none. The caller holds s's lock.
+func (t *table) sketchFor(s *shard, alg algorithm.Algorithm, now int64, create bool) *memstore.Sketch {
+	full := fullAllowance(alg, now)
+	kind := sketchKind{idle: alg.IdleAfter(), quantum: full >> 12}
+	if k := s.sketches[kind]; k != nil || !create {
+		return k
+	}
+	capacity := min(int64(t.shardKeys), t.shardBytes/entryBytes)
+	room := min(t.shardBytes/sketchReserve-s.sketchBytes, max(capacity*sketchPerKey, minSketchRow)*sketchRowBytes)
+	k := memstore.NewSketch(room, kind.idle, full)
+	if s.sketches == nil {
+		s.sketches = map[sketchKind]*memstore.Sketch{}
+	}
+	s.sketches[kind] = k
+	s.sketchBytes += k.Bytes()
+	s.bytes += k.Bytes()
+	return k
+}
+
+// note adds what e used, evicted from s at now, to the summary. The
+// caller holds s's lock.
+func (t *table) note(s *shard, e *entry, now int64) {
 	u := int64(0)
 	if e.state != nil {
 		u = used(e.alg, e.state, now)
@@ -160,46 +196,45 @@ func (m *evictSummary) note(e *entry, now int64) {
 	if u <= 0 {
 		return
 	}
-	until := now + int64(e.alg.IdleAfter())
-	for row, i := range m.index(e.key) {
-		l := &m.locks[i%uint32(len(m.locks))]
-		l.Lock()
-		c := &m.cells[row][i]
-		if c.until <= now {
-			*c = summaryCell{}
-		}
-		c.used, c.at, c.until = max(c.used, u), max(c.at, now), max(c.until, until)
-		l.Unlock()
-	}
+	t.sketchFor(s, e.alg, now, true).Add(t.summaryHash(e), u, now+int64(e.alg.IdleAfter()))
 }
 
-// estimate returns what key may have used when evicted, and when, or 0.
-func (m *evictSummary) estimate(key string, now int64) (u, at int64) {
-	u = -1
-	for row, i := range m.index(key) {
-		l := &m.locks[i%uint32(len(m.locks))]
-		l.Lock()
-		c := m.cells[row][i]
-		l.Unlock()
-		if c.until <= now {
-			return 0, 0
-		}
-		if u < 0 || c.used < u {
-			u = c.used
-		}
-		at = max(at, c.at)
-	}
-	return max(u, 0), at
-}
-
-// charge charges a new entry's state with what the summary says its key used
-// before it was evicted. The caller holds the entry's shard lock.
-func (t *table) charge(e *entry, now int64) {
+// charge sets a new entry's charge to what the summary holds for its key.
+// The caller holds the entry's shard lock.
+func (t *table) charge(s *shard, e *entry, now int64) {
 	if t.evicted.Load() == 0 {
 		return
 	}
-	if u, at := t.summary.estimate(e.key, now); u > 0 {
-		e.alg.Record(e.state, at, u)
-		t.summary.hits.Add(1)
+	if k := t.sketchFor(s, e.alg, now, false); k != nil {
+		if c := k.Charge(t.summaryHash(e), now); c > 0 {
+			e.charge = c
+			t.charged.Add(1)
+		}
 	}
+}
+
+// peekCharged is alg.Peek of one unit on st with charge counted.
+func peekCharged(alg algorithm.Algorithm, st []int64, charge, now int64) algorithm.Decision {
+	if charge <= 0 {
+		return alg.Peek(st, now, 1)
+	}
+	cp := append([]int64(nil), st...)
+	alg.Record(cp, now, charge)
+	return alg.Decide(cp, now, 1)
+}
+
+// decideCharged decides a request on st as if charge more units had been
+// counted at now, and if it is allowed counts it in st (without the
+// charge).
+func decideCharged(alg algorithm.Algorithm, st []int64, charge, now, cost int64) algorithm.Decision {
+	if charge <= 0 {
+		return alg.Decide(st, now, cost)
+	}
+	cp := append([]int64(nil), st...)
+	alg.Record(cp, now, charge)
+	d := alg.Decide(cp, now, cost)
+	if d.Allowed {
+		alg.Decide(st, now, cost)
+	}
+	return d
 }

@@ -178,7 +178,10 @@ type Node struct {
 	bufP     []pushed
 	sentinel sentinel // store reset detection (delayed)
 	out      *attempt // a failed push the store may have applied, to send again
-	lastGC   time.Time
+	// lostAtTime is when the store was last found to have lost its data
+	// (Unix ns, 0 never), under syncMu.
+	lostAtTime int64
+	lastGC     time.Time
 
 	once     store.OnceSyncer // syncer, pushing each batch list at most once
 	origin   string           // this node instance's name in store.SyncID
@@ -583,7 +586,7 @@ func (n *Node) Health() Health {
 		h.TableBytes += sh.bytes
 		sh.mu.Unlock()
 	}
-	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.summary.hits.Load()
+	h.Evictions, h.EvictedCharged = n.table.evicted.Load(), n.table.charged.Load()
 	h.RetainedKeys, h.RetainedBytes, h.RetainForgotten = n.retain.stats()
 	rk, rb, rf := n.returning.stats()
 	h.RetainedKeys, h.RetainedBytes, h.RetainForgotten = h.RetainedKeys+rk, h.RetainedBytes+rb, h.RetainForgotten+rf
@@ -941,11 +944,16 @@ func (n *Node) decideLocalOne(now int64, r *store.Request, out *algorithm.Decisi
 		return nil
 	}
 	e := s.get(r.Algorithm, r.Key, true, now)
-	st, alg, err := n.target(e, h, now)
+	st, alg, err := n.target(s, e, h, now)
 	if err != nil {
 		return err
 	}
-	d := alg.Decide(st, now, r.Cost)
+	var d algorithm.Decision
+	if h == howSplit {
+		d = alg.Decide(st, now, r.Cost) // the split state holds the charge
+	} else {
+		d = decideCharged(alg, st, e.charge, now, r.Cost)
+	}
 	*out = d
 	e.last = now
 	if h == howView && n.arr == Delayed {
@@ -989,7 +997,9 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		split bool
 	}
 	work := make([]scratch, len(reqs))
-	copies := make(map[copyKey][]int64, len(reqs)) // one working copy per real state
+	// One working copy per real state; a charged entry's copy holds its
+	// charge too, so its state is given the allowed requests one by one.
+	copies := make(map[copyKey][]int64, len(reqs))
 	ok := true
 	for i := range reqs {
 		r := &reqs[i]
@@ -1004,7 +1014,7 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		}
 		s := &n.table.shards[n.table.shardOf(r.Key)]
 		e := s.get(r.Algorithm, r.Key, true, now)
-		st, alg, err := n.target(e, h, now)
+		st, alg, err := n.target(s, e, h, now)
 		if err != nil {
 			return err
 		}
@@ -1012,6 +1022,9 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		cp, seen := copies[ck]
 		if !seen {
 			cp = append([]int64(nil), st...)
+			if !ck.split && e.charge > 0 {
+				alg.Record(cp, now, e.charge)
+			}
 			copies[ck] = cp
 		}
 		work[i] = scratch{e: e, h: h, state: cp}
@@ -1039,9 +1052,10 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		return nil
 	}
 	for ck, cp := range copies {
-		if ck.split {
+		switch {
+		case ck.split:
 			copy(ck.e.split, cp)
-		} else {
+		case ck.e.charge == 0:
 			copy(ck.e.state, cp)
 		}
 	}
@@ -1050,6 +1064,9 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		if w.e == nil || !out[i].Allowed {
 			continue
 		}
+		if w.h != howSplit && w.e.charge > 0 {
+			w.e.alg.Decide(w.e.state, now, reqs[i].Cost) // its copy held the charge
+		}
 		// The states were updated by copying the decided copies back;
 		// record the event (and, for fail-local, the full view) here.
 		n.commitEvent(&n.table.shards[n.table.shardOf(reqs[i].Key)], w.e, w.h, now, reqs[i].Cost)
@@ -1057,9 +1074,10 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 	return nil
 }
 
-// target returns the state and algorithm a request on e is decided on.
-// The caller holds e's shard lock.
-func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm, error) {
+// target returns the state and algorithm a request on e is decided on
+// (for all but the split share, with e.charge still to count). The caller
+// holds s, e's shard's lock.
+func (n *Node) target(s *shard, e *entry, h how, now int64) ([]int64, algorithm.Algorithm, error) {
 	switch h {
 	case howSplit:
 		if e.split == nil {
@@ -1067,25 +1085,26 @@ func (n *Node) target(e *entry, h how, now int64) ([]int64, algorithm.Algorithm,
 			if err != nil {
 				return nil, nil, err
 			}
-			n.ensureView(e, now)
+			n.ensureView(s, e, now)
 			e.splitAlg = a
 			e.split = make([]int64, a.Words())
-			if u := used(e.alg, e.state, now); u > 0 {
+			if u := used(e.alg, e.state, now) + e.charge; u > 0 {
 				share := (u + int64(n.nodes) - 1) / int64(n.nodes)
 				a.Record(e.split, now, share)
 			}
 		}
 		return e.split, e.splitAlg, nil
 	default:
-		n.ensureView(e, now)
+		n.ensureView(s, e, now)
 		return e.state, e.alg, nil
 	}
 }
 
 // ensureView gives e a local view to decide on. For a centralized node it
 // is built from the store's last decision on the key; otherwise it starts
-// empty.
-func (n *Node) ensureView(e *entry, now int64) {
+// empty, charged what the eviction summary holds for the key. The caller
+// holds s, e's shard's lock.
+func (n *Node) ensureView(s *shard, e *entry, now int64) {
 	if e.state != nil {
 		return
 	}
@@ -1096,7 +1115,7 @@ func (n *Node) ensureView(e *entry, now int64) {
 		}
 		return
 	}
-	n.table.charge(e, now)
+	n.table.charge(s, e, now)
 }
 
 // commitEvent records an allowed request decided on e's target state

@@ -98,6 +98,7 @@ func (n *Node) orphanEvents(s *shard, e *entry) {
 		cost += ev.Cost
 	}
 	s.orphans = append(s.orphans, &orphan{alg: e.alg, key: e.key, events: e.events})
+	s.orphansQueued++
 	n.orphaned.Add(uint64(len(e.events)))
 	n.orphanedCost.Add(uint64(cost))
 	e.events = nil
@@ -106,6 +107,10 @@ func (n *Node) orphanEvents(s *shard, e *entry) {
 // unqueueOrphan accounts for o's events leaving the queue (pushed).
 func (n *Node) unqueueOrphan(o *orphan) {
 	n.pendingBytes.Add(-(int64(len(o.events))*eventBytes + queuedKeyBytes + int64(len(o.key))))
+	s := &n.table.shards[n.table.shardOf(o.key)]
+	s.mu.Lock()
+	s.orphansPushed++
+	s.mu.Unlock()
 }
 
 // kickSync asks the background loop to sync now.

@@ -347,14 +347,14 @@ func (n *Node) release(parts []pushed) {
 // apply takes in a successful sync: the pushed events leave the pending
 // list, and a delayed node's view becomes the pulled state with the events
 // accepted during the call applied again. An orphan's pulled state is not
-// used (its key was charged from the eviction summary if it came back).
+// used (its key was charged from the eviction summary if it came back);
+// orphans are taken in after the entries (see settleCharge).
 func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, seq uint64) {
 	var done int64
+	// Entries first: a key whose orphan this sync pushed keeps its charge
+	// until a later pull (settleCharge), whatever the order of the push.
 	for i, p := range parts {
 		if p.o != nil {
-			n.unqueueOrphan(p.o)
-			n.retainOrphan(p.o, seq, now.UnixNano())
-			done += int64(p.count)
 			continue
 		}
 		e := p.e
@@ -382,8 +382,10 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		switch n.arr {
 		case Delayed:
 			if st := batches[i].State; len(st) == e.alg.Words() {
-				n.takeView(e, st, now.UnixNano())
-				s.noteNear(e, e.alg.Peek(e.state, now.UnixNano(), 1), n.nodes)
+				if n.takeView(e, st, now.UnixNano()) {
+					n.settleCharge(s, e, now.UnixNano())
+				}
+				s.noteNear(e, peekCharged(e.alg, e.state, e.charge, now.UnixNano()), n.nodes)
 			}
 			e.split, e.splitAlg = nil, nil
 		case Centralized:
@@ -397,7 +399,31 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		}
 		s.mu.Unlock()
 	}
+	for _, p := range parts {
+		if p.o != nil {
+			n.unqueueOrphan(p.o)
+			n.retainOrphan(p.o, seq, now.UnixNano())
+			done += int64(p.count)
+		}
+	}
 	n.pending.Add(-done)
+}
+
+// settleCharge drops e's eviction-summary charge after a pull the node
+// took (see takeView): the shared count holds what the key's earlier lives
+// pushed, so the summary's over-count of a key that shares its cells ends
+// here. It stays while an earlier life's count is still on the orphan list
+// (not yet in the shared count, or pushed by this very sync), and within
+// the key's idle time after the store was found to have lost data (its
+// earlier lives' counts may be gone from it). The caller holds s's lock.
+func (n *Node) settleCharge(s *shard, e *entry, now int64) {
+	if e.charge == 0 || s.orphansPushed < e.orphanMark {
+		return
+	}
+	if n.lostAtTime != 0 && now-n.lostAtTime <= int64(e.alg.IdleAfter()) {
+		return
+	}
+	e.charge = 0
 }
 
 // takeView makes st, a state pulled after a push, e's view, with the
@@ -406,15 +432,16 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 // pull below it means the store lost counts (a restart without
 // persistence), and the node keeps deciding on what it knows rather than
 // hand the key a fresh allowance. The caller holds e's shard lock.
-func (n *Node) takeView(e *entry, st []int64, now int64) {
+func (n *Node) takeView(e *entry, st []int64, now int64) (took bool) {
 	for _, ev := range e.events {
 		e.alg.Record(st, ev.Time, ev.Cost)
 	}
 	if e.state != nil && used(e.alg, st, now) < used(e.alg, e.state, now) {
 		n.keptViews.Add(1)
-		return
+		return false
 	}
 	e.state = st
+	return true
 }
 
 // maxHistory is how many history events a key keeps; older ones merge.
@@ -472,6 +499,7 @@ const maxRepushKeys = 1 << 16
 // them gets a fresh allowance here.
 func (n *Node) lost(seq uint64, now int64) {
 	n.sentinel.repush, n.sentinel.lostAt = true, seq
+	n.lostAtTime = now
 	type owed struct {
 		e    *entry
 		many bool // more than one request counted

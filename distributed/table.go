@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -63,6 +64,15 @@ type entry struct {
 	// see makeRoom).
 	fresh bool
 
+	// charge is what the eviction summary charged the key when the entry
+	// was made: each decision counts it on a copy of the state; a delayed
+	// node drops it once a pull gives the key's shared count (see
+	// Node.settleCharge).
+	charge int64
+	// orphanMark is the shard's orphansQueued when the entry was made:
+	// an earlier life's count on the orphan list is among those.
+	orphanMark uint64
+
 	// Centralized only: the last decision the shared store made, the
 	// "last known global view" a failure falls back on.
 	haveView      bool
@@ -87,7 +97,15 @@ type shard struct {
 	fresh []*entry // dirty entries never synced, with one event (see entry.fresh)
 	nears []*entry // entries that have been near their limit
 	// orphans are queued events of evicted keys, still to push (delayed).
-	orphans []*orphan
+	// orphansQueued counts those ever made, orphansPushed those pushed;
+	// syncs push them in the order they were made (an attempt that fails
+	// is sent again before anything new), so every orphan made before
+	// another is pushed first.
+	orphans                      []*orphan
+	orphansQueued, orphansPushed uint64
+	// sketches are the shard's eviction summary (see bound.go).
+	sketches    map[sketchKind]*memstore.Sketch
+	sketchBytes int64
 }
 
 // table is a node's local state, sharded by key, bounded in keys and bytes
@@ -97,8 +115,9 @@ type table struct {
 	shards            [numShards]shard
 	shardKeys         int
 	shardBytes        int64
-	summary           evictSummary
+	summarySeed       maphash.Seed
 	evicted, overfull atomic.Uint64
+	charged           atomic.Uint64 // new entries the eviction summary charged
 	// evictFresh lets eviction take fresh entries (delayed): their queued
 	// events go to the shard's orphan list through onEvict, which also
 	// keeps what a push again after a store loss needs (Node.evicted).
@@ -111,7 +130,7 @@ type table struct {
 
 func newTable(maxKeys int, maxBytes int64) *table {
 	t := &table{seed: maphash.MakeSeed(), shardKeys: max(1, maxKeys/numShards), shardBytes: max(1, maxBytes/numShards)}
-	t.summary.seed = maphash.MakeSeed()
+	t.summarySeed = maphash.MakeSeed()
 	for i := range t.shards {
 		t.shards[i].m = make(map[entryKey]*entry)
 		t.shards[i].t = t
@@ -131,7 +150,7 @@ func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64)
 	k := entryKey{key: key, cfg: alg.Config()}
 	e := s.m[k]
 	if e == nil && create {
-		e = &entry{alg: alg, key: key}
+		e = &entry{alg: alg, key: key, orphanMark: s.orphansQueued}
 		size := sizeOf(e)
 		s.t.makeRoom(s, size, now)
 		s.m[k] = e

@@ -58,52 +58,71 @@ const (
 	sketchReserve = 4 // a shard bounded in bytes sets aside 1/sketchReserve for sketches
 )
 
-// sketch is one table's eviction summary.
-type sketch struct {
+// Sketch is an eviction summary: a conservative count-min sketch of what
+// evicted keys had used, in two epochs, which charges a key created again
+// at least what its earlier lives used that still counts (Add at eviction,
+// Charge at creation; keys are given by a 64-bit hash). The memory store
+// keeps one per table; package distributed keeps them for a node's table.
+// A Sketch is not safe for concurrent use: its owner locks it.
+type Sketch struct {
 	cells   []uint32
 	rowBits uint
-	epoch   uint64 // the epoch length in ns: the table's idle time
+	epoch   uint64 // the epoch length in ns: the longest time a use counts
 	quantum uint64 // units per step of a sum
 }
+
+// sketch is the name the memory store's own code uses.
+type sketch = Sketch
 
 func newSketch(t *table, room int64) *sketch {
 	row := max(minSketchRow, sketchPerKey*t.n)
 	if room > 0 {
 		row = min(row, int(room/cellBytes/sketchRows))
 	}
+	return newSketchRow(row, t.l.idle, t.l.full)
+}
+
+// NewSketch returns an eviction summary of at most bytes bytes (at least
+// 768) for uses that count for at most epoch (zero: a day), of keys whose
+// allowance is at most full units.
+func NewSketch(bytes int64, epoch time.Duration, full int64) *Sketch {
+	return newSketchRow(int(min(bytes/cellBytes/sketchRows, maxSketchRow)), epoch, full)
+}
+
+func newSketchRow(row int, epoch time.Duration, full int64) *Sketch {
 	row = min(max(row, minSketchRow), maxSketchRow)
 	rowBits := uint(bits.Len(uint(row)) - 1)
-	epoch := t.l.idle
 	if epoch <= 0 {
 		epoch = 24 * time.Hour
 	}
-	return &sketch{
+	return &Sketch{
 		cells:   make([]uint32, sketchRows<<rowBits),
 		rowBits: rowBits,
 		epoch:   uint64(epoch),
-		quantum: 1 + uint64(max(t.l.full, 0))>>(sumBits-1),
+		quantum: 1 + uint64(max(full, 0))>>(sumBits-1),
 	}
 }
 
-func (k *sketch) bytes() int64 { return int64(len(k.cells)) * cellBytes }
+// Bytes returns the sketch's size.
+func (k *Sketch) Bytes() int64 { return int64(len(k.cells)) * cellBytes }
 
 // index returns the cell of row r for hash h.
-func (k *sketch) index(h uint64, r int) int {
+func (k *Sketch) index(h uint64, r int) int {
 	mul := [sketchRows]uint64{0xff51afd7ed558ccd, 0xc4ceb9fe1a85ec53, 0x9fb21c651e98df25}
 	return r<<k.rowBits + int((h*mul[r])>>(64-k.rowBits))
 }
 
 // epochOf returns the epoch time t (ns) falls in, counting an epoch's end
 // as inside it.
-func (k *sketch) epochOf(t int64) uint64 {
+func (k *Sketch) epochOf(t int64) uint64 {
 	return (uint64(max(t, 0)) + k.epoch - 1) / k.epoch
 }
 
-// add adds units that count until the time until to hash h's cells. It
+// Add adds units that count until the time until to hash h's cells. It
 // updates conservatively: each cell only rises to what the key's smallest
 // cell of that epoch reaches, which keeps every cell at or above the sum
 // of its keys' uses and over-counts other keys less.
-func (k *sketch) add(h uint64, units int64, until int64) {
+func (k *Sketch) Add(h uint64, units int64, until int64) {
 	e := k.epochOf(until)
 	q := min((uint64(units)+k.quantum-1)/k.quantum, sumMax)
 	shift := uint(e&1) * halfBits
@@ -123,7 +142,7 @@ func (k *sketch) add(h uint64, units int64, until int64) {
 }
 
 // sum returns cell i's sum for epoch e, kept in the half at shift.
-func (k *sketch) sum(i int, shift uint, e uint64) uint64 {
+func (k *Sketch) sum(i int, shift uint, e uint64) uint64 {
 	half := uint64(k.cells[i]) >> shift & (1<<halfBits - 1)
 	if half>>sumBits != e&tagMask {
 		return 0
@@ -131,10 +150,10 @@ func (k *sketch) sum(i int, shift uint, e uint64) uint64 {
 	return half & sumMax
 }
 
-// charge returns the units the summary holds for hash h at time now: the
+// Charge returns the units the summary holds for hash h at time now: the
 // smallest over its cells of the sums of the epoch now falls in and the
 // next (uses that count past now lie in those two).
-func (k *sketch) charge(h uint64, now int64) int64 {
+func (k *Sketch) Charge(h uint64, now int64) int64 {
 	e := k.epochOf(now)
 	least := uint64(1<<64 - 1)
 	for r := range sketchRows {
@@ -184,10 +203,10 @@ func (sh *shard) record(t *table, sl int) {
 			room = max(room, minSketchRow*sketchRows*cellBytes)
 		}
 		t.sketch = newSketch(t, room)
-		sh.sketchBytes += t.sketch.bytes()
+		sh.sketchBytes += t.sketch.Bytes()
 	}
 	now := max(sh.now, 0)
-	t.sketch.add(uint64(t.slots[sl*t.stride])&^metaMask, used, now+int64(hold))
+	t.sketch.Add(uint64(t.slots[sl*t.stride])&^metaMask, used, now+int64(hold))
 }
 
 // chargeOf returns what t's sketch charges hash h at now.
@@ -195,7 +214,7 @@ func (t *table) chargeOf(h uint64, now int64) int64 {
 	if t.sketch == nil {
 		return 0
 	}
-	return t.sketch.charge(h, now)
+	return t.sketch.Charge(h, now)
 }
 
 // chargeFor returns what the sketch charges the key in slot sl at now,

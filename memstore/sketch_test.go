@@ -25,12 +25,12 @@ func TestSketchIsAnUpperBound(t *testing.T) {
 			h = uint64(r.IntN(50)+1) << metaBits // a few keys evicted many times
 		}
 		u := int64(r.IntN(5) + 1)
-		k.add(h, u, now+int64(time.Minute))
+		k.Add(h, u, now+int64(time.Minute))
 		want[h] += u
 	}
 	exact := 0
 	for h, u := range want {
-		got := k.charge(h, now)
+		got := k.Charge(h, now)
 		if got < u {
 			t.Fatalf("hash %x charged %d, recorded %d", h, got, u)
 		}
@@ -40,11 +40,11 @@ func TestSketchIsAnUpperBound(t *testing.T) {
 	}
 	t.Logf("%d of %d hashes charged exactly what they recorded", exact, len(want))
 	alone := newSketch(tb, 0)
-	alone.add(42<<metaBits, 7, now+int64(time.Minute))
-	if got := alone.charge(42<<metaBits, now); got != 7 {
+	alone.Add(42<<metaBits, 7, now+int64(time.Minute))
+	if got := alone.Charge(42<<metaBits, now); got != 7 {
 		t.Fatalf("a lone key charged %d, want 7", got)
 	}
-	if got := alone.charge(42<<metaBits, now+int64(3*time.Minute)); got != 0 {
+	if got := alone.Charge(42<<metaBits, now+int64(3*time.Minute)); got != 0 {
 		t.Fatalf("a use that ended two epochs ago still charges %d", got)
 	}
 }

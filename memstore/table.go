@@ -286,7 +286,7 @@ func (t *table) dropAll() int {
 	// Every key was idle, so every use the sketch holds has stopped
 	// counting (a use counts at most an idle time past its key's last use).
 	if t.sketch != nil {
-		t.sh.sketchBytes -= t.sketch.bytes()
+		t.sh.sketchBytes -= t.sketch.Bytes()
 		t.sketch = nil
 	}
 	return n
