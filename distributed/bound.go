@@ -81,8 +81,8 @@ func (t *table) evictable(e *entry, now int64) bool {
 		return false
 	}
 	// Nothing queued: at most a pull is wanted (a key that rejected).
-	clean := len(e.events) == 0
-	return clean || t.evictFresh && len(e.events) == 1 && len(e.history) == 0
+	clean := len(e.events) == 0 && e.owed == 0
+	return clean || t.evictFresh && e.queued() == 1 && len(e.history) == 0
 }
 
 // evictBefore reports whether e goes before v: keys seen once before keys
@@ -96,23 +96,36 @@ func evictBefore(e, v *entry) bool {
 	if me, mv := e.manyHits(), v.manyHits(); me != mv {
 		return !me
 	}
-	if ce, cv := len(e.events) == 0, len(v.events) == 0; ce != cv {
+	if ce, cv := e.queued() == 0, v.queued() == 0; ce != cv {
 		return ce // a key whose count is in the store before one orphaned
+	}
+	if oe, ov := e.owed > 0, v.owed > 0; oe != ov {
+		return !oe // a count orphaned before one lost
 	}
 	return e.last < v.last
 }
 
-// manyHits reports whether e has counted more than one request (pushed or
-// queued).
+// manyHits reports whether e has counted more than one request (pushed,
+// queued or owed).
 func (e *entry) manyHits() bool {
+	q := e.queued()
 	switch {
-	case len(e.events) > 1 || len(e.history) > 1:
+	case q > 1 || len(e.history) > 1 || e.owed > 1:
 		return true
 	case len(e.history) == 1:
-		return e.history[0].Cost > 1 || len(e.events) > 0
+		return e.history[0].Cost > 1 || q > 0
 	default:
 		return len(e.events) == 1 && e.events[0].Cost > 1
 	}
+}
+
+// queued returns how many events e has to push: its queued events, and
+// its owed cost as one.
+func (e *entry) queued() int {
+	if e.owed > 0 {
+		return len(e.events) + 1
+	}
+	return len(e.events)
 }
 
 // remove deletes e (under k) from s and its accounting. The caller holds

@@ -194,6 +194,7 @@ type Node struct {
 	pending       atomic.Int64 // events not yet pushed
 	pendingBytes  atomic.Int64 // their size, as the queue accounts it
 	merged        atomic.Uint64
+	deferred      atomic.Uint64 // requests owed on their entry, the queue full
 	dropped       atomic.Uint64
 	droppedCost   atomic.Uint64
 	orphaned      atomic.Uint64 // queued events of keys evicted unpushed (pushed later)
@@ -493,10 +494,16 @@ type Health struct {
 	// MergedEvents counts requests merged into their key's last queued
 	// event because the pending queue was full.
 	MergedEvents uint64
-	// DroppedEvents counts accepted requests whose count was dropped
-	// because the pending queue was full and their key had no queued event
-	// to merge into; DroppedCost is their summed cost. These counts never
-	// reach the shared store.
+	// DeferredEvents counts accepted requests that found the pending queue
+	// full and their key with no queued event to merge into: their cost
+	// waits on the key's entry (in the table's bytes, applied on top of
+	// every pull) and is queued by a sync once the queue has room.
+	DeferredEvents uint64
+	// DroppedEvents counts keys evicted from the table while such a cost
+	// still waited on them (keys seen once: the table keeps keys with more
+	// than one request); DroppedCost is the summed cost. These counts never
+	// reach the shared store; the eviction summary still charges the key
+	// on this node if it returns.
 	DroppedEvents, DroppedCost uint64
 	// OrphanedEvents counts accepted requests of keys seen once that the
 	// full table evicted before their count was pushed (the sync behind):
@@ -564,6 +571,7 @@ func (n *Node) Health() Health {
 		PendingEvents:   n.pending.Load(),
 		PendingBytes:    n.pendingBytes.Load(),
 		MergedEvents:    n.merged.Load(),
+		DeferredEvents:  n.deferred.Load(),
 		DroppedEvents:   n.dropped.Load(),
 		DroppedCost:     n.droppedCost.Load(),
 		OrphanedEvents:  n.orphaned.Load(),

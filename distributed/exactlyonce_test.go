@@ -102,44 +102,67 @@ func TestRedisDelayedFloodCountsOnce(t *testing.T) {
 }
 
 // TestPendingQueueBound fills a small pending queue: a queued key's new
-// requests merge into its last event, a new key's count is dropped and
-// counted, and after a sync the shared store holds every count that was
-// not dropped.
+// requests merge into its last event, a new key's count waits on its
+// entry (deferred) and is pushed by a later sync once the queue has room,
+// so the shared store gets every count. Only an owing key that the table
+// evicts before then loses its count, counted as dropped.
 func TestPendingQueueBound(t *testing.T) {
 	count := counterRule(t)
 	clk := newVClock()
 	shared := newFaultStore()
 	// Room for 10 one-event keys of 2 bytes: 10*(16+64+2) = 820.
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxPendingBytes: 820})
-	decide := func(key string) {
+	decide := func(n *Node, key string) {
 		d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: count, Key: key, Cost: 1})
 		if err != nil || !d.Allowed {
 			t.Fatalf("%s: %+v %v", key, d, err)
 		}
 	}
 	for i := range 10 {
-		decide(fmt.Sprintf("k%d", i))
+		decide(n, fmt.Sprintf("k%d", i))
 	}
 	for range 5 {
-		decide("k3") // full: merged into k3's event
+		decide(n, "k3") // full: merged into k3's event
 	}
-	decide("zz") // full, nothing queued for zz: dropped
+	decide(n, "zz") // full, nothing queued for zz: owed on its entry
+	decide(n, "zz")
 	h := n.Health()
-	if h.PendingBytes != 820 || h.MergedEvents != 5 || h.DroppedEvents != 1 || h.DroppedCost != 1 || h.PendingEvents != 10 {
+	if h.PendingBytes != 820 || h.MergedEvents != 5 || h.DeferredEvents != 2 || h.DroppedEvents != 0 || h.PendingEvents != 11 {
 		t.Fatalf("health after filling the queue: %+v", h)
 	}
-	clk.Add(100 * time.Millisecond)
-	if err := n.Sync(ctx); err != nil {
-		t.Fatal(err)
+	for range 2 { // the first frees the queue, the second pushes zz
+		clk.Add(100 * time.Millisecond)
+		if err := n.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got := sharedCount(t, shared.inner, count, "k3", clk.NS()); got != 6 {
 		t.Fatalf("k3: shared count %d, want 6 (one event and five merged)", got)
 	}
-	if got := sharedCount(t, shared.inner, count, "zz", clk.NS()); got != 0 {
-		t.Fatalf("zz: shared count %d, want 0 (dropped, and counted as dropped)", got)
+	if got := sharedCount(t, shared.inner, count, "zz", clk.NS()); got != 2 {
+		t.Fatalf("zz: shared count %d, want its 2, pushed once the queue had room", got)
 	}
-	if h := n.Health(); h.PendingBytes != 0 || h.PendingEvents != 0 {
-		t.Fatalf("after the sync: %+v", h)
+	if h := n.Health(); h.PendingBytes != 0 || h.PendingEvents != 0 || h.DroppedEvents != 0 {
+		t.Fatalf("after the syncs: %+v", h)
+	}
+
+	// One key per shard: a new key in zz's shard evicts it, owed count and all.
+	n = mustNode(t, Options{Arrangement: Delayed, Shared: newFaultStore(), Clock: clk.Now, ManualSync: true,
+		MaxPendingBytes: 820, MaxKeys: numShards})
+	for i := range 10 {
+		decide(n, fmt.Sprintf("k%d", i))
+	}
+	decide(n, "zz")
+	clk.Add(time.Millisecond)
+	other := ""
+	for i := 0; other == ""; i++ {
+		if k := fmt.Sprint("y", i); n.table.shardOf(k) == n.table.shardOf("zz") {
+			other = k
+		}
+	}
+	decide(n, other)
+	if h := n.Health(); h.DroppedEvents != 1 || h.DroppedCost != 1 {
+		t.Fatalf("an owing key evicted: %+v, want 1 dropped", h)
 	}
 }
 

@@ -24,9 +24,11 @@ const DefaultMaxPendingBytes = 64 << 20
 // queue's bound. The caller holds e's shard lock. When the queue is full the
 // event is merged into the key's last event not yet in flight (the later
 // time, the summed cost: the shared store counts it no earlier than it
-// happened, so nothing leaves a window early); a key with no such event has
-// nothing to merge into, and its event is dropped and counted (Health's
-// DroppedEvents and DroppedCost). Passing half the bound asks for a sync now.
+// happened, so nothing leaves a window early); a key with no such event
+// keeps the cost on its entry, owed (merged the same way), until a sync
+// finds room in the queue for it (queueOwed). Health's DeferredEvents
+// counts these requests; only an owing entry that the table evicts loses
+// its count (DroppedEvents). Passing half the bound asks for a sync now.
 func (n *Node) enqueue(s *shard, e *entry, now, cost int64) {
 	need := int64(eventBytes)
 	if len(e.events) == 0 {
@@ -41,8 +43,13 @@ func (n *Node) enqueue(s *shard, e *entry, now, cost int64) {
 			n.merged.Add(1)
 			s.markDirty(e)
 		} else {
-			n.dropped.Add(1)
-			n.droppedCost.Add(uint64(cost))
+			if e.owed == 0 {
+				n.pending.Add(1) // one event, once queued
+			}
+			e.owed += cost
+			e.owedAt = max(e.owedAt, now)
+			n.deferred.Add(1)
+			s.markDirty(e)
 		}
 		n.kickSync()
 		return
@@ -56,6 +63,37 @@ func (n *Node) enqueue(s *shard, e *entry, now, cost int64) {
 		n.kickSync()
 	}
 	s.markDirty(e)
+}
+
+// queueOwed moves e's owed cost (see enqueue) into its queued events, as
+// one event at the latest time it was owed, if the queue has room. The
+// caller holds e's shard lock; nothing of e is in flight.
+func (n *Node) queueOwed(e *entry) {
+	if e.owed == 0 {
+		return
+	}
+	need := int64(eventBytes)
+	if len(e.events) == 0 {
+		need += queuedKeyBytes + int64(len(e.key))
+	}
+	if n.pendingBytes.Load()+need > n.maxPending {
+		return
+	}
+	n.pendingBytes.Add(need)
+	e.events = append(e.events, store.Event{Time: e.owedAt, Cost: e.owed})
+	e.owed, e.owedAt = 0, 0
+}
+
+// dropOwed counts e's owed cost as dropped: e leaves the table before the
+// queue had room for it, and the shared store never gets it.
+func (n *Node) dropOwed(e *entry) {
+	if e.owed == 0 {
+		return
+	}
+	n.pending.Add(-1)
+	n.dropped.Add(1)
+	n.droppedCost.Add(uint64(e.owed))
+	e.owed = 0
 }
 
 // unqueue accounts for the first k events of e leaving the queue (pushed).

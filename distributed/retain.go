@@ -169,4 +169,5 @@ func (n *Node) evicted(s *shard, e *entry, now int64) {
 	if len(e.events) > 0 {
 		n.orphanEvents(s, e)
 	}
+	n.dropOwed(e)
 }

@@ -246,9 +246,10 @@ type collector struct {
 
 func (c *collector) take(e *entry) {
 	n := c.n
-	if e.gone || e.mark == n.seq || n.arr == Centralized && len(e.events) == 0 {
+	if e.gone || e.mark == n.seq || n.arr == Centralized && len(e.events) == 0 && e.owed == 0 {
 		return
 	}
+	n.queueOwed(e)
 	e.inflight = len(e.events)
 	e.mark = n.seq
 	c.batches = append(c.batches, store.SyncBatch{
@@ -337,7 +338,7 @@ func (n *Node) release(parts []pushed) {
 		if len(p.e.history) == 0 {
 			p.e.mark = 0 // never synced: a fresh key stays fresh
 		}
-		if len(p.e.events) > 0 {
+		if len(p.e.events) > 0 || p.e.owed > 0 {
 			s.markDirty(p.e)
 		}
 		s.mu.Unlock()
@@ -379,6 +380,9 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		}
 		e.inflight = 0
 		done += int64(p.count)
+		if e.owed > 0 {
+			s.markDirty(e) // the queue had no room for it yet
+		}
 		switch n.arr {
 		case Delayed:
 			if st := batches[i].State; len(st) == e.alg.Words() {
@@ -389,7 +393,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 			}
 			e.split, e.splitAlg = nil, nil
 		case Centralized:
-			if len(e.events) == 0 {
+			if len(e.events) == 0 && e.owed == 0 {
 				// Pushed everything: the store decides again, and the next
 				// outage builds its view afresh.
 				e.state, e.split, e.splitAlg = nil, nil, nil
@@ -435,6 +439,9 @@ func (n *Node) settleCharge(s *shard, e *entry, now int64) {
 func (n *Node) takeView(e *entry, st []int64, now int64) (took bool) {
 	for _, ev := range e.events {
 		e.alg.Record(st, ev.Time, ev.Cost)
+	}
+	if e.owed > 0 {
+		e.alg.Record(st, e.owedAt, e.owed)
 	}
 	if e.state != nil && used(e.alg, st, now) < used(e.alg, e.state, now) {
 		n.keptViews.Add(1)
@@ -679,7 +686,7 @@ func (n *Node) gc(now time.Time, force bool) {
 		s := &n.table.shards[i]
 		s.mu.Lock()
 		for k, e := range s.m {
-			if e.dirty || e.onNear || e.inflight > 0 || len(e.events) > 0 {
+			if e.dirty || e.onNear || e.inflight > 0 || len(e.events) > 0 || e.owed > 0 {
 				continue
 			}
 			if t-e.last > int64(e.alg.IdleAfter()) {

@@ -35,6 +35,11 @@ type entry struct {
 	// pushed by a Sync that has not returned.
 	events   []store.Event
 	inflight int
+	// owed is cost accepted while the pending queue was full and the key
+	// had no queued event to merge it into, owed to the shared store since
+	// owedAt (the latest such request); a sync queues it as one event once
+	// the queue has room (see enqueue).
+	owed, owedAt int64
 	// history is what this node pushed within the algorithm's idle time,
 	// one coalesced event per sync, kept so the counts can be pushed again
 	// if the shared store loses its data (a restart without persistence).
@@ -172,7 +177,7 @@ func (s *shard) markDirty(e *entry) {
 		return
 	}
 	e.dirty = true
-	if e.mark == 0 && len(e.history) == 0 && !e.near && len(e.events) == 1 {
+	if e.mark == 0 && len(e.history) == 0 && !e.near && e.queued() == 1 {
 		e.fresh = true
 		s.fresh = append(s.fresh, e)
 		return
