@@ -44,7 +44,8 @@ import (
 type options struct {
 	rls, metrics, readyz, redis, prefix, domain, floodKey string
 	workers, perCall, victims, newClients, limit          int
-	duration                                              time.Duration
+	duration, window                                      time.Duration
+	victimsDuring                                         bool
 }
 
 func main() {
@@ -62,6 +63,8 @@ func main() {
 	flag.IntVar(&o.victims, "victims", 0, "clients put at their limit before the flood (entry client=victim-N)")
 	flag.IntVar(&o.newClients, "new-clients", 0, "fresh clients sending their whole limit after the flood (entry client=new-N)")
 	flag.IntVar(&o.limit, "limit", 5, "the client rule's limit")
+	flag.DurationVar(&o.window, "window", time.Hour, "the client rule's window (fixed-window: counts expire at multiples of it)")
+	flag.BoolVar(&o.victimsDuring, "victims-during", false, "send the victims' requests in the middle of the flood instead of before it")
 	flag.Parse()
 	if err := run(o); err != nil {
 		log.Fatal(err)
@@ -81,26 +84,34 @@ func run(o options) error {
 	client := rlsv3.NewRateLimitServiceClient(conn)
 	ctx := context.Background()
 
-	// Clients put at their limit before the flood: each must have exactly
-	// its allowed requests in Redis at the end.
+	// Clients put at their limit: each must have exactly its allowed
+	// requests in Redis at the end. A fixed window's counts expire at its
+	// end, so the run notes the window they were counted in.
 	allowedBy := map[string]int64{}
-	victimRejected := 0
-	for i := range o.victims {
-		name := clientName("victim", i)
-		for range o.limit {
-			ok, err := allowedOne(ctx, client, o.domain, name)
-			if err != nil {
-				return err
-			}
-			if ok {
-				allowedBy[name]++
-			} else {
-				victimRejected++
+	firstWindow := time.Now().UnixNano() / int64(o.window)
+	sendVictims := func(when string) error {
+		rejected := 0
+		for i := range o.victims {
+			name := clientName("victim", i)
+			for range o.limit {
+				ok, err := allowedOne(ctx, client, o.domain, name)
+				if err != nil {
+					return err
+				}
+				if ok {
+					allowedBy[name]++
+				} else {
+					rejected++
+				}
 			}
 		}
+		fmt.Printf("victims: %d clients sent %d requests each %s, %d rejected\n", o.victims, o.limit, when, rejected)
+		return nil
 	}
-	if o.victims > 0 {
-		fmt.Printf("victims: %d clients sent %d requests each before the flood, %d rejected\n", o.victims, o.limit, victimRejected)
+	if o.victims > 0 && !o.victimsDuring {
+		if err := sendVictims("before the flood"); err != nil {
+			return err
+		}
 	}
 
 	stopPoll := make(chan struct{})
@@ -135,6 +146,12 @@ func run(o options) error {
 				}
 			}
 		}()
+	}
+	if o.victims > 0 && o.victimsDuring {
+		time.Sleep(o.duration / 2)
+		if err := sendVictims("in the middle of the flood"); err != nil {
+			return err
+		}
 	}
 	wg.Wait()
 	close(stopPoll)
@@ -198,6 +215,11 @@ func run(o options) error {
 	counts, err := redisCounts(o.redis, o.prefix)
 	if err != nil {
 		return err
+	}
+	if w := time.Now().UnixNano() / int64(o.window); w != firstWindow && len(allowedBy) > 0 {
+		// Not a loss: the clients' counts expired with their window.
+		fmt.Printf("the clients' %v window ended during the run (window %d, now %d): their counts in Redis are not checked\n", o.window, firstWindow, w)
+		allowedBy = nil
 	}
 	var sum int64
 	for _, c := range counts {
