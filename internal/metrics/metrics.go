@@ -116,10 +116,10 @@ type StoreHealth struct {
 	SyncLateAnswers   uint64        `json:"sync_late_answers,omitempty"`
 	SummaryCharged    uint64        `json:"summary_charged,omitempty"`
 	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
-	PendingBytes        int64         `json:"pending_bytes,omitempty"`
-	Evictions           uint64        `json:"evictions,omitempty"`
-	DeadlineMisses      uint64        `json:"deadline_misses,omitempty"`
-	Deadline            time.Duration `json:"deadline_ns,omitempty"`
+	PendingBytes      int64         `json:"pending_bytes,omitempty"`
+	Evictions         uint64        `json:"evictions,omitempty"`
+	DeadlineMisses    uint64        `json:"deadline_misses,omitempty"`
+	Deadline          time.Duration `json:"deadline_ns,omitempty"`
 }
 
 // KeysLocalView is the KeysScope of a node sharing a Redis store: Keys
