@@ -19,9 +19,11 @@ const (
 	BoundedLog     = "bounded-log"
 )
 
-// Names lists every algorithm name in a stable order.
-var Names = []string{FixedWindow, SlidingWindow, WeightedWindow, SlidingLog,
-	TokenBucket, GCRA, LeakyBucket, Concurrency, BoundedLog}
+// Names returns every algorithm name in a stable order.
+func Names() []string {
+	return []string{FixedWindow, SlidingWindow, WeightedWindow, SlidingLog,
+		TokenBucket, GCRA, LeakyBucket, Concurrency, BoundedLog}
+}
 
 // Reason says why a decision rejected a request. It is one of the Reason
 // constants, so a program can tell "over the limit" from "can never pass"

@@ -14,7 +14,7 @@ import (
 // window w.
 func testConfigs(l int64, w time.Duration) []Config {
 	var cs []Config
-	for _, name := range Names {
+	for _, name := range Names() {
 		cs = append(cs, Config{Algorithm: name, Limit: l, Window: w})
 	}
 	return cs

@@ -19,7 +19,7 @@ func FuzzDecide(f *testing.F) {
 		[]byte{0x81, 0, 0, 0, 0, 0, 0, 0, 1, 0x41, 0, 0, 0, 0, 0, 0, 0, 2})
 	f.Fuzz(func(t *testing.T, alg uint8, limit, windowMS uint32, state, ops []byte) {
 		c := Config{
-			Algorithm: Names[int(alg)%len(Names)],
+			Algorithm: Names()[int(alg)%len(Names())],
 			Limit:     int64(limit%2000) + 1,
 			Window:    time.Duration(windowMS%100_000_000+1) * time.Millisecond,
 		}

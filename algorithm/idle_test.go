@@ -10,7 +10,7 @@ import (
 // IdleAfter has passed, so a store that expires idle keys changes no
 // decision.
 func TestIdleAfterRecordDebt(t *testing.T) {
-	for _, name := range Names {
+	for _, name := range Names() {
 		alg, err := New(Config{Algorithm: name, Limit: 5, Window: time.Second})
 		if err != nil {
 			t.Fatal(err)

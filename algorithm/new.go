@@ -42,7 +42,7 @@ func newAlgorithm(c Config) (Algorithm, error) {
 	case BoundedLog:
 		return checkedBoundedLog(c)
 	default:
-		return nil, fmt.Errorf("%w %q: want one of %v", ErrUnknown, c.Algorithm, Names)
+		return nil, fmt.Errorf("%w %q: want one of %v", ErrUnknown, c.Algorithm, Names())
 	}
 }
 

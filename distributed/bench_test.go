@@ -44,7 +44,7 @@ func BenchmarkArrangementsRedis(b *testing.B) {
 		rate = s
 	}
 	srv := redistest.Start(b)
-	for _, arr := range Arrangements {
+	for _, arr := range Arrangements() {
 		b.Run(arr, func(b *testing.B) {
 			srv.FlushAll()
 			rs, err := redisstore.New(context.Background(), redisstore.Options{Addrs: []string{srv.Addr()}})
@@ -274,7 +274,7 @@ func BenchmarkDecideOne(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("client-%04d", i)
 	}
-	for _, arr := range Arrangements {
+	for _, arr := range Arrangements() {
 		b.Run(arr, func(b *testing.B) {
 			n, err := New(Options{Arrangement: arr, Nodes: 8, Shared: newFaultStore(), Deadline: time.Second})
 			if err != nil {

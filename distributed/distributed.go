@@ -43,8 +43,8 @@ const (
 	Delayed     = "delayed"
 )
 
-// Arrangements lists the arrangement names in a stable order.
-var Arrangements = []string{Centralized, Split, Delayed}
+// Arrangements returns the arrangement names in a stable order.
+func Arrangements() []string { return []string{Centralized, Split, Delayed} }
 
 // Defaults for Options fields left zero.
 const (
@@ -325,7 +325,7 @@ func (n *Node) checkArrangement() error {
 		}
 	case Split:
 	default:
-		return fmt.Errorf("distributed: unknown arrangement %q: want one of %v", n.arr, Arrangements)
+		return fmt.Errorf("distributed: unknown arrangement %q: want one of %v", n.arr, Arrangements())
 	}
 	return nil
 }

@@ -478,7 +478,7 @@ func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
 func TestAllOrNothing(t *testing.T) {
 	small := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 2, Window: time.Hour})
 	big := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
-	for _, arr := range Arrangements {
+	for _, arr := range Arrangements() {
 		clk := newVClock()
 		shared := newFaultStore()
 		n := mustNode(t, Options{Arrangement: arr, Shared: shared, Clock: clk.Now, ManualSync: true, Deadline: time.Second})

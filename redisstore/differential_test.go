@@ -275,7 +275,7 @@ func TestDifferentialRandomConfigs(t *testing.T) {
 	defer func() { t.Logf("%d random limits replayed, %d skipped", ran, skipped) }()
 	for n := range 90 {
 		c := algorithm.Config{
-			Algorithm: algorithm.Names[n%len(algorithm.Names)],
+			Algorithm: algorithm.Names()[n%len(algorithm.Names())],
 			Limit:     1 + rng.Int64N(40),
 			Window:    ms(1, 5000),
 		}

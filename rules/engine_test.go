@@ -567,7 +567,7 @@ func TestClock(t *testing.T) {
 // cost above the limit: for every algorithm nothing is counted, by that rule
 // or by the others.
 func TestLocalRejectionCountsNothing(t *testing.T) {
-	for _, alg := range algorithm.Names {
+	for _, alg := range algorithm.Names() {
 		t.Run(alg, func(t *testing.T) {
 			e, _ := newTestEngine(t, fmt.Sprintf(`
 domain: d

@@ -180,8 +180,8 @@ func (d *decoder) ruleAlgorithm(f map[string]field, what string) algorithm.Confi
 	cfg := algorithm.Config{Algorithm: algorithm.BoundedLog}
 	if v, ok := f["algorithm"]; ok {
 		if a, ok := d.str(v.value, what+": algorithm"); ok {
-			if !contains(algorithm.Names, a) {
-				d.errorf(v.value, "%s: unknown algorithm %q; use one of %s%s", what, clip(a), strings.Join(algorithm.Names, ", "), suggest(a, algorithm.Names))
+			if !contains(algorithm.Names(), a) {
+				d.errorf(v.value, "%s: unknown algorithm %q; use one of %s%s", what, clip(a), strings.Join(algorithm.Names(), ", "), suggest(a, algorithm.Names()))
 			} else {
 				cfg.Algorithm = a
 			}

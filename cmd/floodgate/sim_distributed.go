@@ -236,7 +236,7 @@ func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 		return simRun(ctx, p, sh, arr, rate, interval, key)
 	}
 	for _, rate := range p.rates {
-		for _, arr := range distributed.Arrangements {
+		for _, arr := range distributed.Arrangements() {
 			r, err := run(arr, rate, p.intervals[0])
 			if err != nil {
 				return doc, err

@@ -41,7 +41,7 @@ func runSimWindow(args []string, stdout, stderr io.Writer) error {
 	}
 	shape := sim.Shape{Limit: lf.limit, Window: lf.window, Slices: lf.slices, Duration: *duration}
 	var limits []floodgate.Limit
-	for _, name := range algorithm.Names {
+	for _, name := range algorithm.Names() {
 		c, err := lf.config(name)
 		if err != nil {
 			return fmt.Errorf("sim window: --svg: %w", err)

@@ -35,7 +35,7 @@ type limitFlags struct {
 // register adds the flags to fs; withAlgorithm adds --algorithm too.
 func (f *limitFlags) register(fs *flag.FlagSet, withAlgorithm bool) {
 	if withAlgorithm {
-		fs.StringVar(&f.algorithm, "algorithm", "", "algorithm, one of: "+strings.Join(algorithm.Names, ", "))
+		fs.StringVar(&f.algorithm, "algorithm", "", "algorithm, one of: "+strings.Join(algorithm.Names(), ", "))
 	}
 	fs.Int64Var(&f.limit, "limit", 600, "requests (cost units) allowed per window: L")
 	fs.DurationVar(&f.window, "window", time.Minute, "window the limit applies to: W")
@@ -50,7 +50,7 @@ func (f *limitFlags) register(fs *flag.FlagSet, withAlgorithm bool) {
 // requireAlgorithm reports a missing --algorithm, listing the choices.
 func (f *limitFlags) requireAlgorithm() error {
 	if f.algorithm == "" {
-		return errors.New("--algorithm is required (one of " + strings.Join(algorithm.Names, ", ") + ")")
+		return errors.New("--algorithm is required (one of " + strings.Join(algorithm.Names(), ", ") + ")")
 	}
 	return nil
 }

@@ -56,11 +56,11 @@ func TestWindowSVG(t *testing.T) {
 			paths++
 		}
 	}
-	if want := 2 * 3 * len(algorithm.Names); paths != want {
+	if want := 2 * 3 * len(algorithm.Names()); paths != want {
 		t.Errorf("%d paths, want %d (sent area and accepted line per panel)", paths, want)
 	}
 	svg := buf.String()
-	for _, s := range append([]string{Uniform2x, PiledBoundary, SpacedAtLimit, "limit L = 20"}, algorithm.Names...) {
+	for _, s := range append([]string{Uniform2x, PiledBoundary, SpacedAtLimit, "limit L = 20"}, algorithm.Names()...) {
 		if !strings.Contains(svg, s) {
 			t.Errorf("SVG does not mention %q", s)
 		}

@@ -193,8 +193,8 @@ func TestSeedWindowTable(t *testing.T) {
 		SpacedAtLimit: {algorithm.FixedWindow: {1800, 0, 600}, algorithm.SlidingWindow: {1800, 0, 600}, algorithm.TokenBucket: {327, 1473, 109}},
 	}
 	for _, tab := range tables {
-		if len(tab.Results) != len(algorithm.Names) {
-			t.Fatalf("%s: %d results, want %d", tab.Name, len(tab.Results), len(algorithm.Names))
+		if len(tab.Results) != len(algorithm.Names()) {
+			t.Fatalf("%s: %d results, want %d", tab.Name, len(tab.Results), len(algorithm.Names()))
 		}
 		for _, r := range tab.Results {
 			if r.Accepted+r.Rejected != len(tab.Requests) || r.Overshoot != r.Busiest-600 {

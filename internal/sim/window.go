@@ -27,14 +27,14 @@ type WindowTable struct {
 	Results []WindowResult
 }
 
-// Configs returns the limit for each algorithm in algorithm.Names built from
+// Configs returns the limit for each algorithm in algorithm.Names() built from
 // base: base with Algorithm set, and Capacity set to bucket for
 // token-bucket only (the reference design's bucket of 60 tokens refilled at L/W per
 // second). Every other parameter keeps base's value or the algorithm's
 // default.
 func Configs(base floodgate.Limit, bucket int64) []floodgate.Limit {
-	out := make([]floodgate.Limit, 0, len(algorithm.Names))
-	for _, name := range algorithm.Names {
+	out := make([]floodgate.Limit, 0, len(algorithm.Names()))
+	for _, name := range algorithm.Names() {
 		c := base
 		c.Algorithm = name
 		if name == algorithm.TokenBucket && bucket > 0 {
