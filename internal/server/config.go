@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/internal/tracing"
 )
 
 //go:embed default.yaml
@@ -29,21 +30,22 @@ func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
 // Config is the server's configuration, as read from a YAML file. The
 // meaning of every field is documented in default.yaml.
 type Config struct {
-	HTTP            Listener      `yaml:"http"`
-	GRPC            Listener      `yaml:"grpc"`
-	Rules           string        `yaml:"rules"`
-	Shadow          bool          `yaml:"shadow"`
-	Store           Store         `yaml:"store"`
-	Arrangement     Arrangement   `yaml:"arrangement"`
-	TrustedProxies  []string      `yaml:"trusted_proxies"`
-	Gateway         Gateway       `yaml:"gateway"`
-	Pprof           bool          `yaml:"pprof"`
-	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	Log             Log           `yaml:"log"`
-	Connections     Connections   `yaml:"connections"`
-	Admin           Admin         `yaml:"admin"`
-	RLS             RLS           `yaml:"rls"`
+	HTTP            Listener       `yaml:"http"`
+	GRPC            Listener       `yaml:"grpc"`
+	Rules           string         `yaml:"rules"`
+	Shadow          bool           `yaml:"shadow"`
+	Store           Store          `yaml:"store"`
+	Arrangement     Arrangement    `yaml:"arrangement"`
+	TrustedProxies  []string       `yaml:"trusted_proxies"`
+	Gateway         Gateway        `yaml:"gateway"`
+	Pprof           bool           `yaml:"pprof"`
+	MaxBodyBytes    int64          `yaml:"max_body_bytes"`
+	ShutdownTimeout time.Duration  `yaml:"shutdown_timeout"`
+	Log             Log            `yaml:"log"`
+	Connections     Connections    `yaml:"connections"`
+	Admin           Admin          `yaml:"admin"`
+	RLS             RLS            `yaml:"rls"`
+	Tracing         tracing.Config `yaml:"tracing"`
 }
 
 // RLS configures the answers of the Rate Limit Service (gRPC and POST /json).
@@ -348,6 +350,9 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if err := c.Admin.validate(at); err != nil {
 		return err
+	}
+	if err := c.Tracing.Validate(); err != nil {
+		return fmt.Errorf("%s: tracing: %v", at("tracing.protocol"), err)
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		return fmt.Errorf("%s: log.level: %v", at("log.level"), err)

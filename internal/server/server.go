@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/internal/metrics"
+	"github.com/floodgate-dev/floodgate/internal/tracing"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
@@ -43,6 +44,8 @@ type Server struct {
 	engine *rules.Engine
 	rec    *metrics.Recorder
 	check  *observed
+	// tracing makes OpenTelemetry spans; nil when tracing is off.
+	tracing *tracing.Tracing
 
 	mem   *memstore.Store
 	redis *redisstore.Store
@@ -95,20 +98,24 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.tracing, err = tracing.New(ctx, cfg.Tracing, cfg.Store.Type, s.arrangement()); err != nil {
+		return nil, err
+	}
 	st, err := s.buildStore(ctx)
 	if err != nil {
+		s.tracing.Shutdown(ctx)
 		return nil, err
 	}
 	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
 	if s.redis != nil { // late charges and peeks go to Redis itself
-		engOpts = append(engOpts, rules.WithCharger(s.redis))
+		engOpts = append(engOpts, rules.WithCharger(s.tracing.Store(s.redis).(store.Syncer)))
 	}
-	s.engine = rules.NewEngine(set, st, engOpts...)
+	s.engine = rules.NewEngine(set, s.tracing.Store(st), engOpts...)
 	s.rec.RulesLoaded(set)
 	// Requests no rule applies to pass unlimited; they are counted by
 	// domain in metrics and logged at most once a minute with an example.
 	unmatched := rules.NewUnmatchedLog(log, time.Minute)
-	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched}
+	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched, tracing: s.tracing}
 	s.rec.SetStoreFunc(s.storeHealth)
 
 	// From here on the store is open: any failure closes it, in one place.
@@ -169,7 +176,7 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.Unmat
 	}
 	// The gateway's middleware logs its unmatched requests itself (with
 	// the path), as the middleware does anywhere.
-	gwCheck := &observed{engine: s.engine, rec: s.rec}
+	gwCheck := &observed{engine: s.engine, rec: s.rec, tracing: s.tracing}
 	mw, err := httplimit.Middleware(httplimit.Options{Checker: gwCheck, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log,
 		Unmatched: unmatched})
 	if err != nil {
@@ -202,6 +209,9 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
 	gopts = append(gopts, cfg.Connections.grpcOptions()...)
 	gopts = append(gopts, grpc.ChainUnaryInterceptor(s.inflight.unary), rls.ServerOption())
+	if s.tracing != nil { // the caller's trace context, for the decision spans
+		gopts = append(gopts, grpc.ChainUnaryInterceptor(s.tracing.UnaryServerInterceptor()))
+	}
 	s.grpc = grpc.NewServer(gopts...)
 	rlsSvc.Register(s.grpc)
 	s.health = health.NewServer()
@@ -350,6 +360,11 @@ func (s *Server) Serve(ctx context.Context) error {
 func (s *Server) startListeners(errc chan<- error) []*http.Server {
 	var servers []*http.Server
 	add := func(name string, h http.Handler) {
+		if name == ListenerGateway {
+			h = s.tracing.Gateway(h)
+		} else {
+			h = s.tracing.HTTP(h)
+		}
 		if hs := s.serveHTTP(name, s.inflight.wrap(accessLog(name, h, s.log)), errc); hs != nil {
 			servers = append(servers, hs)
 		}
@@ -512,6 +527,11 @@ func (s *Server) closeStore(ctx context.Context) error {
 		s.redis.Close()
 		s.redis = nil
 	}
+	// Spans still buffered are exported last, store calls included.
+	if terr := s.tracing.Shutdown(context.WithoutCancel(ctx)); terr != nil {
+		s.log.Warn("tracing: spans could not be exported at shutdown", "err", terr)
+	}
+	s.tracing = nil
 	return err
 }
 
@@ -633,14 +653,25 @@ func writeText(w http.ResponseWriter, code int, s string) {
 
 // observed is the rule engine with every decision recorded in metrics.
 type observed struct {
-	engine *rules.Engine
-	rec    *metrics.Recorder
+	engine  *rules.Engine
+	rec     *metrics.Recorder
+	tracing *tracing.Tracing // nil when tracing is off
 	// unmatched logs requests no rule applied to; nil when the front end
 	// logs them itself.
 	unmatched *rules.UnmatchedLog
 }
 
 func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, error) {
+	if o.tracing != nil {
+		ctx, span := o.tracing.StartDecision(ctx, req)
+		res, err := o.check(ctx, req)
+		tracing.EndDecision(span, res, err)
+		return res, err
+	}
+	return o.check(ctx, req)
+}
+
+func (o *observed) check(ctx context.Context, req rules.Request) (rules.Result, error) {
 	start := time.Now()
 	res, err := o.engine.Check(ctx, req)
 	if err != nil {
