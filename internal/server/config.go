@@ -17,8 +17,8 @@ import (
 	"github.com/floodgate-dev/floodgate/internal/urlpath"
 	"gopkg.in/yaml.v3"
 
-	"github.com/floodgate-dev/floodgate/rules"
 	"github.com/floodgate-dev/floodgate/internal/tracing"
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
 //go:embed default.yaml

@@ -17,7 +17,7 @@ import (
 type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                            { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkDecisionTracing measures one decision through the server's
 // decision path (metrics included): "untraced" calls the path without the
