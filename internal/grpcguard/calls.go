@@ -124,9 +124,9 @@ func (l *callList) remove(c *call) {
 	l.n--
 }
 
-// NewAdmission returns the bounds o describes. Its message deadline is
-// kept by a goroutine that runs while calls wait, checking every tenth of
-// MessageTimeout.
+// NewAdmission returns the bounds o describes. A goroutine runs while
+// calls wait for their message: it keeps the message deadline and forgets
+// calls whose stream ended first (see sweep).
 func NewAdmission(o AdmissionOptions) *Admission {
 	if o.OnRefuse == nil {
 		o.OnRefuse = func(string) {}
@@ -150,6 +150,7 @@ func (a *Admission) ServerOptions() []grpc.ServerOption {
 func (a *Admission) Counts() (calls, waiting int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.purge(nil)
 	return a.calls, a.waiting
 }
 
@@ -164,21 +165,16 @@ func (a *Admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	}
 	a.mu.Lock()
 	cl := a.client(p.Addr)
-	reason := ""
-	var evict *call
-	switch {
-	case a.o.MaxCalls > 0 && a.calls >= a.o.MaxCalls:
-		reason = RefusedCalls
-	case a.o.MaxCallsPerClient > 0 && cl.calls >= a.o.MaxCallsPerClient:
-		reason = RefusedClientCalls
-	case a.o.MaxWaitingPerClient > 0 && cl.waiting.n >= a.o.MaxWaitingPerClient:
-		reason = RefusedClientWaiting
-	case a.o.MaxWaiting > 0 && a.waiting >= a.o.MaxWaiting:
-		if evict = a.victim(cl); evict == nil {
-			reason = RefusedWaiting
-		} else {
-			a.received(evict)
-		}
+	reason, evict := a.check(cl)
+	if reason != "" || evict != nil {
+		// Calls whose stream ended before their message still count:
+		// forget them and look again.
+		a.purge(nil)
+		reason, evict = a.check(cl)
+	}
+	if evict != nil {
+		a.received(evict)
+		a.leave(evict)
 	}
 	if reason != "" {
 		if cl.calls == 0 {
@@ -194,10 +190,8 @@ func (a *Admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	cl.calls++
 	a.waiting++
 	cl.waiting.push(c)
-	startSweep := a.o.MessageTimeout > 0 && !a.sweeping
-	if startSweep {
-		a.sweeping = true
-	}
+	startSweep := !a.sweeping
+	a.sweeping = true
 	a.mu.Unlock()
 	if evict != nil {
 		evict.cancel(errEvicted)
@@ -206,9 +200,50 @@ func (a *Admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	if startSweep {
 		go a.sweep()
 	}
-	// gRPC cancels the call's context when its stream ends, however it ends.
-	context.AfterFunc(cctx, func() { a.end(c) })
 	return c, nil
+}
+
+// check says which bound refuses a call from cl, or which waiting call to
+// cancel to make room for it. a.mu must be held.
+func (a *Admission) check(cl *clientCalls) (reason string, evict *call) {
+	switch {
+	case a.o.MaxCalls > 0 && a.calls >= a.o.MaxCalls:
+		return RefusedCalls, nil
+	case a.o.MaxCallsPerClient > 0 && cl.calls >= a.o.MaxCallsPerClient:
+		return RefusedClientCalls, nil
+	case a.o.MaxWaitingPerClient > 0 && cl.waiting.n >= a.o.MaxWaitingPerClient:
+		return RefusedClientWaiting, nil
+	case a.o.MaxWaiting > 0 && a.waiting >= a.o.MaxWaiting:
+		if evict = a.victim(cl); evict == nil {
+			return RefusedWaiting, nil
+		}
+		return "", evict
+	}
+	return "", nil
+}
+
+// purge stops counting the waiting calls whose stream has ended (reset by
+// the client, or the connection closed), of cl or, if cl is nil, of every
+// client. Such a call never reaches the interceptors. a.mu must be held.
+func (a *Admission) purge(cl *clientCalls) {
+	if cl != nil {
+		a.purgeClient(cl)
+		return
+	}
+	for _, cl := range a.clients {
+		a.purgeClient(cl)
+	}
+}
+
+func (a *Admission) purgeClient(cl *clientCalls) {
+	for c := cl.waiting.head; c != nil; {
+		next := c.next
+		if c.Context.Err() != nil {
+			a.received(c)
+			a.leave(c)
+		}
+		c = next
+	}
 }
 
 var reasonText = map[string]string{
@@ -260,11 +295,7 @@ func (a *Admission) received(c *call) {
 
 // arrived records that c's request message arrived; a streaming call then
 // also stops counting as in flight.
-func (a *Admission) arrived(ctx context.Context, streaming bool) {
-	c, ok := ctx.Value(callKey{}).(*call)
-	if !ok {
-		return
-	}
+func (a *Admission) arrived(c *call, streaming bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.received(c)
@@ -273,7 +304,7 @@ func (a *Admission) arrived(ctx context.Context, streaming bool) {
 	}
 }
 
-// end stops counting c: its stream ended.
+// end stops counting c: its handler returned.
 func (a *Admission) end(c *call) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -294,20 +325,30 @@ func (a *Admission) leave(c *call) {
 	}
 }
 
-// sweep cancels calls whose request message is overdue, until none waits.
+// sweep forgets calls whose stream ended before their message and cancels
+// those whose message is overdue, every tenth of MessageTimeout (every
+// second without one), until no call waits.
 func (a *Admission) sweep() {
-	tick := time.NewTicker(max(a.o.MessageTimeout/10, time.Millisecond))
+	every := time.Second
+	if a.o.MessageTimeout > 0 {
+		every = max(a.o.MessageTimeout/10, time.Millisecond)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for now := range tick.C {
 		var overdue []*call
 		a.mu.Lock()
-		for _, cl := range a.clients {
-			for c := cl.waiting.head; c != nil && now.Sub(c.started) >= a.o.MessageTimeout; c = c.next {
-				overdue = append(overdue, c)
+		a.purge(nil)
+		if a.o.MessageTimeout > 0 {
+			for _, cl := range a.clients {
+				for c := cl.waiting.head; c != nil && now.Sub(c.started) >= a.o.MessageTimeout; c = c.next {
+					overdue = append(overdue, c)
+				}
 			}
 		}
 		for _, c := range overdue {
 			a.received(c)
+			a.leave(c)
 		}
 		idle := a.waiting == 0
 		if idle {
@@ -327,18 +368,28 @@ func (a *Admission) sweep() {
 var errMessageTimeout = errors.New("call cancelled: its request message did not arrive in time")
 
 func (a *Admission) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	a.arrived(ctx, false) // gRPC calls unary interceptors once the message is in
+	// gRPC calls unary interceptors once the message is in.
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		a.arrived(c, false)
+		defer a.end(c)
+	}
 	return h(ctx, req)
 }
 
 func (a *Admission) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return h(srv, &firstMessage{ServerStream: ss, a: a})
+	c, ok := ss.Context().Value(callKey{}).(*call)
+	if !ok {
+		return h(srv, ss)
+	}
+	defer a.end(c)
+	return h(srv, &firstMessage{ServerStream: ss, a: a, c: c})
 }
 
 // firstMessage reports a streaming call's first request message.
 type firstMessage struct {
 	grpc.ServerStream
 	a    *Admission
+	c    *call
 	seen bool
 }
 
@@ -346,7 +397,7 @@ func (s *firstMessage) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
 	if !s.seen && err == nil {
 		s.seen = true
-		s.a.arrived(s.Context(), true)
+		s.a.arrived(s.c, true)
 	}
 	return err
 }

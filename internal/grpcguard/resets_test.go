@@ -268,3 +268,25 @@ func TestWatchedConnCutsOff(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkWatchedConnRead is the frame scanning of one read of 64 unary
+// calls (HEADERS and DATA frames).
+func BenchmarkWatchedConnRead(b *testing.B) {
+	r := NewResets(ResetOptions{Budget: 1000, StreamCredit: 0.5, RefillPerSecond: 100, Cooldown: time.Second})
+	acct, _ := r.open(tcp("10.0.0.1"))
+	c := &watchedConn{r: r, acct: acct}
+	var buf []byte
+	for i := 0; i < 64; i++ {
+		buf = append(buf, frame(frameHeaders, 0, 60)...)
+		buf = append(buf, frame(0x0, 0, 80)...)
+	}
+	b.SetBytes(int64(len(buf)))
+	id := uint32(1)
+	for b.Loop() {
+		for i := 0; i < 64; i++ { // new stream ids, as a client's
+			binary.BigEndian.PutUint32(buf[i*(9+60+9+80)+5:], id)
+			id += 2
+		}
+		c.in.scan(buf, c.frame)
+	}
+}
