@@ -14,9 +14,9 @@ import (
 // store.Syncer). The memory and Redis stores both can.
 var ErrChargeUnsupported = errors.New("floodgate: the store cannot count without deciding (it is no store.Syncer)")
 
-// ErrSettled is returned by Reservation.Settle when the reservation was
+// ErrSettled is returned by Prepayment.Settle when the prepayment was
 // already settled.
-var ErrSettled = errors.New("floodgate: reservation already settled")
+var ErrSettled = errors.New("floodgate: prepayment already settled")
 
 // Check reports whether key has allowance left now (whether a request of
 // cost 1 would be allowed) without counting anything. Use it before work
@@ -25,7 +25,7 @@ var ErrSettled = errors.New("floodgate: reservation already settled")
 // enough of the debt will have left the window.
 //
 // Some costs are known only once the work is done: the tokens a language
-// model generated, the bytes a download sent. Check, Charge and Reserve
+// model generated, the bytes a download sent. Check, Charge and Prepay
 // limit such costs:
 //
 //	d, _ := lim.Check(ctx, tenant) // before the call: is anything left?
@@ -43,7 +43,7 @@ var ErrSettled = errors.New("floodgate: reservation already settled")
 //     algorithm's tolerance) by at most the cost of the responses that were
 //     in flight when the budget ran out: one response's cost for a client
 //     that sends one request at a time, the sum of the largest responses for
-//     concurrent ones. Reserving an estimate (Reserve) shrinks that to the
+//     concurrent ones. Prepaying an estimate (Prepay) shrinks that to the
 //     amount by which responses exceed their estimates.
 //   - Nothing is forgiven: every unit spent is counted, and a key in debt
 //     gets nothing until its last window is under the limit again. So the
@@ -96,22 +96,22 @@ func (l *Limiter) settle(ctx context.Context, key string, n int64) (Decision, er
 	return d, nil
 }
 
-// Reservation is an allowance taken before the cost of a request is known,
-// settled with the real cost when it is. Create one with Reserve; it is
+// Prepayment is an estimate counted before the cost of a request is known,
+// settled with the real cost when it is. Create one with Prepay; it is
 // safe for concurrent use, and settles at most once.
-type Reservation struct {
+type Prepayment struct {
 	lim      *Limiter
 	key      string
 	estimate int64
 	settled  atomic.Bool
-	// Decision is the decision Reserve made.
+	// Decision is the decision Prepay made.
 	Decision Decision
 }
 
-// Reserve decides a request of estimated cost for key and counts the
+// Prepay decides a request of estimated cost for key and counts the
 // estimate if it is allowed; an estimate of 0 counts nothing and only
 // checks that allowance is left (Check). When the request is done, Settle
-// the reservation with what it really cost.
+// the prepayment with what it really cost.
 //
 // The estimate bounds the overspend of concurrent requests: with an
 // estimate at least as large as any real cost (a model's max_tokens), the
@@ -119,12 +119,15 @@ type Reservation struct {
 // request did not use stays counted: units once counted are never given
 // back, so an estimate errs on the side of the limit.
 //
-// A rejected reservation (Decision.Allowed false) needs no Settle.
-func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Reservation, error) {
+// A rejected prepayment (Decision.Allowed false) needs no Settle.
+//
+// Unlike x/time/rate's Reserve, which books future allowance and can give
+// it back with Cancel, Prepay counts now and never gives back.
+func (l *Limiter) Prepay(ctx context.Context, key string, estimate int64) (*Prepayment, error) {
 	if estimate < 0 {
 		return nil, fmt.Errorf("floodgate: negative estimate %d", estimate)
 	}
-	r := &Reservation{lim: l, key: key, estimate: estimate}
+	r := &Prepayment{lim: l, key: key, estimate: estimate}
 	var err error
 	if estimate == 0 {
 		r.Decision, err = l.Check(ctx, key)
@@ -144,7 +147,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Res
 // past the limit (see Charge), and returns the key's state after it. A cost
 // at or below the estimate counts nothing more. A second Settle returns
 // ErrSettled and counts nothing, so a retry cannot count twice.
-func (r *Reservation) Settle(ctx context.Context, actual int64) (Decision, error) {
+func (r *Prepayment) Settle(ctx context.Context, actual int64) (Decision, error) {
 	if r.settled.Swap(true) {
 		return Decision{}, ErrSettled
 	}

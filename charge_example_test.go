@@ -34,16 +34,16 @@ func ExampleLimiter_Charge() {
 	// rejected, retry after 58s
 }
 
-// Reserving an estimate before the call keeps concurrent calls within the
+// Prepaying an estimate before the call keeps concurrent calls within the
 // budget; Settle charges what the call used beyond it.
-func ExampleLimiter_Reserve() {
+func ExampleLimiter_Prepay() {
 	lim, _ := floodgate.New(floodgate.Limit{Limit: 10_000, Window: time.Minute})
 	ctx := context.Background()
-	r, _ := lim.Reserve(ctx, "tenant-a", 4000) // the request's max_tokens, say
+	r, _ := lim.Prepay(ctx, "tenant-a", 4000) // the request's max_tokens, say
 	if !r.Decision.Allowed {
 		return
 	}
-	d, _ := r.Settle(ctx, 4500) // it used 500 more than reserved
+	d, _ := r.Settle(ctx, 4500) // it used 500 more than prepaid
 	fmt.Println(d.Remaining)
 	// Output:
 	// 5500

@@ -56,13 +56,13 @@ func TestChargeCountsPastTheLimitAndDebtRejects(t *testing.T) {
 	}
 }
 
-func TestReservationSettlesOnce(t *testing.T) {
+func TestPrepaymentSettlesOnce(t *testing.T) {
 	clk := &virtualClock{t: time.Unix(1000, 0)}
 	lim, _ := floodgate.New(floodgate.Limit{Limit: 1000, Window: time.Minute}, floodgate.WithClock(clk.now))
 	ctx := context.Background()
-	r, err := lim.Reserve(ctx, "k", 300)
+	r, err := lim.Prepay(ctx, "k", 300)
 	if err != nil || !r.Decision.Allowed || r.Decision.Remaining != 700 {
-		t.Fatalf("Reserve(300): %+v %v", r, err)
+		t.Fatalf("Prepay(300): %+v %v", r, err)
 	}
 	d, err := r.Settle(ctx, 500) // 200 more than the estimate
 	if err != nil || d.Remaining != 500 {
@@ -71,11 +71,11 @@ func TestReservationSettlesOnce(t *testing.T) {
 	if _, err := r.Settle(ctx, 500); !errors.Is(err, floodgate.ErrSettled) {
 		t.Fatalf("second Settle: %v, want ErrSettled", err)
 	}
-	r2, _ := lim.Reserve(ctx, "k", 100)
+	r2, _ := lim.Prepay(ctx, "k", 100)
 	if d, _ := r2.Settle(ctx, 40); d.Remaining != 400 {
 		t.Fatalf("settling under the estimate: %+v, want the estimate kept (400 remaining)", d)
 	}
-	if _, err := lim.Reserve(ctx, "k", -1); err == nil {
+	if _, err := lim.Prepay(ctx, "k", -1); err == nil {
 		t.Fatal("negative estimate accepted")
 	}
 }

@@ -23,7 +23,7 @@ const (
 	TokensSettled = "settled"
 	// TokensReserved reserves an estimate (by default the largest cost)
 	// before the call and charges what the response cost beyond it after
-	// (Limiter.Reserve, Reservation.Settle).
+	// (Limiter.Prepay, Prepayment.Settle).
 	TokensReserved = "reserved"
 )
 
@@ -115,7 +115,7 @@ type tokenClient struct {
 	next     time.Duration // when the next event happens
 	busy     bool          // a response is in flight, done at next
 	cost     int64
-	reserved *floodgate.Reservation
+	reserved *floodgate.Prepayment
 }
 
 func tokenRun(ctx context.Context, s TokenShape, mode string) (TokenRun, error) {
@@ -185,7 +185,7 @@ func tokenStart(ctx context.Context, lim *floodgate.Limiter, mode string, c *tok
 	case TokensSettled:
 		return lim.Check(ctx, "tenant")
 	default:
-		r, err := lim.Reserve(ctx, "tenant", estimate)
+		r, err := lim.Prepay(ctx, "tenant", estimate)
 		if err != nil {
 			return floodgate.Decision{}, err
 		}
