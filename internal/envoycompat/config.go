@@ -361,6 +361,9 @@ type match struct {
 	// metadata is the limit's metadata as the reference reports it: none
 	// when detailed_metric or value_to_metric renamed the limit's stats.
 	metadata *structpb.Struct
+	// stats is the name the reference counts the limit's stats under
+	// (domain.key_value.key...), when lookup was asked for it.
+	stats string
 }
 
 // entry is one key and value of a request descriptor.
@@ -371,12 +374,24 @@ type entry struct{ key, value string }
 // order, then the key alone; the limit is the one on the node the last
 // entry reaches.
 func (c *Config) lookup(domain string, entries []entry) match {
+	return c.lookupStats(domain, entries, false)
+}
+
+// lookupStats is lookup, also naming the limit's stats when withStats is
+// set: the path of the limit in the rule files, with each entry's value
+// where value_to_metric says so, or with every value under detailed_metric
+// (the share_threshold pattern in place of a shared value).
+func (c *Config) lookupStats(domain string, entries []entry, withStats bool) match {
 	dom := c.domains[domain]
 	if dom == nil {
 		return match{}
 	}
 	var m match
 	var shared []string
+	var named strings.Builder // the stats name with value_to_metric's values
+	if withStats {
+		named.WriteString(domain)
+	}
 	renamed := false // value_to_metric put a value in the stats key
 	cur := dom
 	for i, e := range entries {
@@ -403,6 +418,14 @@ func (c *Config) lookup(domain string, entries []entry) match {
 		if next != nil && next.valueToMetric && e.value != "" && (viaWildcard && next.share == "" || !viaWildcard && next != cur.children[final]) {
 			renamed = true
 		}
+		if withStats {
+			named.WriteByte('.')
+			named.WriteString(e.key)
+			if v := statsValue(cur, next, e, final, viaWildcard, shared, i); v != "" {
+				named.WriteByte('_')
+				named.WriteString(v)
+			}
+		}
 		if next != nil && next.limit != nil && i == len(entries)-1 {
 			m.limit = next.limit
 		}
@@ -416,6 +439,59 @@ func (c *Config) lookup(domain string, entries []entry) match {
 		if !m.limit.detailed && !renamed {
 			m.metadata = m.limit.metadata
 		}
+		if withStats {
+			m.stats = named.String()
+			if m.limit.detailed {
+				m.stats = detailedStats(domain, entries, shared)
+			}
+		}
 	}
 	return m
+}
+
+// statsValue is the value entry e adds to its stats name: the matched
+// pattern (or the shared pattern) for a wildcard, the value for an exact
+// match or with value_to_metric, nothing for a key-only match.
+func statsValue(cur, next *node, e entry, final string, viaWildcard bool, shared []string, i int) string {
+	switch {
+	case next == nil:
+		return ""
+	case viaWildcard && shared != nil && shared[i] != "":
+		return shared[i]
+	case viaWildcard && next.valueToMetric:
+		return e.value
+	case viaWildcard:
+		for _, w := range cur.wildcards {
+			if cur.children[w.key] == next {
+				return strings.TrimPrefix(w.key, e.key+"_")
+			}
+		}
+	case next == cur.children[final]:
+		return e.value
+	case next.valueToMetric:
+		return e.value
+	}
+	return ""
+}
+
+// detailedStats is a detailed_metric limit's stats name: every entry's
+// key_value, or key_pattern where the entry is shared.
+func detailedStats(domain string, entries []entry, shared []string) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for i, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.key)
+		switch {
+		case shared != nil && shared[i] != "":
+			b.WriteString("_" + shared[i])
+		case shared != nil:
+			if e.value != "" {
+				b.WriteString("_" + e.value)
+			}
+		default:
+			b.WriteString("_" + e.value)
+		}
+	}
+	return b.String()
 }

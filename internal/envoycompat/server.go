@@ -19,6 +19,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -90,6 +91,7 @@ type Server struct {
 	grpc    *grpc.Server
 	http    *http.Server
 	debug   *http.Server
+	prom    *http.Server // nil without USE_PROMETHEUS
 	lis     map[string]net.Listener
 	healthy bool
 	mu      sync.Mutex
@@ -100,6 +102,8 @@ const (
 	ListenerHTTP  = "http"
 	ListenerGRPC  = "grpc"
 	ListenerDebug = "debug"
+	// ListenerPrometheus serves the stats with USE_PROMETHEUS.
+	ListenerPrometheus = "prometheus"
 )
 
 // New reads the rule files, connects to Redis and binds the listeners. A
@@ -159,6 +163,11 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		fmt.Fprintln(w, "/debug/pprof/trace: trace endpoint")
 	})
 	s.debug = &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
+	if s.svc.stats != nil {
+		pmux := http.NewServeMux()
+		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(s.svc.stats.reg, promhttp.HandlerOpts{}))
+		s.prom = &http.Server{Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
+	}
 
 	if err := s.listen(); err != nil {
 		s.closeListeners()
@@ -196,6 +205,13 @@ func (s *Server) listen() error {
 			return fmt.Errorf("%s: %v", l.env, err)
 		}
 		s.lis[l.name] = ln
+	}
+	if s.prom != nil {
+		ln, err := net.Listen("tcp", s.set.PrometheusAddr)
+		if err != nil {
+			return fmt.Errorf("PROMETHEUS_ADDR: %v", err)
+		}
+		s.lis[ListenerPrometheus] = ln
 	}
 	return nil
 }
@@ -254,10 +270,13 @@ func (s *Server) Reload() error {
 // directory changes, then stops: health turns NOT_SERVING, listeners close
 // and calls in flight finish.
 func (s *Server) Run(ctx context.Context) error {
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- s.grpc.Serve(s.lis[ListenerGRPC]) }()
 	go func() { errc <- s.http.Serve(s.lis[ListenerHTTP]) }()
 	go func() { errc <- s.debug.Serve(s.lis[ListenerDebug]) }()
+	if s.prom != nil {
+		go func() { errc <- s.prom.Serve(s.lis[ListenerPrometheus]) }()
+	}
 	stopWatch := s.watch(ctx)
 	defer stopWatch()
 	var err error
@@ -276,6 +295,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	s.http.Shutdown(sctx)
 	s.debug.Shutdown(sctx)
+	if s.prom != nil {
+		s.prom.Shutdown(sctx)
+	}
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {

@@ -32,6 +32,7 @@ type Service struct {
 	client    rueidis.Client
 	perSecond rueidis.Client // nil: client counts every unit
 	local     *localCache    // nil without LOCAL_CACHE_SIZE_IN_BYTES
+	stats     *stats         // nil without USE_PROMETHEUS
 	now       func() int64   // Unix seconds
 
 	jitterMu sync.Mutex
@@ -49,6 +50,9 @@ func NewService(set Settings, cfg *Config, client, perSecond rueidis.Client, now
 		jitter: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
 	if set.LocalCacheSizeInBytes > 0 {
 		s.local = newLocalCache(set.LocalCacheSizeInBytes)
+	}
+	if set.UsePrometheus {
+		s.stats = newStats(set.NearLimitRatio)
 	}
 	s.config.Store(cfg)
 	return s
@@ -94,9 +98,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: limit override unit %v is not a unit: use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", i, o.GetUnit())
 			}
 			limits[i] = newLimit(o.GetRequestsPerUnit(), u, "")
+			if s.stats != nil {
+				matches[i].stats = overrideStats(req.GetDomain(), d)
+			}
 			continue
 		}
-		m := cfg.lookup(req.GetDomain(), entriesOf(d))
+		m := cfg.lookupStats(req.GetDomain(), entriesOf(d), s.stats != nil)
 		matches[i] = m
 		if m.limit == nil {
 			continue
@@ -121,6 +128,21 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, err
 	}
 	return s.respond(req, limits, matches, unlimited, statuses, now), nil
+}
+
+// overrideStats is the stats name of a request's override: the domain and
+// every entry's key_value (key alone for an empty value).
+func overrideStats(domain string, d *commonv3.RateLimitDescriptor) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range d.GetEntries() {
+		b.WriteByte('.')
+		b.WriteString(e.GetKey())
+		if e.GetValue() != "" {
+			b.WriteString("_" + e.GetValue())
+		}
+	}
+	return b.String()
 }
 
 func entriesOf(d *commonv3.RateLimitDescriptor) []entry {
@@ -199,6 +221,13 @@ func (s *Service) doLimit(ctx context.Context, req *rlsv3.RateLimitRequest, limi
 	results, err := s.incr(ctx, keys, limits, localOver, addends)
 	if err != nil {
 		return nil, redisError(err)
+	}
+	if s.stats != nil {
+		for i, l := range limits {
+			if l != nil {
+				s.stats.record(matches[i].stats, l, hits[i], results[i], localOver[i])
+			}
+		}
 	}
 	out := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	for i, l := range limits {

@@ -10,7 +10,8 @@
 // EXPIRE with jitter), so old and new pods on one Redis enforce one limit.
 //
 // A setting it cannot honour (the memcache backend, the xDS config source,
-// statsd) stops the start with one line naming it.
+// statsd) stops the start with one line naming it. With USE_PROMETHEUS it
+// serves the per-limit stats under the reference's metric names.
 package envoycompat
 
 import (
@@ -64,6 +65,12 @@ type Settings struct {
 	// PerSecond is the Redis for limits with unit SECOND, when
 	// RedisPerSecond is set.
 	PerSecond RedisSettings
+
+	// UsePrometheus serves the per-limit stats on PrometheusAddr at
+	// PrometheusPath.
+	UsePrometheus  bool
+	PrometheusAddr string
+	PrometheusPath string
 
 	// Wildcards is FLOODGATE_WILDCARDS: trailing (the default) or
 	// anywhere; see Wildcards.
@@ -219,6 +226,9 @@ var settings = []setting{
 	{"QUOTA_MODE", "false", boolean(func(s *Settings) *bool { return &s.GlobalQuotaMode })},
 	{"RESPONSE_DYNAMIC_METADATA", "false", boolean(func(s *Settings) *bool { return &s.ResponseDynamicMetadata })},
 	{"MERGE_DOMAIN_CONFIG", "false", boolean(func(s *Settings) *bool { return &s.MergeDomainConfig })},
+	{"USE_PROMETHEUS", "false", boolean(func(s *Settings) *bool { return &s.UsePrometheus })},
+	{"PROMETHEUS_ADDR", ":9090", str(func(s *Settings) *string { return &s.PrometheusAddr })},
+	{"PROMETHEUS_PATH", "/metrics", str(func(s *Settings) *string { return &s.PrometheusPath })},
 	{"FLOODGATE_WILDCARDS", "trailing", func(s *Settings, v string) error {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "trailing":
@@ -256,7 +266,7 @@ var refusals = []refusal{
 	{"CONFIG_TYPE", notEqualFold("FILE"), "only rule files (CONFIG_TYPE=FILE) are read; the xDS config source is not served"},
 	{"USE_STATSD", isTrue, "statsd is not sent; set USE_STATSD=false (the default here) and scrape Floodgate's metrics instead"},
 	{"USE_DOG_STATSD", isTrue, "DogStatsD is not sent; set USE_DOG_STATSD=false"},
-	{"USE_PROMETHEUS", isTrue, "the reference's Prometheus metric names are not served; unset USE_PROMETHEUS"},
+	{"PROMETHEUS_MAPPER_YAML", nonEmpty, "a custom statsd mapping is not served; the metrics keep the default mapping's names"},
 	{"TRACING_ENABLED", isTrue, "tracing is not served in this mode; unset TRACING_ENABLED"},
 	{"GRPC_SERVER_USE_TLS", isTrue, "gRPC TLS is not served in this mode; terminate TLS in front of it or unset GRPC_SERVER_USE_TLS"},
 	{"FORCE_START_WITHOUT_INITIAL_CONFIG", isTrue, "a start needs its rule files; unset FORCE_START_WITHOUT_INITIAL_CONFIG"},
