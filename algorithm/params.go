@@ -34,6 +34,11 @@ type Params struct {
 	// EntryUnits is bounded-log's m = max(1, floor(e*Limit)): the units an
 	// entry holds. Entries is its capacity in entries.
 	EntryUnits, Entries int64
+	// LeaseTTL is how long a concurrency lease lasts when not released
+	// (Window, or DefaultLeaseTTL without one), and MaxLeases the most
+	// leases a key holds at once. Zero for the other algorithms.
+	LeaseTTL  time.Duration
+	MaxLeases int64
 	// Words is Algorithm.Words: the length of the state.
 	Words int
 	// IdleAfter is Algorithm.IdleAfter.
@@ -70,7 +75,8 @@ func (b *base) withParams(p Params) {
 // up to the next whole unit, which only makes the bucket slower. The order,
 // per algorithm:
 //
-//	fixed-window, weighted-window, sliding-log, concurrency: Limit, Window
+//	fixed-window, weighted-window, sliding-log: Limit, Window
+//	concurrency: Limit, Window, MaxLeases, LeaseTTL
 //	sliding-window: Limit, Window/Slices, Slices
 //	token-bucket, gcra: Limit, Capacity, Interval, Capacity*Interval
 //	leaky-bucket: Limit, Interval, MaxDelay
@@ -88,8 +94,14 @@ func (p Params) ScriptArgs(unit time.Duration) ([]int64, error) {
 	}
 	iv := int64((p.Interval + unit - 1) / unit)
 	switch p.Name {
-	case FixedWindow, WeightedWindow, SlidingLog, Concurrency:
+	case FixedWindow, WeightedWindow, SlidingLog:
 		return []int64{p.Limit, w}, nil
+	case Concurrency:
+		ttl, err := whole("lease TTL", p.LeaseTTL)
+		if err != nil {
+			return nil, err
+		}
+		return []int64{p.Limit, w, p.MaxLeases, ttl}, nil
 	case SlidingWindow:
 		slice, err := whole("slice", p.Window/time.Duration(p.Slices))
 		if err != nil || p.Window%time.Duration(p.Slices) != 0 {
@@ -119,7 +131,8 @@ func (p Params) TimeWord(i int) bool {
 	case TokenBucket, GCRA, LeakyBucket:
 		return true
 	case Concurrency:
-		return i == 1
+		// The last change, and each lease's expiry.
+		return i == 1 || (i >= ccHeader && (i-ccHeader)%ccLease == 2)
 	case SlidingLog:
 		return i >= 2
 	case BoundedLog:

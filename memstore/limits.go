@@ -134,13 +134,11 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config) (*limit, 
 				DecideNarrow(s []int64, now, cost int64) (algorithm.Decision, bool)
 			})
 		}
+		// Each shard sizes its scratch states for l when it makes l's table
+		// (shard.newTable), not before: a limit with a long state (a
+		// concurrency limit's leases, a sliding log) costs scratch space
+		// only in the shards that hold its keys.
 		s.limits[cfg] = l
-		for i := range s.shards {
-			sh := &s.shards[i]
-			sh.mu.Lock()
-			sh.ensureScratch(words)
-			sh.mu.Unlock()
-		}
 	} else if l.words != words {
 		return nil, fmt.Errorf("memstore: algorithm %s reports %d state words for a config seen with %d",
 			a.Name(), words, l.words)

@@ -459,6 +459,27 @@ func (sh *shard) decideCharged(a algorithm.Algorithm, st []int64, c, now, cost i
 	return d
 }
 
+// decideLeased is decideCharged that holds the units under lease id when
+// id is not zero and a holds leases.
+func (sh *shard) decideLeased(a algorithm.Algorithm, st []int64, c, now, cost int64, id algorithm.LeaseID) algorithm.Decision {
+	la, ok := a.(algorithm.Leaser)
+	if !ok || id == (algorithm.LeaseID{}) {
+		return sh.decideCharged(a, st, c, now, cost)
+	}
+	if c <= 0 {
+		return la.Acquire(st, now, cost, id)
+	}
+	cp := sh.chargeScratch[:len(st)]
+	copy(cp, st)
+	a.Record(cp, now, c)
+	d := la.Acquire(cp, now, cost, id)
+	clear(cp)
+	if d.Allowed {
+		la.Acquire(st, now, cost, id)
+	}
+	return d
+}
+
 // A Bound is a Store bound to one Algorithm, for a caller that always
 // decides with the same one (a floodgate.Limiter): its Decide skips the
 // lookup of the algorithm's limit that DecideOne makes on every call, and
@@ -655,6 +676,24 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 		out[0] = d
 		return err
 	}
+	return s.decideBatch(now, reqs, out, algorithm.LeaseID{})
+}
+
+// Acquire implements store.Leaser: it is Decide, with the units of every
+// allowed concurrency request held under lease id.
+func (s *Store) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+	if len(out) != len(reqs) {
+		return ErrOutLength
+	}
+	if !id.Valid() {
+		return algorithm.ErrNoLease
+	}
+	return s.decideBatch(now, reqs, out, id)
+}
+
+// decideBatch is Decide for any number of requests, holding concurrency
+// units under lease id unless it is zero.
+func (s *Store) decideBatch(now int64, reqs []store.Request, out []algorithm.Decision, id algorithm.LeaseID) error {
 	b := s.batchPool.Get().(*batch)
 	defer s.batchPool.Put(b)
 	if err := b.resolve(s, reqs); err != nil {
@@ -674,7 +713,7 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 	commit := true
 	for i := range reqs {
 		it := &b.items[i]
-		out[i] = it.sh.decideCharged(reqs[i].Algorithm, b.words[it.off:it.off+it.l.words], it.charge, now, reqs[i].Cost)
+		out[i] = it.sh.decideLeased(reqs[i].Algorithm, b.words[it.off:it.off+it.l.words], it.charge, now, reqs[i].Cost, id)
 		if !out[i].Allowed && !reqs[i].Shadow {
 			commit = false
 		}
@@ -683,6 +722,41 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 		b.commit()
 	}
 	return nil
+}
+
+// ReleaseLease implements store.Leaser: it gives back what lease id holds
+// in the keys of reqs whose algorithm holds leases, and reports whether
+// any did.
+func (s *Store) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+	released := false
+	for i := range reqs {
+		a, ok := reqs[i].Algorithm.(algorithm.Leaser)
+		if !ok {
+			continue
+		}
+		l, h, err := s.resolve("request", i, reqs[i].Algorithm, reqs[i].Key)
+		if err != nil {
+			return released, err
+		}
+		sh := s.shardOf(h)
+		sh.mu.Lock()
+		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
+			t := sh.tables[l.id]
+			t.advance(now)
+			if sl := t.find(h); sl >= 0 {
+				st := t.load(sl, sh.scratch[:l.words])
+				if a.ReleaseLease(st, now, id) {
+					released = true
+					t.touch(sl)
+					clear(st[:t.put(sl, st)])
+				} else {
+					clear(st)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return released, nil
 }
 
 // batch is the scratch space of one multi-request Decide.

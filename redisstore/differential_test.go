@@ -84,6 +84,7 @@ func TestDifferentialRandom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var leases []algorithm.LeaseID // concurrency leases acquired
 			forms := map[string]int{} // bounded-log's stored forms after each step
 			defer func() {
 				if c.Algorithm == algorithm.BoundedLog {
@@ -121,6 +122,35 @@ func TestDifferentialRandom(t *testing.T) {
 					a.Release(ref.state(key), now, cost)
 					if err := s.Release(ctx, now, []store.Request{req}); err != nil {
 						t.Fatal(err)
+					}
+				case op >= 15 && op < 30 && c.Algorithm == algorithm.Concurrency:
+					// Leases: acquire a new one, or release one held, one
+					// released already, or one never acquired.
+					la := a.(algorithm.Leaser)
+					if op < 22 || len(leases) == 0 {
+						id := algorithm.NewLeaseID()
+						leases = append(leases, id)
+						want := micros(la.Acquire(ref.state(key), now, cost, id))
+						out := make([]algorithm.Decision, 1)
+						if err := s.Acquire(ctx, now, id, []store.Request{req}, out); err != nil {
+							t.Fatal(err)
+						}
+						if out[0] != want {
+							t.Fatalf("step %d: acquire, key %s, cost %d:\nredis %+v\ngo    %+v", step, key, cost, out[0], want)
+						}
+						break
+					}
+					id := leases[rng.IntN(len(leases))]
+					if op == 29 {
+						id = algorithm.NewLeaseID()
+					}
+					want := la.ReleaseLease(ref.state(key), now, id)
+					got, err := s.ReleaseLease(ctx, now, id, []store.Request{req})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Fatalf("step %d: release lease %v of key %s: redis %v, go %v", step, id, key, got, want)
 					}
 				case op < 15 && key != "c":
 					// Merge events from elsewhere, some older than now (key

@@ -7,14 +7,18 @@
 -- KEYS: one per request (or per batch for op 's').
 -- ARGV[1]: op. 'd' decides every request on a copy of its state and writes
 --          the copies back only if every non-shadow request is allowed;
---          'p' is 'd' without writing; 'r' releases; 's' records events and
---          returns the states; 'S' is 's' at most once (see once).
+--          'p' is 'd' without writing; 'a' is 'd' holding concurrency
+--          units under a lease; 'r' releases; 'l' releases a lease; 's'
+--          records events and returns the states; 'S' is 's' at most once
+--          (see once).
+-- For 'a' and 'l', ARGV[3] and ARGV[4] are the lease id's two halves.
 -- ARGV[2]: now in microseconds, or '' to read the Redis server's TIME.
--- Then per key: code, ttl_ms (0: no expiry), words, nparams, params...,
--- followed for 'd'/'p'/'r' by cost and shadow (0/1), and for 's' by the
+-- Then (after the lease id for 'a' and 'l') per key: code, ttl_ms (0: no expiry), words, nparams, params...,
+-- followed for 'd'/'p'/'a'/'r'/'l' by cost and shadow (0/1), and for 's' by the
 -- number of events and then (time_us, cost) per event.
 --
--- 'd' and 'p' return six integers per request: allowed (0/1), remaining,
+-- 'l' returns 1 per key that held the lease, else 0.
+-- 'd', 'p' and 'a' return six integers per request: allowed (0/1), remaining,
 -- reset_after_us, retry_after_us, delay_us, reason code. 's' returns, per key,
 -- its state packed as stored: little-endian doubles, trailing zero words left
 -- out.
@@ -379,46 +383,142 @@ if code == 6 then
   }
 end
 
--- 7: concurrency. P: limit, window (0: no leak guard). State: units in
--- flight, time of the last change.
+-- 7: concurrency. P: limit, window (0: no leak guard), most leases,
+-- lease TTL. State: anonymous units, time of the last change, number of
+-- leases n, then n leases of four words: id (two halves), expiry, cost.
 if code == 7 then
-  local function cc_view(P, s, now)
-    now = max(clamp(now), s[2])
-    local n = s[1]
-    if P[2] > 0 and now - s[2] > P[2] then n = 0 end
-    return now, n
+  local function cc_valid(P, s)
+    return s[1] >= 0 and s[2] >= 0 and s[2] <= MAXT and s[3] >= 0 and s[3] <= P[3]
   end
-  local function cc_expiry(P, now, last, n)
-    if P[2] == 0 or n == 0 then return 0 end
-    return last + P[2] + 1 - now
+  local function cc_leases(P, s)
+    if not cc_valid(P, s) then return 0 end
+    return s[3]
+  end
+  local function cc_look(P, s, now)
+    if not cc_valid(P, s) then return clamp(now), 0, 0 end
+    now = max(clamp(now), s[2])
+    local n, live = 0, 0
+    if P[2] == 0 or now - s[2] <= P[2] then n = s[1] end
+    for i = 0, s[3] - 1 do
+      local o = 4 + 4 * i
+      if s[o + 2] > now and s[o + 3] > 0 then
+        n = addsat(n, s[o + 3])
+        live = live + 1
+      end
+    end
+    return now, n, live
+  end
+  local function cc_drop(s, i)
+    local last = s[3] - 1
+    local o, l = 4 + 4 * i, 4 + 4 * last
+    for k = 0, 3 do s[o + k] = s[l + k] end
+    for k = 0, 3 do s[l + k] = 0 end
+    s[3] = last
+  end
+  local function cc_compact(P, s, now)
+    if not cc_valid(P, s) then
+      for k = 1, #s do s[k] = 0 end
+      return
+    end
+    now = max(clamp(now), s[2])
+    if P[2] > 0 and now - s[2] > P[2] then s[1] = 0 end
+    local i = 0
+    while i < s[3] do
+      local o = 4 + 4 * i
+      if s[o + 2] <= now or s[o + 3] < 1 then
+        cc_drop(s, i)
+      else
+        i = i + 1
+      end
+    end
+  end
+  local function cc_find(P, s, hi, lo)
+    for i = 0, cc_leases(P, s) - 1 do
+      local o = 4 + 4 * i
+      if s[o] == hi and s[o + 1] == lo then return i end
+    end
+    return -1
+  end
+  local function cc_expiry(P, s, now, last, anon)
+    local e = 0
+    if P[2] > 0 and anon > 0 then e = last + P[2] + 1 - now end
+    for i = 0, cc_leases(P, s) - 1 do
+      local o = 4 + 4 * i
+      if s[o + 2] > now and s[o + 3] > 0 and (e == 0 or s[o + 2] - now < e) then e = s[o + 2] - now end
+    end
+    return nonneg(e)
+  end
+  local function cc_anon(P, s, now)
+    if P[2] > 0 and now - s[2] > P[2] then return 0 end
+    return s[1]
+  end
+  local function cc_held(P, s, now, hi, lo)
+    local i = cc_find(P, s, hi, lo)
+    if i >= 0 then
+      local o = 4 + 4 * i
+      if s[o + 2] <= now or s[o + 3] < 1 then return -1 end
+    end
+    return i
+  end
+  -- cc_decide mirrors concurrency.decide: hi, lo is the lease (0, 0: none).
+  local function cc_decide(P, s, now, cost, hi, lo, commit)
+    local limit = P[1]
+    local n, live
+    now, n, live = cc_look(P, s, now)
+    local last, anon = 0, 0
+    if cc_valid(P, s) then last, anon = s[2], cc_anon(P, s, now) end
+    local rem = nonneg(limit - n)
+    local bc = badcost(cost, limit)
+    if bc then return 0, rem, cc_expiry(P, s, now, last, anon), 0, 0, bc end
+    local leased = hi ~= 0 or lo ~= 0
+    if n + cost > limit or (leased and live >= P[3] and cc_held(P, s, now, hi, lo) < 0) then
+      local e = cc_expiry(P, s, now, last, anon)
+      return 0, rem, e, e, 0, OVER
+    end
+    if not commit then
+      return 1, limit - n - cost, cc_expiry(P, s, now, now, anon + cost), 0, 0, OK
+    end
+    cc_compact(P, s, now)
+    s[2] = now
+    local at = cc_find(P, s, hi, lo)
+    if not leased then
+      s[1] = s[1] + cost
+    elseif at >= 0 then
+      local o = 4 + 4 * at
+      s[o + 2], s[o + 3] = now + P[4], s[o + 3] + cost
+    else
+      local o = 4 + 4 * s[3]
+      s[o], s[o + 1], s[o + 2], s[o + 3] = hi, lo, now + P[4], cost
+      s[3] = s[3] + 1
+    end
+    return 1, limit - n - cost, cc_expiry(P, s, now, now, s[1]), 0, 0, OK
   end
   return {
     decide = function(P, s, now, cost, commit)
-      local limit = P[1]
-      local n
-      now, n = cc_view(P, s, now)
-      local rem = nonneg(limit - n)
-      local bc = badcost(cost, limit)
-      if bc then return 0, rem, cc_expiry(P, now, s[2], n), 0, 0, bc end
-      if n + cost > limit then
-        local e = cc_expiry(P, now, s[2], n)
-        return 0, rem, e, e, 0, OVER
-      end
-      n = n + cost
-      if commit then s[1], s[2] = n, now end
-      return 1, limit - n, cc_expiry(P, now, now, n), 0, 0, OK
+      return cc_decide(P, s, now, cost, 0, 0, commit)
+    end,
+    acquire = function(P, s, now, cost, hi, lo)
+      return cc_decide(P, s, now, cost, hi, lo, true)
     end,
     record = function(P, s, now, cost)
       if cost < 1 then return end
-      local n
-      now, n = cc_view(P, s, now)
-      s[1], s[2] = addsat(n, min(cost, MAXLIMIT)), now
+      cc_compact(P, s, now)
+      now = cc_look(P, s, now)
+      s[1], s[2] = addsat(s[1], min(cost, MAXLIMIT)), now
     end,
     release = function(P, s, now, cost)
       if cost < 1 then return end
-      local n
-      now, n = cc_view(P, s, now)
-      s[1], s[2] = nonneg(n - cost), now
+      cc_compact(P, s, now)
+      now = cc_look(P, s, now)
+      s[1], s[2] = nonneg(s[1] - cost), now
+    end,
+    release_lease = function(P, s, now, hi, lo)
+      local t = cc_look(P, s, now)
+      if cc_held(P, s, t, hi, lo) < 0 then return false end
+      cc_compact(P, s, now)
+      cc_drop(s, cc_find(P, s, hi, lo))
+      s[2] = t
+      return true
     end,
   }
 end
@@ -1075,6 +1175,13 @@ if op ~= 's' then -- merging uses the events' own times
 end
 
 local pos = 3
+-- Ops 'a' (decide, holding concurrency units under a lease) and 'l'
+-- (release a lease) carry the lease id's two halves first.
+local leasehi, leaselo = 0, 0
+if op == 'a' or op == 'l' then
+  leasehi, leaselo = tonumber(ARGV[3]), tonumber(ARGV[4])
+  pos = 5
+end
 local function nextarg()
   local v = tonumber(ARGV[pos])
   pos = pos + 1
@@ -1146,9 +1253,23 @@ for i = 1, #KEYS do
       alg.release(P, s, now, cost)
       save(key, s, ttl, code, P, alg)
     end
+  elseif op == 'l' then
+    nextarg() -- cost: unused
+    nextarg() -- shadow: unused
+    local held = 0
+    if alg.release_lease and alg.release_lease(P, s, now, leasehi, leaselo) then
+      save(key, s, ttl, code, P, alg)
+      held = 1
+    end
+    out[#out + 1] = held
   else
     local cost, shadow = nextarg(), nextarg()
-    local a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
+    local a, rem, reset, retry, delay, reason
+    if op == 'a' and alg.acquire then
+      a, rem, reset, retry, delay, reason = alg.acquire(P, s, now, cost, leasehi, leaselo)
+    else
+      a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
+    end
     out[#out + 1] = a
     out[#out + 1] = rem
     out[#out + 1] = reset
@@ -1163,7 +1284,7 @@ for i = 1, #KEYS do
   end
 end
 
-if op == 'd' and commit then
+if (op == 'd' or op == 'a') and commit then
   for key in pairs(dirty) do
     local mk = meta[key]
     save(key, states[key], mk[1], mk[2], mk[3], mk[4])

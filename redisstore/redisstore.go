@@ -692,31 +692,109 @@ func decision(f []int64, sp *spec) algorithm.Decision {
 // exhausts between the two is then rejected while the other slots' requests
 // stay counted: an overcount, never an overshoot.
 func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	return s.decideAll(ctx, now, reqs, out, nil)
+}
+
+// Acquire implements store.Leaser: Decide, with the units of every allowed
+// concurrency request held under lease id (in the key's state, next to
+// its count).
+func (s *Store) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+	if !id.Valid() {
+		return algorithm.ErrNoLease
+	}
+	return s.decideAll(ctx, now, reqs, out, &id)
+}
+
+// ReleaseLease implements store.Leaser: one script call per Redis node
+// gives back what lease id holds in the concurrency keys of reqs.
+func (s *Store) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+	if !id.Valid() {
+		return false, nil
+	}
+	rs, err := s.resolve(reqs)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	t := s.now(now)
+	var calls []call
+	for _, idx := range s.groups(rs) {
+		var sub []int
+		for _, i := range idx {
+			if rs[i].sp.code == codeConcurrency {
+				sub = append(sub, i)
+			}
+		}
+		if len(sub) > 0 {
+			calls = append(calls, leased(s.decideCall("l", t, reqs, rs, sub), id))
+		}
+	}
+	if len(calls) == 0 {
+		return false, nil
+	}
+	res, err := s.exec(ctx, calls)
+	if err != nil {
+		return false, err
+	}
+	held := false
+	for _, r := range res {
+		vals, err := r.AsIntSlice()
+		if err != nil {
+			return false, fmt.Errorf("redisstore: release lease: %w", err)
+		}
+		for _, v := range vals {
+			held = held || v == 1
+		}
+	}
+	return held, nil
+}
+
+// leased puts lease id into a call of op 'a' or 'l', after op and time.
+func leased(c call, id algorithm.LeaseID) call {
+	c.args = slices.Insert(c.args, 2, itoa(id.Hi), itoa(id.Lo))
+	return c
+}
+
+// decideAll is Decide, holding concurrency units under *lease if it is not
+// nil.
+func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision, lease *algorithm.LeaseID) error {
 	if len(out) != len(reqs) {
 		return ErrOutLength
 	}
 	if len(reqs) == 0 {
 		return nil
 	}
+	commitOp := "d"
+	if lease != nil {
+		commitOp = "a"
+	}
 	rs, err := s.resolve(reqs)
 	if err != nil {
 		return err
+	}
+	mk := func(op, t string, idx []int) call {
+		c := s.decideCall(op, t, reqs, rs, idx)
+		if op == "a" {
+			c = leased(c, *lease)
+		}
+		return c
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	t := s.now(now)
 	groups := s.groups(rs)
 	if len(groups) == 1 {
-		res, err := s.exec(ctx, []call{s.decideCall("d", t, reqs, rs, groups[0])})
+		res, err := s.exec(ctx, []call{mk(commitOp, t, groups[0])})
 		if err != nil {
 			return err
 		}
 		return decisions(res[0], rs, groups[0], out)
 	}
-	for _, op := range []string{"p", "d"} {
+	for _, op := range []string{"p", commitOp} {
 		calls := make([]call, len(groups))
 		for g, idx := range groups {
-			calls[g] = s.decideCall(op, t, reqs, rs, idx)
+			calls[g] = mk(op, t, idx)
 		}
 		res, err := s.exec(ctx, calls)
 		if err != nil {

@@ -67,3 +67,18 @@ type Store interface {
 	// Release gives back units taken by allowed requests (concurrency).
 	Release(ctx context.Context, now int64, reqs []Request) error
 }
+
+// Leaser is a Store that holds concurrency units under leases (see
+// algorithm.Leaser), so that only the holder of a lease can give its units
+// back. The memory and Redis stores are Leasers.
+type Leaser interface {
+	// Acquire is Decide, with the units of every allowed request whose
+	// algorithm holds leases held under lease id until ReleaseLease or
+	// until the lease expires. An invalid id is an error.
+	Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []Request, out []algorithm.Decision) error
+	// ReleaseLease gives back what lease id holds in the keys of reqs
+	// (requests whose algorithm holds no leases are skipped) and reports
+	// whether any of them held it. An id never acquired there, already
+	// released or expired changes nothing and reports false.
+	ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []Request) (bool, error)
+}
