@@ -85,7 +85,7 @@ func TestDifferentialRandom(t *testing.T) {
 				t.Fatal(err)
 			}
 			var leases []algorithm.LeaseID // concurrency leases acquired
-			forms := map[string]int{} // bounded-log's stored forms after each step
+			forms := map[string]int{}      // bounded-log's stored forms after each step
 			defer func() {
 				if c.Algorithm == algorithm.BoundedLog {
 					t.Logf("stored forms after each step: %v", forms)
