@@ -1046,17 +1046,7 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		}
 	}
 	if !ok {
-		for i := range reqs {
-			if work[i].e != nil && work[i].h != howSplitOwn {
-				n.table.shards[n.table.shardOf(reqs[i].Key)].markDirty(work[i].e)
-			}
-		}
-		for i := range out {
-			if out[i].Allowed {
-				// Not counted after all: the allowance it took is still there.
-				out[i].Remaining += reqs[i].Cost
-			}
-		}
+		n.keepNone(reqs, out, work)
 		return nil
 	}
 	for ck, cp := range copies {
@@ -1080,6 +1070,23 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		n.commitEvent(&n.table.shards[n.table.shardOf(reqs[i].Key)], w.e, w.h, now, reqs[i].Cost)
 	}
 	return nil
+}
+
+// keepNone ends decideLocalAll when a request was rejected: no copy is
+// kept, the decided keys are pulled at the next sync, and the requests
+// allowed on their own report the allowance they did not take.
+func (n *Node) keepNone(reqs []store.Request, out []algorithm.Decision, work []scratch) {
+	for i := range reqs {
+		if work[i].e != nil && work[i].h != howSplitOwn {
+			n.table.shards[n.table.shardOf(reqs[i].Key)].markDirty(work[i].e)
+		}
+	}
+	for i := range out {
+		if out[i].Allowed {
+			// Not counted after all: the allowance it took is still there.
+			out[i].Remaining += reqs[i].Cost
+		}
+	}
 }
 
 // target returns the state and algorithm a request on e is decided on
