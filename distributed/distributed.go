@@ -133,20 +133,23 @@ type Options struct {
 	// MaxPendingBytes bounds the queue of accepted requests not yet pushed
 	// to the shared store, in bytes (16 per event, plus the key and 64 per
 	// key with events). When it is full, a key's new event is merged into
-	// its last one, and the event of a key with none queued is dropped and
-	// counted in Health. Zero means DefaultMaxPendingBytes.
+	// its last one, and the cost of a key with none queued waits on its
+	// entry until a sync finds room (it is dropped, and counted in Health,
+	// only if the table evicts the key first). Zero means
+	// DefaultMaxPendingBytes.
 	MaxPendingBytes int64
 	// MaxSyncKeys bounds the keys whose counts one sync pushes, so a sync
 	// fits its deadline however many keys have counts; the rest go in the
 	// next sync, started at once. Zero means DefaultMaxSyncKeys.
 	MaxSyncKeys int
 	// MaxKeys and MaxBytes bound the node's table of keys (its local
-	// views, states and history; pending events are bounded by
-	// MaxPendingBytes). When a new key does not fit, the least recently
-	// used of a few entries with nothing to push or pull is evicted, and
-	// what it had used is kept in a small summary that charges the key
-	// again if it returns, so eviction never gives a key back an allowance
-	// it spent. Zero means DefaultMaxKeys and DefaultMaxBytes.
+	// views, states and history, and its eviction summary; pending events
+	// are bounded by MaxPendingBytes). When a new key does not fit, the
+	// least recently used of a few entries with nothing to push or pull is
+	// evicted, and what it had used is kept in a summary that charges the
+	// key again if it returns (until its first pull), so eviction never
+	// gives a key back an allowance it spent. Zero means DefaultMaxKeys and
+	// DefaultMaxBytes.
 	MaxKeys  int
 	MaxBytes int64
 }

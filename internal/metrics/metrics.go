@@ -113,7 +113,11 @@ type StoreHealth struct {
 	// SyncLateAnswers counts syncs that missed their deadline and answered
 	// later (a slow store, not a down one); SummaryCharged counts keys the
 	// node's eviction summary charged when they were created.
-	SyncLateAnswers   uint64        `json:"sync_late_answers,omitempty"`
+	SyncLateAnswers uint64 `json:"sync_late_answers,omitempty"`
+	// SyncDeferred counts accepted requests that found the pending queue
+	// full and waited on their key for room (see SyncDropped for those
+	// lost).
+	SyncDeferred      uint64        `json:"sync_deferred,omitempty"`
 	SummaryCharged    uint64        `json:"summary_charged,omitempty"`
 	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
 	PendingBytes      int64         `json:"pending_bytes,omitempty"`

@@ -51,8 +51,10 @@ var storeQueue = []storeSeries{
 		func(h StoreHealth) float64 { return float64(h.SyncResends) }),
 	series("floodgate_sync_merged_total", "Accepted requests merged into their key's last pending event because the pending queue was full.", prometheus.CounterValue,
 		func(h StoreHealth) float64 { return float64(h.SyncMerged) }),
-	series("floodgate_sync_dropped_total", "Accepted requests whose count was dropped because the pending queue was full (never reaches the shared store).", prometheus.CounterValue,
+	series("floodgate_sync_dropped_total", "Accepted requests whose count was dropped: it waited on its key for room in the full pending queue and the key was evicted first (never reaches the shared store).", prometheus.CounterValue,
 		func(h StoreHealth) float64 { return float64(h.SyncDropped) }),
+	series("floodgate_sync_deferred_total", "Accepted requests that found the pending queue full with nothing of their key queued: their count waited on the key's entry until a sync had room.", prometheus.CounterValue,
+		func(h StoreHealth) float64 { return float64(h.SyncDeferred) }),
 }
 
 // Series of the delayed arrangement's periodic exchange.

@@ -620,6 +620,7 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 
 		SyncResends:         nh.SyncResends,
 		SyncLateAnswers:     nh.SyncLateAnswers,
+		SyncDeferred:        nh.DeferredEvents,
 		SummaryCharged:      nh.EvictedCharged,
 		SyncMerged:          nh.MergedEvents,
 		SyncDropped:         nh.DroppedEvents,
