@@ -75,7 +75,7 @@ func (rt *route) forwardDirect(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, http.ErrAbortHandler):
 			panic(http.ErrAbortHandler) // the response was cut off after its headers
 		}
-		rt.proxy.ErrorHandler(w, r, err)
+		rt.fail(w, r, err)
 		return
 	}
 }
@@ -145,7 +145,7 @@ func (rt *route) exchange(w http.ResponseWriter, r *http.Request, c *upConn) (er
 // header timeout, skipping informational (1xx) responses.
 func (rt *route) readResponse(c *upConn, r *http.Request) (*http.Response, error) {
 	if rt.headerTimeout > 0 {
-		c.SetReadDeadline(time.Now().Add(rt.headerTimeout))
+		setReadDeadline(c, r.Context(), time.Now().Add(rt.headerTimeout))
 	}
 	c.headerBudget = maxResponseHeaderBytes
 	defer func() { c.headerBudget = -1 }()
@@ -163,13 +163,24 @@ func (rt *route) readResponse(c *upConn, r *http.Request) (*http.Response, error
 			// The body is read without a deadline, unless it is already
 			// buffered whole (the next request sets a deadline anew).
 			if rt.headerTimeout > 0 && (resp.ContentLength < 0 || int64(c.br.Buffered()) < resp.ContentLength) {
-				c.SetReadDeadline(time.Time{})
+				setReadDeadline(c, r.Context(), time.Time{})
 			}
 			return resp, nil
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			return nil, errors.New("upstream switched protocols on a request that asked for no upgrade")
 		}
+	}
+}
+
+// setReadDeadline sets c's read deadline to t, unless ctx is done by
+// then: the deadline in the past that exchange's AfterFunc set when ctx
+// ended then stays, so a client's cancel cannot be lost to a deadline set
+// just after it (the request would wait out the header timeout).
+func setReadDeadline(c *upConn, ctx context.Context, t time.Time) {
+	c.SetReadDeadline(t)
+	if ctx.Err() != nil {
+		c.SetReadDeadline(aLongTimeAgo)
 	}
 }
 

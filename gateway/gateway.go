@@ -25,9 +25,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/internal/ratelog"
 	"github.com/floodgate-dev/floodgate/internal/urlpath"
 )
 
@@ -122,7 +124,23 @@ type route struct {
 	headerTimeout time.Duration
 	proxies       *httplimit.Proxies
 	buffers       *bufferPool
+	log           *slog.Logger
+	// failures spaces out the log records of failed upstream requests;
+	// failed and canceled count them and the requests whose client went
+	// away first.
+	failures         *ratelog.Every
+	failed, canceled atomic.Uint64
 }
+
+// FailureLogInterval is the least time between two log records of one
+// route's upstream failures; each record says how many failures it stands
+// for.
+const FailureLogInterval = 10 * time.Second
+
+// statusClientClosedRequest is the status, for the access log, of a
+// request whose client went away before the upstream answered (nginx's
+// 499); the client never sees it.
+const statusClientClosedRequest = 499
 
 // New returns a gateway for o, or an error if a route is malformed.
 func New(o Options) (*Gateway, error) {
@@ -174,7 +192,8 @@ func New(o Options) (*Gateway, error) {
 func (g *Gateway) newRoute(r Route, o Options) *route {
 	up, prefix := r.Upstream, r.Prefix
 	rt := &route{prefix: prefix, upstream: up.String(), up: up, conns: &connCounter{}, proxies: o.Proxies, buffers: g.buffers,
-		headerTimeout: orDefault(r.Transport.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)}
+		headerTimeout: orDefault(r.Transport.ResponseHeaderTimeout, DefaultResponseHeaderTimeout),
+		log:           g.log, failures: ratelog.New(FailureLogInterval)}
 	transport := o.Transport
 	if transport == nil {
 		rt.tr = newTransport(r.Transport, rt.conns)
@@ -193,14 +212,30 @@ func (g *Gateway) newRoute(r Route, o Options) *route {
 			pr.Out.Host = up.Host
 			addVia(pr.Out.Header, pr.In)
 		},
-		Transport:  transport,
-		BufferPool: g.buffers,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.log.Warn("gateway: upstream failed", "route", prefix, "upstream", rt.upstream, "err", err)
-			writeError(w, http.StatusBadGateway, "upstream for "+prefix+" failed")
-		},
+		Transport:    transport,
+		BufferPool:   g.buffers,
+		ErrorHandler: rt.fail,
 	}
 	return rt
+}
+
+// fail answers a request the upstream did not answer. When the client went
+// away first it is counted as a cancel and not logged: the upstream did
+// nothing wrong. Otherwise it is an upstream failure, counted, logged at
+// most once per FailureLogInterval per route with the number of failures
+// since the previous record, and answered 502.
+func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		rt.canceled.Add(1)
+		w.WriteHeader(statusClientClosedRequest)
+		return
+	}
+	rt.failed.Add(1)
+	if n, due := rt.failures.Add(); due {
+		rt.log.Warn("gateway: upstream failed", "route", rt.prefix, "upstream", rt.upstream, "err", err,
+			"failures_since_last_record", n)
+	}
+	writeError(w, http.StatusBadGateway, "upstream for "+rt.prefix+" failed")
 }
 
 // addVia appends the gateway to the request's Via header, as RFC 9110
@@ -219,7 +254,8 @@ func addVia(h http.Header, in *http.Request) {
 func (g *Gateway) Upstreams() []UpstreamStats {
 	out := make([]UpstreamStats, len(g.routes))
 	for i, rt := range g.routes {
-		out[i] = UpstreamStats{Prefix: rt.prefix, Upstream: rt.upstream, Opened: rt.conns.opened.Load(), Open: rt.conns.open.Load()}
+		out[i] = UpstreamStats{Prefix: rt.prefix, Upstream: rt.upstream, Opened: rt.conns.opened.Load(), Open: rt.conns.open.Load(),
+			Failed: rt.failed.Load(), Canceled: rt.canceled.Load()}
 	}
 	return out
 }

@@ -59,7 +59,8 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// UpstreamStats counts one route's upstream connections.
+// UpstreamStats counts one route's upstream connections and the requests
+// that got no answer from it.
 type UpstreamStats struct {
 	Prefix   string
 	Upstream string
@@ -67,6 +68,11 @@ type UpstreamStats struct {
 	// Open is the number open now.
 	Opened uint64
 	Open   int64
+	// Failed counts the requests the upstream did not answer (refused,
+	// reset, timed out: the gateway answered 502); Canceled those whose
+	// client went away before the upstream answered.
+	Failed   uint64
+	Canceled uint64
 }
 
 // connCounter counts the connections a transport dials.

@@ -4,9 +4,9 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/ratelog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-dev/floodgate/internal/grpcguard"
@@ -33,8 +33,7 @@ type limitListener struct {
 	open    int
 	clients map[string][]*limitedConn // oldest first
 
-	refused   atomic.Int64 // refused since the last log line
-	lastLogNS atomic.Int64
+	refusals *ratelog.Every // one log record every 10 s at most
 }
 
 // Reasons a connection is refused or closed, as counted in metrics.
@@ -49,7 +48,7 @@ func newLimitListener(ln net.Listener, name string, maxConns, perClient int, log
 		onReject = func(string) {}
 	}
 	return &limitListener{Listener: ln, name: name, max: maxConns, perClient: perClient, log: log, onReject: onReject,
-		clients: map[string][]*limitedConn{}}
+		clients: map[string][]*limitedConn{}, refusals: ratelog.New(10 * time.Second)}
 }
 
 // Accept returns the next connection within the caps.
@@ -130,13 +129,11 @@ func (l *limitListener) release(c *limitedConn) {
 // refuse counts a refused connection and logs the count at most every 10 s.
 func (l *limitListener) refuse(reason string) {
 	l.onReject(reason)
-	l.refused.Add(1)
-	now := time.Now().UnixNano()
-	last := l.lastLogNS.Load()
-	if now-last < int64(10*time.Second) || !l.lastLogNS.CompareAndSwap(last, now) {
+	n, due := l.refusals.Add()
+	if !due {
 		return
 	}
-	l.log.Warn("connections refused: a connection cap is full", "listener", l.name, "refused", l.refused.Swap(0),
+	l.log.Warn("connections refused: a connection cap is full", "listener", l.name, "refused", n,
 		"last_reason", reason, "max_conns", l.max, "max_conns_per_client", l.perClient)
 }
 

@@ -44,9 +44,14 @@ func TestGatewayHTTP2AndUpstreamMetric(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	want := `floodgate_gateway_upstream_connections_opened_total{route="/",upstream="` + up.URL + `"} 1`
-	if !strings.Contains(string(b), want) {
-		t.Fatalf("metrics lack %s:\n%s", want, grepLines(string(b), "gateway"))
+	for _, want := range []string{
+		`floodgate_gateway_upstream_connections_opened_total{route="/",upstream="` + up.URL + `"} 1`,
+		`floodgate_gateway_upstream_errors_total{cause="upstream_failed",route="/",upstream="` + up.URL + `"} 0`,
+		`floodgate_gateway_upstream_errors_total{cause="client_canceled",route="/",upstream="` + up.URL + `"} 0`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("metrics lack %s:\n%s", want, grepLines(string(b), "gateway"))
+		}
 	}
 }
 
