@@ -36,6 +36,13 @@ type Decision = algorithm.Decision
 // parameters. See algorithm.Config.
 type Limit = algorithm.Config
 
+// Allower decides one request for a key. *Limiter implements it, and so does
+// the client of a Floodgate server (package rlsclient); the HTTP middleware
+// (package httplimit) and the gRPC interceptors (package grpclimit) take one.
+type Allower interface {
+	Allow(ctx context.Context, key string) (Decision, error)
+}
+
 // Limiter enforces one limit for many keys. It is safe for concurrent use.
 type Limiter struct {
 	alg   algorithm.Algorithm

@@ -34,15 +34,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/httplimit"
 )
-
-// Allower decides one call for a key: *floodgate.Limiter and
-// *rlsclient.Client implement it.
-type Allower interface {
-	Allow(ctx context.Context, key string) (algorithm.Decision, error)
-}
 
 // A KeyFunc returns the key a call is counted by, from its context (peer,
 // incoming metadata) and full method name ("/pkg.Service/Method"). An
@@ -93,7 +88,7 @@ func PerMethod(k KeyFunc) KeyFunc {
 // Options configures NewServerInterceptors.
 type Options struct {
 	// Limiter decides; required.
-	Limiter Allower
+	Limiter floodgate.Allower
 	// Key returns the key a call is counted by; nil means
 	// PerMethod(KeyByPeer()).
 	Key KeyFunc
@@ -113,7 +108,7 @@ type Options struct {
 // Unary returns a unary server interceptor that decides every call with
 // l, counted by key (nil means per method and peer address). A nil l
 // panics.
-func Unary(l Allower, key KeyFunc) grpc.UnaryServerInterceptor {
+func Unary(l floodgate.Allower, key KeyFunc) grpc.UnaryServerInterceptor {
 	u, _ := mustInterceptors(l, key)
 	return u
 }
@@ -121,12 +116,12 @@ func Unary(l Allower, key KeyFunc) grpc.UnaryServerInterceptor {
 // Stream returns a stream server interceptor that decides every stream
 // when it opens, with l, counted by key (nil means per method and peer).
 // A nil l panics.
-func Stream(l Allower, key KeyFunc) grpc.StreamServerInterceptor {
+func Stream(l floodgate.Allower, key KeyFunc) grpc.StreamServerInterceptor {
 	_, s := mustInterceptors(l, key)
 	return s
 }
 
-func mustInterceptors(l Allower, key KeyFunc) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+func mustInterceptors(l floodgate.Allower, key KeyFunc) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	u, s, err := NewServerInterceptors(Options{Limiter: l, Key: key})
 	if err != nil {
 		panic("grpclimit: " + err.Error())

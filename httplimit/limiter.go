@@ -8,15 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/rules"
 )
-
-// Allower decides one request for a key: *floodgate.Limiter implements it,
-// and so does the client of a Floodgate server (package rlsclient).
-type Allower interface {
-	Allow(ctx context.Context, key string) (algorithm.Decision, error)
-}
 
 // A KeyFunc returns the key a request is counted by. An error rejects the
 // request with 400 Bad Request and the error's text.
@@ -50,7 +45,7 @@ func KeyByHeader(name string) KeyFunc {
 // LimiterOptions configures LimiterMiddleware.
 type LimiterOptions struct {
 	// Limiter decides; required.
-	Limiter Allower
+	Limiter floodgate.Allower
 	// Key returns the key each request is counted by; nil means
 	// KeyByIP(nil), the connection's peer address.
 	Key KeyFunc
@@ -75,7 +70,7 @@ type LimiterOptions struct {
 //	http.ListenAndServe(":8080", httplimit.LimitBy(lim, httplimit.KeyByIP(nil))(mux))
 //
 // A nil key counts by the connection's peer address; a nil l panics.
-func LimitBy(l Allower, key KeyFunc) func(http.Handler) http.Handler {
+func LimitBy(l floodgate.Allower, key KeyFunc) func(http.Handler) http.Handler {
 	mw, err := LimiterMiddleware(LimiterOptions{Limiter: l, Key: key})
 	if err != nil {
 		panic("httplimit.LimitBy: " + err.Error())

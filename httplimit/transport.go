@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -197,7 +198,7 @@ type LimiterTransport struct {
 	Base http.RoundTripper
 	// Limiter decides; required. A *floodgate.Limiter or an
 	// *rlsclient.Client.
-	Limiter Allower
+	Limiter floodgate.Allower
 	// Key returns the key a call is counted by; nil means the URL's host.
 	Key func(*http.Request) string
 	// NoWait fails a rejected call at once instead of waiting.
