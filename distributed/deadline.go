@@ -160,9 +160,12 @@ func (n *Node) timedCall(ctx context.Context, f func(context.Context) error) err
 }
 
 // decideFailed records the failure of a decision's store call: a missed
-// adaptive deadline is not a store failure.
+// adaptive deadline is not a store failure, but if the call was the open
+// breaker's probe it gives the probe's slot back, or no call would probe
+// again and the breaker would stay open for good.
 func (n *Node) decideFailed(err error) {
 	if errors.Is(err, errMissed) {
+		n.br.abandon()
 		return
 	}
 	n.storeFailed(err)

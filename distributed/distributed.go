@@ -799,6 +799,7 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 		err := n.timedCall(ctx, func(c context.Context) error { return n.shared.Release(c, now, rs) })
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(err, errMissed) {
+				n.br.abandon() // the probe's slot, if this call was the probe
 				return fmt.Errorf("distributed: release: %w", err)
 			}
 			return n.storeError(ctx, err, "release")

@@ -328,3 +328,61 @@ func TestRedisDelayedPauseNeverBlocksDecisions(t *testing.T) {
 		t.Errorf("shared count %d after the pause, want the %d accepted", got, len(acc))
 	}
 }
+
+// TestRedisMissedProbeFreesTheBreaker checks that a half-open probe that
+// misses the adaptive deadline gives its slot back: Redis is killed (the
+// breaker opens on refused connections while the deadline still follows
+// the fast calls before), restarted and stopped with SIGSTOP, so that the
+// probe after the cooldown misses the deadline; once Redis runs again, a
+// later probe must close the breaker. A probe that kept its slot left the
+// breaker open for good, and a node whose Redis restarted on a loaded
+// machine rejected or let through everything by failure policy.
+//
+// The probe misses the adaptive deadline only if it is sent within two
+// latency periods of the last answered call (the deadline is the ceiling
+// after that): a machine that stalls the restart for longer is measured
+// by the miss counter and the scenario is run again, up to three times.
+func TestRedisMissedProbeFreesTheBreaker(t *testing.T) {
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1_000_000, Window: time.Hour})
+	req := store.Request{Algorithm: rule, Key: "probe", Cost: 1}
+	const cooldown = 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		srv := redistest.Start(t)
+		shared := redisShared(t, srv, false)
+		n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true,
+			Deadline: time.Millisecond, MaxDeadline: 5 * time.Second, BreakerCooldown: cooldown})
+		if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil {
+			t.Fatal(err)
+		}
+		srv.Kill()
+		for i := 0; !n.Health().BreakerOpen && i < 100; i++ {
+			n.DecideOne(ctx, time.Now().UnixNano(), req)
+		}
+		if !n.Health().BreakerOpen {
+			t.Fatalf("breaker still closed after 100 decisions on a killed Redis: %+v", n.Health())
+		}
+		srv.Restart()
+		srv.Pause()
+		time.Sleep(2 * cooldown)
+		missed := n.Health().DeadlineMisses
+		n.DecideOne(ctx, time.Now().UnixNano(), req) // the probe, on a stopped Redis
+		probeMissed := n.Health().DeadlineMisses > missed
+		srv.Resume()
+		if !probeMissed {
+			if attempt == 3 {
+				t.Fatalf("the probe never missed the adaptive deadline in %d attempts: the machine stalled each restart past two latency periods", attempt)
+			}
+			t.Logf("attempt %d: the probe reached the ceiling, not the adaptive deadline (a stalled restart); again", attempt)
+			continue
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for n.Health().BreakerOpen {
+			if time.Now().After(deadline) {
+				t.Fatalf("breaker still open 30s after Redis came back: the missed probe kept its slot (%+v)", n.Health())
+			}
+			time.Sleep(2 * cooldown)
+			n.DecideOne(ctx, time.Now().UnixNano(), req)
+		}
+		return
+	}
+}

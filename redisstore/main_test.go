@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/internal/testmain"
 )
 
 // shared is the package's redis-server; tests that kill or pause a server
@@ -29,6 +30,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testmain.Setup()
 	srv, stop, err := redistest.StartShared()
 	switch {
 	case errors.Is(err, redistest.ErrNotInstalled):
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 	if clusterStop != nil {
 		clusterStop()
 	}
-	os.Exit(code)
+	os.Exit(testmain.Check(code))
 }
 
 // sharedCluster starts the package's cluster on first use.

@@ -1,0 +1,9 @@
+package memstore
+
+import (
+	"testing"
+
+	"github.com/floodgate-dev/floodgate/internal/testmain"
+)
+
+func TestMain(m *testing.M) { testmain.Run(m) }
