@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // rawH2 is an HTTP/2 client connection from the attacker's address that
@@ -221,4 +224,38 @@ func metricValue(t *testing.T, r *running, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestGRPCCancellingClientNotCutOff: a stock gRPC client that cancels a
+// third of its calls after starting them (HEADERS sent, then RST_STREAM,
+// as Envoy does when its timeout fires) keeps its connection: its other
+// calls all succeed and no connection is cut for resets.
+func TestGRPCCancellingClientNotCutOff(t *testing.T) {
+	cfg := testConfig()
+	cfg.Connections.GRPC.MaxResets = 20 // small, so that a wrong count shows
+	r := start(t, cfg)
+	conn, err := grpc.NewClient(r.srv.Addr(ListenerGRPC), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rlsc := rlsv3.NewRateLimitServiceClient(conn)
+	for i := 0; i < 600; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%3 == 0 {
+			// A stream whose HEADERS go out, reset before its message.
+			if _, err := conn.NewStream(ctx, &grpc.StreamDesc{}, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			continue
+		}
+		if _, err := rlsc.ShouldRateLimit(ctx, rlsReq("default", "ip", "10.0.0.1")); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		cancel()
+	}
+	if m := metricsText(t, r); !strings.Contains(m, `floodgate_grpc_refused_total{reason="resets"} 0`) {
+		t.Error("a connection was cut for resets")
+	}
 }
