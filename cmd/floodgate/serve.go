@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
@@ -132,15 +133,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %v", err)
 	}
 	// GOGC=400 lets the heap grow to five times what is live; the memory
-	// limit, from the store's bound in bytes, makes the collector run
-	// sooner when that would pass it (docs/operations.md).
-	lim := cfg.Store.MemoryLimit()
-	if lim == 0 {
-		lim = cfg.ArrangementMemoryLimit() // a Redis store: the node's table and queue
+	// limit, from the store's bound in bytes and the container's limit,
+	// makes the collector run sooner when that would pass it
+	// (docs/operations.md).
+	plan := cfg.FitMemory(server.ContainerMemoryLimit())
+	goLimit := "none"
+	switch {
+	case os.Getenv("GOMEMLIMIT") != "":
+		goLimit = "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT")
+	case plan.GoLimit > 0:
+		debug.SetMemoryLimit(plan.GoLimit)
+		goLimit = strconv.FormatInt(plan.GoLimit, 10)
 	}
-	if lim > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(lim)
-	}
+	log.Info("memory bounds", "container_limit", plan.Container, "derived_from_container", plan.Derived, "go_memory_limit", goLimit,
+		"store_max_bytes", cfg.Store.MaxBytes, "node_max_bytes", cfg.Arrangement.MaxBytes, "node_max_pending_bytes", cfg.Arrangement.MaxPendingBytes)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, cfg, log)

@@ -122,8 +122,8 @@ func TestStoreBounds(t *testing.T) {
 		t.Fatalf("MemoryLimit = %d, want %d", got, want)
 	}
 	d := DefaultConfig()
-	if d.Store.MaxKeys != 1<<22 || d.Store.MaxBytes != 1<<30 {
-		t.Fatalf("default store bounds %d keys, %d bytes", d.Store.MaxKeys, d.Store.MaxBytes)
+	if d.Store.MaxKeys != 1<<22 || d.Store.MaxBytes != 0 {
+		t.Fatalf("default store bounds %d keys, %d bytes; want 4194304 and 0 (sized by FitMemory)", d.Store.MaxKeys, d.Store.MaxBytes)
 	}
 	d.Store.Type = StoreRedis
 	if d.Store.MemoryLimit() != 0 {
