@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 
 	"github.com/floodgate-dev/floodgate/internal/server"
