@@ -40,6 +40,14 @@ func TestRedisTypes(t *testing.T) {
 				return v
 			}
 		}},
+		{"single on a unix socket", func(t *testing.T) (map[string]string, func(string) string) {
+			srv, path := redistest.StartUnix(t)
+			env := map[string]string{"REDIS_SOCKET_TYPE": "unix", "REDIS_URL": path}
+			return env, func(key string) string {
+				v, _ := srv.Do("GET", key)
+				return v
+			}
+		}},
 		{"cluster", func(t *testing.T) (map[string]string, func(string) string) {
 			c := redistest.StartCluster(t)
 			env := map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "cluster", "REDIS_URL": strings.Join(c.Addrs(), ",")}

@@ -162,3 +162,28 @@ func TestServerRefusesBadRules(t *testing.T) {
 		t.Fatalf("start with a bad rule file: %v", err)
 	}
 }
+
+func TestServerGRPCUnixSocket(t *testing.T) {
+	dir, err := os.MkdirTemp("", "uds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "rls.sock")
+	srv, _ := startServer(t, testRules, map[string]string{"GRPC_UDS": sock})
+	if got := srv.Addr(ListenerGRPC); got != sock {
+		t.Fatalf("gRPC listens on %q, want GRPC_UDS %q", got, sock)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "test",
+		Descriptors: []*commonv3.RateLimitDescriptor{desc("generic", "uds")}})
+	if err != nil || r.Statuses[0].LimitRemaining != 19 {
+		t.Fatalf("over GRPC_UDS: %v %v", r, err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -368,4 +369,17 @@ func readReply(r *bufio.Reader, out *[]string) error {
 		return fmt.Errorf("unexpected reply %q", line)
 	}
 	return nil
+}
+
+// StartUnix is Start with the server also listening on a Unix socket in a
+// temporary directory, whose path it returns.
+func StartUnix(tb testing.TB) (*Server, string) {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "rt")
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "redis.sock") // short: socket paths are limited to about 100 bytes
+	return start(tb, []string{"--unixsocket", path, "--unixsocketperm", "700"}), path
 }
