@@ -107,8 +107,9 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 func (l *Limiter) Limit() Limit { return l.alg.Config() }
 
 // Allow reports whether one request for key may proceed now, and counts it
-// if so. It is AllowN(ctx, key, 1). Keys are any strings; the limiter does
-// not keep them, only a hash of them.
+// if so. It is AllowN(ctx, key, 1). Keys are any strings (any bytes). The
+// in-memory store keeps only a hash of them; a Redis store keeps them in
+// its key names.
 func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
 	if l.mem != nil {
 		// Start fetching the key's state before reading the clock, so the

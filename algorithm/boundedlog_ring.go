@@ -4,8 +4,7 @@ package algorithm
 // encoding: a ring of entries of three words (first timestamp, last
 // timestamp, count). Decide never needs it; Record, whose late events need
 // every entry's last timestamp and count, expands the compact state into a
-// ring, merges there and packs the result back (see boundedLog.Record). It
-// is also how a state stored in the old format is read.
+// ring, merges there and packs the result back (see boundedLog.Record).
 //
 // Ring state: [0] number of entries, [1] index of the oldest entry in the
 // ring, then size entries of three words: first, last, count.

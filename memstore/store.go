@@ -93,8 +93,9 @@ import (
 )
 
 // DefaultMaxKeys is the key bound of a Store whose Options.MaxKeys is zero.
-// At 35 to 48 bytes a key (fixed-window, token-bucket, gcra,
-// weighted-window) it holds 4 million keys in about 200 MB.
+// At 25 to 36 bytes a key (fixed-window, token-bucket, gcra,
+// weighted-window; BENCHMARKS.md) it holds 4 million keys in at most
+// about 150 MB.
 const DefaultMaxKeys = 1 << 22
 
 // Options configures a Store. The zero value is ready to use.

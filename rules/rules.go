@@ -16,9 +16,10 @@
 // also takes a directory of such files, one domain each.
 //
 // An Engine holds the current rule Set, the store and the clock. Its rule set
-// can be swapped at any time (Watch does it when the file changes) without
-// disturbing requests in flight; counters of rules that did not change
-// survive the swap, because their keys and algorithm parameters are the same.
+// can be swapped at any time (package rules/reload does it when the file
+// changes) without disturbing requests in flight; counters of rules that did
+// not change survive the swap, because their keys and algorithm parameters
+// are the same.
 package rules
 
 import (
