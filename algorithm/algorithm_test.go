@@ -2,6 +2,7 @@ package algorithm
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -118,10 +119,12 @@ func TestBoundedLogSize(t *testing.T) {
 		{1, 0.05, 1, 4},
 		{7, 0.5, 3, 8},
 	} {
-		m, size := boundedLogSize(tc.l, tc.e)
-		if m != tc.m || size != tc.size {
-			t.Errorf("L=%d e=%v: m=%d size=%d, want %d and %d", tc.l, tc.e, m, size, tc.m, tc.size)
-		}
+		t.Run(fmt.Sprintf("L=%d,e=%v", tc.l, tc.e), func(t *testing.T) {
+			m, size := boundedLogSize(tc.l, tc.e)
+			if m != tc.m || size != tc.size {
+				t.Errorf("L=%d e=%v: m=%d size=%d, want %d and %d", tc.l, tc.e, m, size, tc.m, tc.size)
+			}
+		})
 	}
 	a := mustNew(t, Config{Limit: 600, Window: time.Minute})
 	if a.Words() != 2+3*42 {

@@ -162,10 +162,12 @@ func TestAdversaries(t *testing.T) {
 			append(append(burst(0, 1), burst(59_999, 29)...), burst(60_000, seedLimit)...), seedLimit},
 	}
 	for _, tc := range cases {
-		a := mustNew(t, tc.c)
-		_, _, peak := runSeed(t, a, tc.times)
-		if peak != tc.want {
-			t.Errorf("%s: busiest window %d, want %d", tc.c.Algorithm, peak, tc.want)
-		}
+		t.Run(string(tc.c.Algorithm), func(t *testing.T) {
+			a := mustNew(t, tc.c)
+			_, _, peak := runSeed(t, a, tc.times)
+			if peak != tc.want {
+				t.Errorf("%s: busiest window %d, want %d", tc.c.Algorithm, peak, tc.want)
+			}
+		})
 	}
 }

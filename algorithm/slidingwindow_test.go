@@ -1,6 +1,7 @@
 package algorithm
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -24,28 +25,30 @@ func TestSlidingWindowPacking(t *testing.T) {
 		{600, 5, 3},
 		{70000, 5, 4},
 	} {
-		a := mustNew(t, Config{Algorithm: SlidingWindow, Limit: tc.limit, Window: time.Minute, Slices: tc.slices}).(*slidingWindow)
-		if a.Words() != tc.words {
-			t.Errorf("limit %d, %d slices: %d words, want %d", tc.limit, tc.slices, a.Words(), tc.words)
-		}
-		// Give slice z the count z+1 (capped by the limit) and read all back.
-		s := make([]int64, a.Words())
-		base := int64(1000)
-		var want int64
-		for z := base; z < base+int64(tc.slices); z++ {
-			v := min(z-base+1, tc.limit)
-			a.Record(s, z*a.slice, v)
-			want += v
-		}
-		for z := base; z < base+int64(tc.slices); z++ {
-			if got, v := a.count(s, z), min(z-base+1, tc.limit); got != v {
-				t.Errorf("limit %d: slice %d holds %d, want %d", tc.limit, z, got, v)
+		t.Run(fmt.Sprintf("L=%d,slices=%d", tc.limit, tc.slices), func(t *testing.T) {
+			a := mustNew(t, Config{Algorithm: SlidingWindow, Limit: tc.limit, Window: time.Minute, Slices: tc.slices}).(*slidingWindow)
+			if a.Words() != tc.words {
+				t.Errorf("limit %d, %d slices: %d words, want %d", tc.limit, tc.slices, a.Words(), tc.words)
 			}
-		}
-		now := (base+int64(tc.slices)-1)*a.slice + 1
-		if d := a.Peek(s, now, 1); d.Remaining != max(0, tc.limit-want-1) && d.Remaining != max(0, tc.limit-want) {
-			t.Errorf("limit %d: remaining %d with %d counted", tc.limit, d.Remaining, want)
-		}
+			// Give slice z the count z+1 (capped by the limit) and read all back.
+			s := make([]int64, a.Words())
+			base := int64(1000)
+			var want int64
+			for z := base; z < base+int64(tc.slices); z++ {
+				v := min(z-base+1, tc.limit)
+				a.Record(s, z*a.slice, v)
+				want += v
+			}
+			for z := base; z < base+int64(tc.slices); z++ {
+				if got, v := a.count(s, z), min(z-base+1, tc.limit); got != v {
+					t.Errorf("limit %d: slice %d holds %d, want %d", tc.limit, z, got, v)
+				}
+			}
+			now := (base+int64(tc.slices)-1)*a.slice + 1
+			if d := a.Peek(s, now, 1); d.Remaining != max(0, tc.limit-want-1) && d.Remaining != max(0, tc.limit-want) {
+				t.Errorf("limit %d: remaining %d with %d counted", tc.limit, d.Remaining, want)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -33,13 +34,15 @@ func TestBusiest(t *testing.T) {
 		{[]int64{1600, 0, 800, 400, 1200}, 3}, // unsorted input is sorted
 	}
 	for _, c := range cases {
-		var ev []Event
-		for _, a := range c.at {
-			ev = append(ev, Event{ms(a), 1})
-		}
-		if got := Busiest(ev, W); got != c.want {
-			t.Errorf("Busiest(%v) = %d, want %d", c.at, got, c.want)
-		}
+		t.Run(fmt.Sprint(c.at), func(t *testing.T) {
+			var ev []Event
+			for _, a := range c.at {
+				ev = append(ev, Event{ms(a), 1})
+			}
+			if got := Busiest(ev, W); got != c.want {
+				t.Errorf("Busiest(%v) = %d, want %d", c.at, got, c.want)
+			}
+		})
 	}
 	if got := Busiest([]Event{{0, 5}, {ms(10), 7}, {ms(2000), 1}}, W); got != 12 {
 		t.Errorf("Busiest with costs = %d, want 12", got)
@@ -193,29 +196,31 @@ func TestSeedWindowTable(t *testing.T) {
 		SpacedAtLimit: {algorithm.FixedWindow: {1800, 0, 600}, algorithm.SlidingWindow: {1800, 0, 600}, algorithm.TokenBucket: {327, 1473, 109}},
 	}
 	for _, tab := range tables {
-		if len(tab.Results) != len(algorithm.Names()) {
-			t.Fatalf("%s: %d results, want %d", tab.Name, len(tab.Results), len(algorithm.Names()))
-		}
-		for _, r := range tab.Results {
-			if r.Accepted+r.Rejected != len(tab.Requests) || r.Overshoot != r.Busiest-600 {
-				t.Errorf("%s/%s: inconsistent %+v", tab.Name, r.Algorithm, r.Summary)
+		t.Run(tab.Name, func(t *testing.T) {
+			if len(tab.Results) != len(algorithm.Names()) {
+				t.Fatalf("%s: %d results, want %d", tab.Name, len(tab.Results), len(algorithm.Names()))
 			}
-			if w, ok := want[tab.Name][r.Algorithm]; ok {
-				if got := (row{r.Accepted, r.Rejected, r.Busiest}); got != w {
-					t.Errorf("%s/%s: accepted/rejected/busiest = %v, the reference design says %v", tab.Name, r.Algorithm, got, w)
+			for _, r := range tab.Results {
+				if r.Accepted+r.Rejected != len(tab.Requests) || r.Overshoot != r.Busiest-600 {
+					t.Errorf("%s/%s: inconsistent %+v", tab.Name, r.Algorithm, r.Summary)
+				}
+				if w, ok := want[tab.Name][r.Algorithm]; ok {
+					if got := (row{r.Accepted, r.Rejected, r.Busiest}); got != w {
+						t.Errorf("%s/%s: accepted/rejected/busiest = %v, the reference design says %v", tab.Name, r.Algorithm, got, w)
+					}
+				}
+				switch r.Algorithm {
+				case algorithm.SlidingLog:
+					if r.Busiest > 600 || r.FalseRejects != 0 {
+						t.Errorf("%s/sliding-log: busiest %d, false rejects %d; want <= 600 and 0", tab.Name, r.Busiest, r.FalseRejects)
+					}
+				case algorithm.BoundedLog:
+					if r.Busiest > 630 || r.FalseRejects != 0 {
+						t.Errorf("%s/bounded-log: busiest %d, false rejects %d; want <= 630 and 0", tab.Name, r.Busiest, r.FalseRejects)
+					}
 				}
 			}
-			switch r.Algorithm {
-			case algorithm.SlidingLog:
-				if r.Busiest > 600 || r.FalseRejects != 0 {
-					t.Errorf("%s/sliding-log: busiest %d, false rejects %d; want <= 600 and 0", tab.Name, r.Busiest, r.FalseRejects)
-				}
-			case algorithm.BoundedLog:
-				if r.Busiest > 630 || r.FalseRejects != 0 {
-					t.Errorf("%s/bounded-log: busiest %d, false rejects %d; want <= 630 and 0", tab.Name, r.Busiest, r.FalseRejects)
-				}
-			}
-		}
+		})
 	}
 	// The reference design's point about the token bucket, in this package's measure:
 	// every rejection of the compliant "spaced" client is a false reject.
