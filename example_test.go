@@ -91,27 +91,30 @@ func ExampleLimiter_Throttle() {
 	// rejected: queue full
 }
 
-// The concurrency algorithm caps requests in flight; Release gives a slot
-// back when a request ends.
-func ExampleLimiter_Release() {
+// A concurrency limit hands out leases: each allowed request's slot comes
+// back when its Lease is released, once, and only by that Lease.
+func ExampleLimiter_Acquire() {
 	lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.Concurrency, Limit: 2})
 	if err != nil {
 		panic(err)
 	}
 	ctx := context.Background()
+	var leases []*floodgate.Lease
 	for i := range 3 {
-		d, _ := lim.Allow(ctx, "db")
-		fmt.Printf("request %d: allowed=%v in flight room=%d\n", i+1, d.Allowed, d.Remaining)
+		l, _ := lim.Acquire(ctx, "db", 1)
+		fmt.Printf("request %d: allowed=%v in flight room=%d\n", i+1, l.Decision.Allowed, l.Decision.Remaining)
+		leases = append(leases, l)
 	}
-	if err := lim.Release(ctx, "db", 1); err != nil { // request 1 ended
-		panic(err)
-	}
-	d, _ := lim.Allow(ctx, "db")
-	fmt.Printf("request 4: allowed=%v\n", d.Allowed)
+	fmt.Println("release request 1:", leases[0].Release(ctx)) // request 1 ended
+	fmt.Println("release it again:", leases[0].Release(ctx))
+	l, _ := lim.Acquire(ctx, "db", 1)
+	fmt.Printf("request 4: allowed=%v\n", l.Decision.Allowed)
 	// Output:
 	// request 1: allowed=true in flight room=1
 	// request 2: allowed=true in flight room=0
 	// request 3: allowed=false in flight room=0
+	// release request 1: <nil>
+	// release it again: floodgate: the lease holds nothing: released already, or expired
 	// request 4: allowed=true
 }
 

@@ -20,7 +20,9 @@ package floodgate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -197,12 +199,87 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Release returns n units for key taken by an allowed request. Use it with
-// the concurrency algorithm when the request ends; for other algorithms it
-// does nothing.
-func (l *Limiter) Release(ctx context.Context, key string, n int64) error {
+// Acquire decides a request of cost n for key, as AllowN does, and
+// returns what the request holds: Lease.Decision is the decision, and when
+// it is allowed, Lease.Release gives back what a concurrency limit took
+// when the request ends. Only that Lease can give those units back, once;
+// unreleased, they come back when the lease expires (the limit's Window,
+// else algorithm.DefaultLeaseTTL), so a caller that crashed does not hold
+// its slot for ever. For other algorithms Release does nothing.
+//
+//	lease, err := lim.Acquire(ctx, key, 1)
+//	if err != nil || !lease.Decision.Allowed {
+//		// reject
+//	}
+//	defer lease.Release(ctx)
+//
+// A store that holds no leases (see store.Leaser) counts the units
+// anonymously, and the Lease releases them by key.
+func (l *Limiter) Acquire(ctx context.Context, key string, n int64) (*Lease, error) {
+	if l.alg.Name() != algorithm.Concurrency {
+		d, err := l.AllowN(ctx, key, n)
+		if err != nil {
+			return nil, err
+		}
+		return NewLease(d, nil), nil
+	}
 	reqs := []store.Request{{Algorithm: l.alg, Key: key, Cost: n}}
-	return l.store.Release(ctx, l.now(), reqs)
+	if ls, ok := l.store.(store.Leaser); ok {
+		id := algorithm.NewLeaseID()
+		out := make([]Decision, 1)
+		switch err := ls.Acquire(ctx, l.now(), id, reqs, out); {
+		case err == nil:
+			return NewLease(out[0], func(ctx context.Context) error {
+				held, err := ls.ReleaseLease(ctx, l.now(), id, reqs)
+				if err == nil && !held {
+					err = ErrLeaseNotHeld
+				}
+				return err
+			}), nil
+		case !errors.Is(err, store.ErrNoLeases):
+			return nil, err
+		}
+	}
+	d, err := l.store.DecideOne(ctx, l.now(), reqs[0])
+	if err != nil {
+		return nil, err
+	}
+	return NewLease(d, func(ctx context.Context) error { return l.store.Release(ctx, l.now(), reqs) }), nil
+}
+
+// ErrLeaseNotHeld is returned by Lease.Release when the lease holds
+// nothing: it was released already, or it expired.
+var ErrLeaseNotHeld = errors.New("floodgate: the lease holds nothing: released already, or expired")
+
+// Lease is what an allowed request holds under a concurrency limit, until
+// its Release. Create one with Limiter.Acquire (rlsclient.Client.Acquire
+// returns one too); it is safe for concurrent use.
+type Lease struct {
+	// Decision is the decision the request got.
+	Decision Decision
+	release  func(context.Context) error
+	done     atomic.Bool
+}
+
+// NewLease returns a Lease of decision d whose Release calls release (nil:
+// nothing to release). It is for limiters other than Limiter that hand out
+// leases, such as rlsclient's.
+func NewLease(d Decision, release func(context.Context) error) *Lease {
+	return &Lease{Decision: d, release: release}
+}
+
+// Release gives back what the lease holds. A rejected request's lease, and
+// a lease of a limit that holds nothing, release nothing and return nil; a
+// second Release returns ErrLeaseNotHeld and changes nothing. Release on a
+// nil Lease returns nil.
+func (l *Lease) Release(ctx context.Context) error {
+	if l == nil || !l.Decision.Allowed || l.release == nil {
+		return nil
+	}
+	if l.done.Swap(true) {
+		return ErrLeaseNotHeld
+	}
+	return l.release(ctx)
 }
 
 // now returns the limiter's time in Unix nanoseconds.

@@ -245,27 +245,6 @@ func TestWaitNeverAllowed(t *testing.T) {
 	}
 }
 
-func TestReleaseGivesBackConcurrency(t *testing.T) {
-	lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.Concurrency, Limit: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if d, _ := lim.Allow(ctx, "k"); !d.Allowed {
-			t.Fatalf("request %d of 3 rejected: %+v", i, d)
-		}
-	}
-	if d, _ := lim.Allow(ctx, "k"); d.Allowed {
-		t.Fatalf("4th concurrent request allowed: %+v", d)
-	}
-	if err := lim.Release(ctx, "k", 2); err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := lim.AllowN(ctx, "k", 2); !d.Allowed {
-		t.Fatalf("released units not given back: %+v", d)
-	}
-}
-
 // failing is a store that cannot decide, as a Redis store cannot while Redis
 // is down; the limiter must pass its error on rather than decide itself.
 type failing struct{ store.Store }
@@ -289,8 +268,8 @@ func TestStoreErrorsReachTheCaller(t *testing.T) {
 	if _, err := lim.Wait(ctx, "k", 1); !errors.Is(err, errDown) {
 		t.Fatalf("Wait: err = %v, want the store's error", err)
 	}
-	if err := lim.Release(ctx, "k", 1); !errors.Is(err, errDown) {
-		t.Fatalf("Release: err = %v, want the store's error", err)
+	if _, err := lim.Acquire(ctx, "k", 1); !errors.Is(err, errDown) {
+		t.Fatalf("Acquire: err = %v, want the store's error", err)
 	}
 }
 

@@ -825,6 +825,64 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 	return nil
 }
 
+// Acquire implements store.Leaser. A centralized node holds the lease in
+// the shared store, when that store holds leases; in every other case
+// (split and delayed nodes count locally, the store is unreachable or its
+// breaker open) it returns an error wrapping store.ErrNoLeases, and the
+// caller decides with Decide instead, under the rules' failure policies.
+func (n *Node) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+	ls, ok := n.shared.(store.Leaser)
+	if n.arr != Centralized || !ok {
+		return fmt.Errorf("distributed: leases need the centralized arrangement over a store that holds them: %w", store.ErrNoLeases)
+	}
+	if !n.br.allow(n.clock()) {
+		return fmt.Errorf("distributed: breaker open: %w", store.ErrNoLeases)
+	}
+	// A call abandoned at its deadline may still run, so it gets its own
+	// copies of the caller's slices.
+	tmp := make([]algorithm.Decision, len(reqs))
+	rs := append([]store.Request(nil), reqs...)
+	err := n.timedCall(ctx, func(c context.Context) error { return ls.Acquire(c, now, id, rs, tmp) })
+	if err != nil {
+		if ctx.Err() != nil {
+			n.br.abandon()
+			return ctx.Err()
+		}
+		n.decideFailed(err)
+		return fmt.Errorf("distributed: acquire: %v: %w", err, store.ErrNoLeases)
+	}
+	n.storeOK()
+	copy(out, tmp)
+	n.noteViews(now, reqs, out)
+	return nil
+}
+
+// ReleaseLease implements store.Leaser: centralized nodes release in the
+// shared store; others hold no leases.
+func (n *Node) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+	ls, ok := n.shared.(store.Leaser)
+	if n.arr != Centralized || !ok {
+		return false, fmt.Errorf("distributed: leases need the centralized arrangement over a store that holds them: %w", store.ErrNoLeases)
+	}
+	var held bool
+	var mu sync.Mutex // held is written by a call that may outlive the wait
+	rs := append([]store.Request(nil), reqs...)
+	err := n.timedCall(ctx, func(c context.Context) error {
+		h, e := ls.ReleaseLease(c, now, id, rs)
+		mu.Lock()
+		held = h
+		mu.Unlock()
+		return e
+	})
+	if err != nil {
+		return false, n.storeError(ctx, err, "release")
+	}
+	n.storeOK()
+	mu.Lock()
+	defer mu.Unlock()
+	return held, nil
+}
+
 // decideSplit decides every request against its limit/Nodes share,
 // locally.
 func (n *Node) decideSplit(now int64, reqs []store.Request, out []algorithm.Decision) error {

@@ -151,12 +151,12 @@ func NewServerInterceptors(o Options) (grpc.UnaryServerInterceptor, grpc.StreamS
 		if g.o.Window == 0 {
 			g.o.Window = cfg.Window
 		}
-		if r, ok := o.Limiter.(releaser); ok && cfg.Algorithm == algorithm.Concurrency {
-			g.release = r
+		if a, ok := o.Limiter.(acquirer); ok && cfg.Algorithm == algorithm.Concurrency {
+			g.acquire = a
 		}
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, key, err := g.decide(ctx, info.FullMethod)
+		md, lease, err := g.decide(ctx, info.FullMethod)
 		if err != nil {
 			// In the trailer: a response without headers (Trailers-Only)
 			// is one gRPC's retry policy may retry.
@@ -166,11 +166,11 @@ func NewServerInterceptors(o Options) (grpc.UnaryServerInterceptor, grpc.StreamS
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
-		defer g.done(ctx, key)
+		defer g.done(ctx, lease)
 		return handler(ctx, req)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, key, err := g.decide(ss.Context(), info.FullMethod)
+		md, lease, err := g.decide(ss.Context(), info.FullMethod)
 		if err != nil {
 			ss.SetTrailer(metadata.Join(md, pushback(err)))
 			return err
@@ -178,49 +178,55 @@ func NewServerInterceptors(o Options) (grpc.UnaryServerInterceptor, grpc.StreamS
 		if md != nil {
 			_ = ss.SetHeader(md)
 		}
-		defer g.done(ss.Context(), key)
+		defer g.done(ss.Context(), lease)
 		return handler(srv, ss)
 	}
 	return unary, stream, nil
 }
 
-// releaser gives back units a concurrency limiter holds.
-type releaser interface {
-	Release(ctx context.Context, key string, n int64) error
+// acquirer holds a concurrency limiter's units under a lease:
+// *floodgate.Limiter and *rlsclient.Client.
+type acquirer interface {
+	Acquire(ctx context.Context, key string, n int64) (*floodgate.Lease, error)
 }
 
 type guard struct {
 	o         Options
 	algorithm string
-	release   releaser // set for a concurrency limiter
+	acquire   acquirer // set for a concurrency limiter
 }
 
-// done gives a concurrency limiter its unit back when a call ends; key is
-// empty when the call was let through without a decision.
-func (g *guard) done(ctx context.Context, key string) {
-	if g.release == nil || key == "" {
-		return
-	}
-	if err := g.release.Release(context.WithoutCancel(ctx), key, 1); err != nil {
+// done gives a concurrency limiter its unit back when a call ends; lease
+// is nil when the call holds nothing.
+func (g *guard) done(ctx context.Context, lease *floodgate.Lease) {
+	if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
 		g.o.Logger.Warn("rate limit release failed", "err", err)
 	}
 }
 
 // decide decides one call: the metadata to send, the key that holds a
-// unit (empty if none), and the error that ends the call if it may not
+// unit (nil if none), and the error that ends the call if it may not
 // proceed.
-func (g *guard) decide(ctx context.Context, method string) (metadata.MD, string, error) {
+func (g *guard) decide(ctx context.Context, method string) (metadata.MD, *floodgate.Lease, error) {
 	key, err := g.o.Key(ctx, method)
 	if err != nil {
-		return nil, "", status.Error(codes.InvalidArgument, "rate limit key: "+err.Error())
+		return nil, nil, status.Error(codes.InvalidArgument, "rate limit key: "+err.Error())
 	}
-	d, err := g.o.Limiter.Allow(ctx, key)
+	var d algorithm.Decision
+	var lease *floodgate.Lease
+	if g.acquire != nil {
+		if lease, err = g.acquire.Acquire(ctx, key, 1); err == nil {
+			d = lease.Decision
+		}
+	} else {
+		d, err = g.o.Limiter.Allow(ctx, key)
+	}
 	if err != nil {
 		g.o.Logger.Warn("rate limit check failed", "err", err, "method", method, "fail_closed", g.o.FailClosed)
 		if g.o.FailClosed {
-			return nil, "", status.Error(codes.Unavailable, "rate limiter unavailable")
+			return nil, nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 		}
-		return nil, "", nil
+		return nil, nil, nil
 	}
 	res := httplimit.DecisionResult(g.o.Name, g.algorithm, g.o.Window, d)
 	md := metadata.MD{}
@@ -230,7 +236,7 @@ func (g *guard) decide(ctx context.Context, method string) (metadata.MD, string,
 		}
 	}
 	if !d.Allowed {
-		return md, "", rejection(d)
+		return md, nil, rejection(d)
 	}
 	if d.Delay > 0 {
 		t := time.NewTimer(d.Delay)
@@ -238,11 +244,11 @@ func (g *guard) decide(ctx context.Context, method string) (metadata.MD, string,
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			g.done(ctx, key)
-			return md, "", status.FromContextError(ctx.Err()).Err()
+			g.done(ctx, lease)
+			return md, nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	return md, key, nil
+	return md, lease, nil
 }
 
 // rejection is the status of a rejected call.

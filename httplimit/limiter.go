@@ -84,8 +84,9 @@ func LimitBy(l floodgate.Allower, key KeyFunc) func(http.Handler) http.Handler {
 // Retry-After and a JSON problem body when the limiter rejects, and the
 // request goes through when the limiter fails unless FailClosed is set.
 // A limiter whose decisions carry a Delay (leaky-bucket) holds the request
-// for it. A concurrency limiter that has a Release method gets the request's
-// unit back when the handler returns.
+// for it. A concurrency limiter that has an Acquire method (*floodgate.Limiter,
+// *rlsclient.Client) holds the request's unit under a lease, released
+// when the handler returns.
 func LimiterMiddleware(o LimiterOptions) (func(http.Handler) http.Handler, error) {
 	if o.Limiter == nil {
 		return nil, errors.New("LimiterOptions.Limiter is nil")
@@ -106,8 +107,8 @@ func LimiterMiddleware(o LimiterOptions) (func(http.Handler) http.Handler, error
 			lh.o.Window = cfg.Window
 		}
 		lh.algorithm = cfg.Algorithm
-		if r, ok := o.Limiter.(releaser); ok && cfg.Algorithm == algorithm.Concurrency {
-			lh.release = r
+		if a, ok := o.Limiter.(acquirer); ok && cfg.Algorithm == algorithm.Concurrency {
+			lh.acquire = a
 		}
 	}
 	return func(next http.Handler) http.Handler {
@@ -117,15 +118,16 @@ func LimiterMiddleware(o LimiterOptions) (func(http.Handler) http.Handler, error
 	}, nil
 }
 
-// releaser gives back units a concurrency limiter holds.
-type releaser interface {
-	Release(ctx context.Context, key string, n int64) error
+// acquirer holds a concurrency limiter's units under a lease:
+// *floodgate.Limiter and *rlsclient.Client.
+type acquirer interface {
+	Acquire(ctx context.Context, key string, n int64) (*floodgate.Lease, error)
 }
 
 type limiterHandler struct {
 	o         LimiterOptions
 	algorithm string
-	release   releaser // set for a concurrency limiter
+	acquire   acquirer // set for a concurrency limiter
 	next      http.Handler
 }
 
@@ -136,7 +138,15 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	d, err := h.o.Limiter.Allow(ctx, key)
+	var d algorithm.Decision
+	var lease *floodgate.Lease
+	if h.acquire != nil {
+		if lease, err = h.acquire.Acquire(ctx, key, 1); err == nil {
+			d = lease.Decision
+		}
+	} else {
+		d, err = h.o.Limiter.Allow(ctx, key)
+	}
 	if err != nil {
 		checkFailed(w, r, h.next, h.o.Logger, h.o.FailClosed, err)
 		return
@@ -151,9 +161,9 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
 		return
 	}
-	if h.release != nil {
+	if lease != nil {
 		defer func() {
-			if err := h.release.Release(context.WithoutCancel(ctx), key, 1); err != nil {
+			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
 				h.o.Logger.Warn("rate limit release failed", "err", err)
 			}
 		}()

@@ -16,8 +16,9 @@ import (
 type Checker interface {
 	// Check decides req and counts it if every rule allows it.
 	Check(ctx context.Context, req rules.Request) (rules.Result, error)
-	// Release gives back what an allowed req holds under concurrency rules.
-	Release(ctx context.Context, req rules.Request) error
+	// Release gives back what an allowed req holds under concurrency
+	// rules, given the lease its Check returned (rules.Result.Lease).
+	Release(ctx context.Context, req rules.Request, lease string) (bool, error)
 }
 
 // Options configures the middleware.
@@ -154,7 +155,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if res.Holds() {
 		defer func() {
-			if err := h.o.Checker.Release(context.WithoutCancel(ctx), req); err != nil {
+			if _, err := h.o.Checker.Release(context.WithoutCancel(ctx), req, res.Lease); err != nil {
 				h.o.Logger.Warn("rate limit release failed", "err", err)
 			}
 		}()

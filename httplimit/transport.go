@@ -117,7 +117,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if res.Holds() {
 		var once sync.Once
 		release = func() {
-			once.Do(func() { _ = t.Checker.Release(context.WithoutCancel(r.Context()), req) })
+			once.Do(func() { _, _ = t.Checker.Release(context.WithoutCancel(r.Context()), req, res.Lease) })
 		}
 	}
 	if d := res.Delay(); d > 0 {

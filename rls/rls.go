@@ -107,6 +107,14 @@ func WithHeaders() Option { return func(s *Service) { s.headers = true } }
 // matches the descriptors). The response itself is unchanged.
 const UnmatchedHeader = "floodgate-unmatched"
 
+// LeaseHeader is the gRPC response header that carries the lease under
+// which concurrency rules hold an allowed request's units
+// (rules.Result.Lease), for clients that release it through the JSON API
+// (POST /v1/release), as rlsclient does. Envoy ignores it; its units come
+// back when the lease expires. A request whose descriptors carry different
+// hits_addend values is decided in several checks and gets no lease.
+const LeaseHeader = "floodgate-lease"
+
 // New returns a Service that decides with c and logs to log (nil means
 // slog.Default()).
 func New(c Checker, log *slog.Logger, opts ...Option) *Service {
@@ -171,6 +179,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		}
 		for i := range p.out {
 			resp.Statuses[i] = descriptorStatus(res, i, p.out)
+		}
+		if res.Lease != "" {
+			_ = grpc.SetHeader(ctx, metadata.Pairs(LeaseHeader, res.Lease))
 		}
 		s.logShadow(in.GetDomain(), res)
 		merged = res

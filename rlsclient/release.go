@@ -8,10 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/floodgate-dev/floodgate"
+	"github.com/floodgate-dev/floodgate/algorithm"
 )
 
-// ErrNoHTTP is returned by Release when Options.HTTPURL is empty.
-var ErrNoHTTP = errors.New("rlsclient: Release needs Options.HTTPURL, the server's JSON API (RLS has no release call)")
+// ErrNoHTTP is returned by a Lease's Release when Options.HTTPURL is
+// empty.
+var ErrNoHTTP = errors.New("rlsclient: releasing a lease needs Options.HTTPURL, the server's JSON API (RLS has no release call)")
 
 type entry struct {
 	Key   string `json:"key"`
@@ -22,24 +26,48 @@ type descriptor struct {
 	Entries []entry `json:"entries"`
 }
 
-type settleRequest struct {
+type releaseRequest struct {
 	Domain      string       `json:"domain"`
 	Descriptors []descriptor `json:"descriptors"`
 	Hits        int64        `json:"hits"`
+	Lease       string       `json:"lease"`
 }
 
-// Release gives back the n units an allowed request for key holds under
-// concurrency rules, when the request ends, through the server's JSON API
-// (POST /v1/release): Envoy's RLS protocol has no release, so concurrency
-// rules work through the server only for clients that call it. n must be
-// the cost the request was allowed with.
-func (c *Client) Release(ctx context.Context, key string, n int64) error {
+type releaseResponse struct {
+	Released bool   `json:"released"`
+	Note     string `json:"note"`
+}
+
+// Acquire is AllowN that returns what the request holds: Lease.Decision is
+// the decision, and Lease.Release gives back what the server's concurrency
+// rules hold for it, through the server's JSON API (POST /v1/release with
+// the lease the server returned; RLS has no release call). Only that lease
+// releases those units, once; unreleased, they come back when it expires.
+// When no concurrency rule counted the request, or the failure policy
+// decided it, Release does nothing.
+func (c *Client) Acquire(ctx context.Context, key string, n int64) (*floodgate.Lease, error) {
+	if n < 1 {
+		return floodgate.NewLease(Decision{Reason: algorithm.ReasonBadCost}, nil), nil
+	}
+	d, lease, err := c.callLease(ctx, key, uint64(n))
+	if err != nil {
+		d, err = c.absorb(d, err)
+		return floodgate.NewLease(d, nil), err
+	}
+	if lease == "" {
+		return floodgate.NewLease(d, nil), nil
+	}
+	return floodgate.NewLease(d, func(ctx context.Context) error { return c.release(ctx, key, n, lease) }), nil
+}
+
+// release posts lease for key to the server's /v1/release.
+func (c *Client) release(ctx context.Context, key string, n int64, lease string) error {
 	if c.o.HTTPURL == "" {
 		return ErrNoHTTP
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	defer cancel()
-	in := settleRequest{Domain: c.o.Domain, Hits: n}
+	in := releaseRequest{Domain: c.o.Domain, Hits: n, Lease: lease}
 	d := descriptor{}
 	for _, e := range c.describe(key) {
 		d.Entries = append(d.Entries, entry{e.Key, e.Value})
@@ -62,6 +90,13 @@ func (c *Client) Release(ctx context.Context, key string, n int64) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("rlsclient: release: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	var out releaseResponse
+	if err := json.Unmarshal(msg, &out); err != nil {
+		return fmt.Errorf("rlsclient: release: %w", err)
+	}
+	if !out.Released {
+		return fmt.Errorf("%w (server: %s)", floodgate.ErrLeaseNotHeld, out.Note)
 	}
 	return nil
 }

@@ -52,12 +52,18 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/rules"
 )
+
+// leaseHeader is the response header the server's lease comes in
+// (rls.LeaseHeader; a test holds them equal, and the client need not link
+// the server).
+const leaseHeader = "floodgate-lease"
 
 // Decision is the outcome of one call, as floodgate.Decision.
 type Decision = algorithm.Decision
@@ -194,7 +200,11 @@ func (c *Client) Charge(ctx context.Context, key string, n int64) (Decision, err
 
 // ask is call with the failure policy applied.
 func (c *Client) ask(ctx context.Context, key string, addend uint64) (Decision, error) {
-	d, err := c.call(ctx, key, addend)
+	return c.absorb(c.call(ctx, key, addend))
+}
+
+// absorb applies the failure policy to the outcome of a call.
+func (c *Client) absorb(d Decision, err error) (Decision, error) {
 	if err == nil || errors.Is(err, ErrUnmatched) {
 		return d, err
 	}
@@ -225,26 +235,38 @@ func (c *Client) warn(last *atomic.Int64, msg string, args ...any) {
 
 // call sends one RLS request with descriptor hits_addend addend.
 func (c *Client) call(ctx context.Context, key string, addend uint64) (Decision, error) {
+	d, _, err := c.callLease(ctx, key, addend)
+	return d, err
+}
+
+// callLease is call that also returns the lease the server's concurrency
+// rules hold the request's units under (rls.LeaseHeader), or "".
+func (c *Client) callLease(ctx context.Context, key string, addend uint64) (Decision, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	defer cancel()
 	d := &commonv3.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(addend)}
 	for _, e := range c.describe(key) {
 		d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
 	}
+	var md metadata.MD
 	resp, err := c.rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
 		Domain:      c.o.Domain,
 		Descriptors: []*commonv3.RateLimitDescriptor{d},
-	})
+	}, grpc.Header(&md))
 	if err != nil {
-		return Decision{}, fmt.Errorf("rlsclient: %w", err)
+		return Decision{}, "", fmt.Errorf("rlsclient: %w", err)
+	}
+	var lease string
+	if v := md.Get(leaseHeader); len(v) > 0 {
+		lease = v[0]
 	}
 	if unmatched(resp) {
 		if c.o.RequireMatch {
-			return Decision{}, ErrUnmatched
+			return Decision{}, "", ErrUnmatched
 		}
 		c.warn(&c.lastUnmatchedLog, "rlsclient: no rule matched, allowed without limit", "domain", c.o.Domain, "entries", len(d.Entries))
 	}
-	return decision(resp), nil
+	return decision(resp), lease, nil
 }
 
 // unmatched reports whether no rule applied to the request: an allowed

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/server"
 	"github.com/floodgate-dev/floodgate/internal/syncbuf"
+	"github.com/floodgate-dev/floodgate/rls"
 	"github.com/floodgate-dev/floodgate/rlsclient"
 	"github.com/floodgate-dev/floodgate/rules"
 )
@@ -186,21 +188,44 @@ func TestReleaseThroughServer(t *testing.T) {
 	c, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", EntryKey: "stream", HTTPURL: httpURL, Timeout: 2 * time.Second})
 	defer c.Close()
 	ctx := context.Background()
+	var leases []*floodgate.Lease
 	for i, want := range []bool{true, true, false} {
-		if d, _ := c.Allow(ctx, "s"); d.Allowed != want {
-			t.Fatalf("call %d: %+v, want allowed %v", i, d, want)
+		l, err := c.Acquire(ctx, "s", 1)
+		if err != nil || l.Decision.Allowed != want {
+			t.Fatalf("call %d: %+v %v, want allowed %v", i, l, err, want)
 		}
+		leases = append(leases, l)
 	}
-	if err := c.Release(ctx, "s", 1); err != nil {
+	if err := leases[0].Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := leases[0].Release(ctx); !errors.Is(err, floodgate.ErrLeaseNotHeld) {
+		t.Fatalf("second release: %v, want ErrLeaseNotHeld", err)
 	}
 	if d, _ := c.Allow(ctx, "s"); !d.Allowed {
 		t.Fatalf("after a release: %+v, want allowed", d)
 	}
-	noHTTP, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api"})
+	if d, _ := c.Allow(ctx, "s"); d.Allowed {
+		t.Fatalf("a third slot after one release: %+v", d)
+	}
+	noHTTP, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", EntryKey: "stream"})
 	defer noHTTP.Close()
-	if err := noHTTP.Release(ctx, "s", 1); !errors.Is(err, rlsclient.ErrNoHTTP) {
+	if err := leases[1].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := noHTTP.Acquire(ctx, "s", 1)
+	if err != nil || !l.Decision.Allowed {
+		t.Fatalf("acquire: %+v %v", l, err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, rlsclient.ErrNoHTTP) {
 		t.Fatalf("release without HTTPURL: %v", err)
+	}
+}
+
+// The header the client reads its lease from is the one the server sets.
+func TestLeaseHeaderIsTheServers(t *testing.T) {
+	if got := rlsclient.LeaseHeaderForTest; got != rls.LeaseHeader {
+		t.Fatalf("rlsclient reads %q, the server sets %q", got, rls.LeaseHeader)
 	}
 }
 

@@ -2,6 +2,8 @@ package rules
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,29 +130,85 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 	}
 	decisions := sc.dec[:len(apps)]
 	clear(decisions)
-	if len(sc.reqs) > 0 {
-		now := e.clock().UnixNano()
-		if len(sc.reqs) == 1 {
-			d, err := e.store.DecideOne(ctx, now, sc.reqs[0])
-			if err != nil {
-				return res, err
-			}
-			decisions[sc.idx[0]] = d
-		} else {
-			if cap(sc.out) < len(sc.reqs) {
-				sc.out = make([]algorithm.Decision, len(sc.reqs))
-			}
-			out := sc.out[:len(sc.reqs)]
-			if err := e.store.Decide(ctx, now, sc.reqs, out); err != nil {
-				return res, err
-			}
-			for j, d := range out {
-				decisions[sc.idx[j]] = d
-			}
+	lease, err := e.decide(ctx, sc, decisions)
+	if err != nil {
+		return res, err
+	}
+	res = e.result(apps, decisions)
+	if res.Allowed && lease != (algorithm.LeaseID{}) {
+		res.Lease = lease.String()
+	}
+	return res, nil
+}
+
+// decide decides sc.reqs in one store call, writing the decisions into
+// decisions by sc.idx, under a lease when concurrency rules are among them
+// (see acquire), which it returns.
+func (e *Engine) decide(ctx context.Context, sc *scratch, decisions []algorithm.Decision) (algorithm.LeaseID, error) {
+	if len(sc.reqs) == 0 {
+		return algorithm.LeaseID{}, nil
+	}
+	now := e.clock().UnixNano()
+	lease, err := e.acquire(ctx, now, sc, decisions)
+	if err != nil || lease != (algorithm.LeaseID{}) {
+		return lease, err
+	}
+	if len(sc.reqs) == 1 {
+		d, err := e.store.DecideOne(ctx, now, sc.reqs[0])
+		if err != nil {
+			return lease, err
+		}
+		decisions[sc.idx[0]] = d
+		return lease, nil
+	}
+	if cap(sc.out) < len(sc.reqs) {
+		sc.out = make([]algorithm.Decision, len(sc.reqs))
+	}
+	out := sc.out[:len(sc.reqs)]
+	if err := e.store.Decide(ctx, now, sc.reqs, out); err != nil {
+		return lease, err
+	}
+	for j, d := range out {
+		decisions[sc.idx[j]] = d
+	}
+	return lease, nil
+}
+
+// acquire decides sc.reqs under a new lease, when a concurrency rule is
+// among them and the store holds leases, writing the decisions into
+// decisions by sc.idx; it returns the lease, or the zero LeaseID when the
+// requests are still to be decided.
+func (e *Engine) acquire(ctx context.Context, now int64, sc *scratch, decisions []algorithm.Decision) (algorithm.LeaseID, error) {
+	ls, ok := e.store.(store.Leaser)
+	if !ok || !leasing(sc.reqs) {
+		return algorithm.LeaseID{}, nil
+	}
+	if cap(sc.out) < len(sc.reqs) {
+		sc.out = make([]algorithm.Decision, len(sc.reqs))
+	}
+	out := sc.out[:len(sc.reqs)]
+	id := algorithm.NewLeaseID()
+	switch err := ls.Acquire(ctx, now, id, sc.reqs, out); {
+	case errors.Is(err, store.ErrNoLeases):
+		return algorithm.LeaseID{}, nil
+	case err != nil:
+		return algorithm.LeaseID{}, err
+	}
+	for j, d := range out {
+		decisions[sc.idx[j]] = d
+	}
+	return id, nil
+}
+
+// leasing reports whether any of reqs is decided by an algorithm that
+// holds leases.
+func leasing(reqs []store.Request) bool {
+	for i := range reqs {
+		if _, ok := reqs[i].Algorithm.(algorithm.Leaser); ok {
+			return true
 		}
 	}
-
-	return e.result(apps, decisions), nil
+	return false
 }
 
 // result builds the Result of apps from their decisions (one per app;
@@ -285,14 +343,21 @@ func Tighter(a, b *Status) bool {
 	return mulLess(a.Decision.Remaining, max(1, b.Limit), b.Decision.Remaining, max(1, a.Limit))
 }
 
-// Release gives back what req took from concurrency rules, when the request
-// ends. Call it once for each Check that allowed the request, with the same
-// request; rules of other algorithms are not touched.
-func (e *Engine) Release(ctx context.Context, req Request) error {
+// Release gives back what lease holds under the concurrency rules req
+// matches, when the request ends: lease is the Result.Lease of the Check
+// of req that allowed it. It reports whether anything was released; a
+// lease never given for req's keys, released already or expired changes
+// nothing and reports false. A lease that is not one Check could have
+// returned is ErrInvalidRequest.
+func (e *Engine) Release(ctx context.Context, req Request, lease string) (bool, error) {
+	id, err := algorithm.ParseLeaseID(lease)
+	if err != nil {
+		return false, fmt.Errorf("%w: lease %q: %v", ErrInvalidRequest, clip(lease), err)
+	}
 	set := e.set.Load()
 	apps, err := set.resolve(req, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var reqs []store.Request
 	for _, a := range apps {
@@ -302,7 +367,11 @@ func (e *Engine) Release(ctx context.Context, req Request) error {
 		reqs = append(reqs, store.Request{Algorithm: a.lim.alg, Key: a.key, Cost: a.cost, OnFailure: a.r.failure})
 	}
 	if len(reqs) == 0 {
-		return nil
+		return false, nil
 	}
-	return e.store.Release(ctx, e.clock().UnixNano(), reqs)
+	ls, ok := e.store.(store.Leaser)
+	if !ok {
+		return false, store.ErrNoLeases
+	}
+	return ls.ReleaseLease(ctx, e.clock().UnixNano(), id, reqs)
 }

@@ -534,17 +534,40 @@ rules:
     algorithm: concurrency
 `)
 	req := one("client=c")
-	if allowedCount(t, e, req, 3) != 2 {
+	first := check(t, e, req)
+	if !first.Allowed || first.Lease == "" || !first.Holds() {
+		t.Fatalf("first request: %+v, want allowed with a lease", first)
+	}
+	if allowedCount(t, e, req, 2) != 1 {
 		t.Fatal("concurrency 2 did not allow exactly 2")
 	}
-	if err := e.Release(context.Background(), req); err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	// Another client's lease, a made-up one and a malformed one release
+	// nothing.
+	other := check(t, e, one("client=d"))
+	for _, tc := range []struct {
+		name, lease string
+		bad         bool
+	}{{"another client's", other.Lease, false}, {"made up", "0123456789ab0123456789ab", false}, {"malformed", "not-a-lease", true}} {
+		held, err := e.Release(ctx, req, tc.lease)
+		if held || errors.Is(err, ErrInvalidRequest) != tc.bad {
+			t.Fatalf("release with %s lease: %v, %v", tc.name, held, err)
+		}
+	}
+	if check(t, e, req).Allowed {
+		t.Fatal("a foreign release freed a slot")
+	}
+	if held, err := e.Release(ctx, req, first.Lease); !held || err != nil {
+		t.Fatalf("release with the holder's lease: %v, %v", held, err)
+	}
+	if held, err := e.Release(ctx, req, first.Lease); held || err != nil {
+		t.Fatalf("second release of the same lease: %v, %v", held, err)
 	}
 	if !check(t, e, req).Allowed {
 		t.Fatal("released slot not reusable")
 	}
 	if check(t, e, req).Allowed {
-		t.Fatal("3rd in flight allowed")
+		t.Fatal("3rd in flight allowed: the double release freed a slot")
 	}
 }
 

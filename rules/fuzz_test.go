@@ -38,9 +38,10 @@ func FuzzParse(f *testing.F) {
 		}
 		s.Covering("GET", "/loan/list")
 		e := NewEngine(s, nil)
-		if _, err := e.Check(context.Background(), req); err != nil {
+		res, err := e.Check(context.Background(), req)
+		if err != nil {
 			t.Fatalf("Check: %v", err)
 		}
-		e.Release(context.Background(), req)
+		e.Release(context.Background(), req, res.Lease)
 	})
 }

@@ -2,23 +2,11 @@ package rules
 
 import (
 	"time"
-
-	"github.com/floodgate-dev/floodgate/algorithm"
 )
 
 // Holds reports whether an allowed result holds units that must be
-// released when the request ends (a concurrency rule counted it).
-func (res Result) Holds() bool {
-	if !res.Allowed {
-		return false
-	}
-	for _, s := range res.Statuses {
-		if s.Algorithm == algorithm.Concurrency && s.Decision.Allowed {
-			return true
-		}
-	}
-	return false
-}
+// released, with its Lease, when the request ends.
+func (res Result) Holds() bool { return res.Allowed && res.Lease != "" }
 
 // Delay returns how long an allowed request must wait before it proceeds:
 // the longest Delay a leaky-bucket rule that is not in shadow mode gave it.

@@ -206,6 +206,14 @@ type Result struct {
 	// Domain is the rule set's domain an unmatched request was checked in;
 	// empty for UnmatchedDomain. It is set only with Unmatched.
 	Domain string
+	// Lease names what an allowed request holds under concurrency rules:
+	// give it to Engine.Release, with the same request, when the request
+	// ends. Only its holder can release those units; unreleased, they come
+	// back when the lease expires (the rule's window, else a minute). It is
+	// empty when no concurrency rule counted the request, and when the
+	// store holds no leases (see store.Leaser); such units come back only
+	// when the key goes idle.
+	Lease string
 }
 
 // RuleInfo describes one rule for listings: GET /v1/rules, the status page,

@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 )
@@ -82,3 +83,8 @@ type Leaser interface {
 	// released or expired changes nothing and reports false.
 	ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []Request) (bool, error)
 }
+
+// ErrNoLeases is returned (wrapped) by a Leaser that cannot hold leases in
+// its present configuration, such as a distributed node that keeps counts
+// locally; the caller then decides with Decide and holds units anonymously.
+var ErrNoLeases = errors.New("store: this store holds no leases")

@@ -100,8 +100,8 @@ func (c *countingChecker) Check(ctx context.Context, req rules.Request) (rules.R
 	return res, err
 }
 
-func (c *countingChecker) Release(ctx context.Context, req rules.Request) error {
-	return c.eng.Release(ctx, req)
+func (c *countingChecker) Release(ctx context.Context, req rules.Request, lease string) (bool, error) {
+	return c.eng.Release(ctx, req, lease)
 }
 
 func newCountingChecker(file string) (*countingChecker, error) {

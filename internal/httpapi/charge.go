@@ -17,16 +17,23 @@ type Charger interface {
 	Charge(ctx context.Context, req rules.Request) (rules.Result, error)
 }
 
-// Releaser gives back what a request held under concurrency rules.
-// *rules.Engine implements it.
+// Releaser gives back what a request held under concurrency rules, given
+// the lease its check returned. *rules.Engine implements it.
 type Releaser interface {
-	Release(ctx context.Context, req rules.Request) error
+	Release(ctx context.Context, req rules.Request, lease string) (bool, error)
 }
 
 // ReleaseResponse is the answer to POST /v1/release.
 type ReleaseResponse struct {
+	// Released reports whether the lease held units for the request's
+	// concurrency rules, which are now given back.
 	Released bool `json:"released"`
+	// Note says why nothing was released.
+	Note string `json:"note,omitempty"`
 }
+
+// notHeld is ReleaseResponse.Note when a release changed nothing.
+const notHeld = "the lease holds nothing for these descriptors: it was not returned by a check of them, was released already, or expired; nothing changed"
 
 // handleSettle serves the calls that settle a request after it ran:
 //
@@ -35,15 +42,24 @@ type ReleaseResponse struct {
 //	                  rules), without deciding and even past the limit, and
 //	                  the answer is a CheckResponse that is always allowed,
 //	                  each status saying what is left (see rules.Engine.Charge).
-//	POST /v1/release  the body of the /v1/check that was allowed; gives back
-//	                  what it holds under concurrency rules, so those rules
-//	                  work through the server. Answers {"released": true}.
+//	POST /v1/release  the body of the /v1/check that was allowed, with the
+//	                  "lease" its answer carried; gives back what that
+//	                  lease holds under concurrency rules, so those rules
+//	                  work through the server. Answers {"released": true},
+//	                  or {"released": false, "note": ...} when the lease
+//	                  holds nothing for these descriptors (another
+//	                  request's, released already, or expired): nothing
+//	                  changes then.
 //
 // An engine that cannot charge or release answers 501.
 func (a *api) handleSettle(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/charge", func(w http.ResponseWriter, r *http.Request) {
-		req, ok := a.decode(w, r)
+		req, lease, ok := a.decode(w, r)
 		if !ok {
+			return
+		}
+		if lease != "" {
+			Error(w, http.StatusBadRequest, "lease: only /v1/release takes a lease")
 			return
 		}
 		c, ok := a.o.Engine.(Charger)
@@ -58,8 +74,12 @@ func (a *api) handleSettle(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, NewCheckResponse(res))
 	})
 	mux.HandleFunc("/v1/release", func(w http.ResponseWriter, r *http.Request) {
-		req, ok := a.decode(w, r)
+		req, lease, ok := a.decode(w, r)
 		if !ok {
+			return
+		}
+		if lease == "" {
+			Error(w, http.StatusBadRequest, `lease: give the "lease" the answer to /v1/check carried`)
 			return
 		}
 		rel, ok := a.o.Engine.(Releaser)
@@ -67,10 +87,15 @@ func (a *api) handleSettle(mux *http.ServeMux) {
 			Error(w, http.StatusNotImplemented, "this server cannot release")
 			return
 		}
-		if a.failed(w, "release", rel.Release(r.Context(), req)) {
+		released, err := rel.Release(r.Context(), req, lease)
+		if a.failed(w, "release", err) {
 			return
 		}
-		writeJSON(w, http.StatusOK, ReleaseResponse{Released: true})
+		out := ReleaseResponse{Released: released}
+		if !released {
+			out.Note = notHeld
+		}
+		writeJSON(w, http.StatusOK, out)
 	})
 }
 
@@ -89,18 +114,18 @@ func (a *api) failed(w http.ResponseWriter, what string, err error) bool {
 	return true
 }
 
-// decode reads a POSTed CheckRequest body into a rules.Request, answering
-// the error itself when it cannot.
-func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, bool) {
+// decode reads a POSTed CheckRequest body into a rules.Request and its
+// lease, answering the error itself when it cannot.
+func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, string, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		Error(w, http.StatusMethodNotAllowed, "use POST for "+r.URL.Path)
-		return rules.Request{}, false
+		return rules.Request{}, "", false
 	}
 	data, berr := readJSONBody(w, r, a.o.MaxBodyBytes, JSONOnly)
 	if berr != nil {
 		Error(w, berr.code, berr.msg)
-		return rules.Request{}, false
+		return rules.Request{}, "", false
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -115,7 +140,7 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, boo
 	}
 	if err != nil {
 		Error(w, http.StatusBadRequest, "malformed request: "+err.Error())
-		return rules.Request{}, false
+		return rules.Request{}, "", false
 	}
 	req, err := in.toRequest()
 	if err == nil {
@@ -123,7 +148,7 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request) (rules.Request, boo
 	}
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
-		return rules.Request{}, false
+		return rules.Request{}, "", false
 	}
-	return req, true
+	return req, in.Lease, true
 }

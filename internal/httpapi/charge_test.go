@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/floodgate-dev/floodgate/memstore"
@@ -65,20 +67,46 @@ func TestPeekAndCharge(t *testing.T) {
 	}
 }
 
+// A slot is given back only by the lease its check returned: a release
+// without one is 400, and one with another stream's lease, a made-up lease
+// or a lease released already changes nothing and says so.
 func TestReleaseOverTheWire(t *testing.T) {
 	url := settleServer(t)
 	body := `{"descriptors":[{"entries":[{"key":"stream","value":"s1"}]}]}`
-	if _, m := post(t, url+"/v1/check", body); m["allowed"] != true {
-		t.Fatalf("first: %v", m)
+	withLease := func(lease string) string {
+		return `{"descriptors":[{"entries":[{"key":"stream","value":"s1"}]}],"lease":"` + lease + `"}`
+	}
+	_, first := post(t, url+"/v1/check", body)
+	lease, _ := first["lease"].(string)
+	if first["allowed"] != true || lease == "" {
+		t.Fatalf("first: %v, want allowed with a lease", first)
 	}
 	if _, m := post(t, url+"/v1/check", body); m["allowed"] != false {
 		t.Fatalf("second while the first holds the slot: %v, want rejected", m)
 	}
-	if code, m := post(t, url+"/v1/release", body); code != 200 || m["released"] != true {
+	if code, m := post(t, url+"/v1/release", body); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), "lease") {
+		t.Fatalf("release without a lease: %d %v, want 400", code, m)
+	}
+	_, other := post(t, url+"/v1/check", `{"descriptors":[{"entries":[{"key":"stream","value":"s2"}]}]}`)
+	for name, l := range map[string]string{"another stream's": other["lease"].(string), "made-up": "0123456789ab0123456789ab"} {
+		if code, m := post(t, url+"/v1/release", withLease(l)); code != 200 || m["released"] != false || m["note"] == nil {
+			t.Fatalf("release with %s lease: %d %v, want released false with a note", name, code, m)
+		}
+	}
+	if _, m := post(t, url+"/v1/check", body); m["allowed"] != false {
+		t.Fatalf("after foreign releases: %v, want still rejected", m)
+	}
+	if code, m := post(t, url+"/v1/release", withLease(lease)); code != 200 || m["released"] != true {
 		t.Fatalf("release: %d %v", code, m)
+	}
+	if code, m := post(t, url+"/v1/release", withLease(lease)); code != 200 || m["released"] != false {
+		t.Fatalf("second release of the same lease: %d %v, want released false", code, m)
 	}
 	if _, m := post(t, url+"/v1/check", body); m["allowed"] != true {
 		t.Fatalf("after release: %v, want allowed", m)
+	}
+	if _, m := post(t, url+"/v1/check", body); m["allowed"] != false {
+		t.Fatalf("the double release freed a second slot: %v", m)
 	}
 	for _, bad := range []string{`{}`, `{"descriptors":[]}`, `{"x":1}`, `{"descriptors":[{"entries":[{"key":"","value":"a"}]}]}`, `{} {}`} {
 		for _, p := range []string{"/v1/release", "/v1/charge"} {
@@ -86,5 +114,13 @@ func TestReleaseOverTheWire(t *testing.T) {
 				t.Errorf("%s %s: %d, want 400", p, bad, code)
 			}
 		}
+	}
+	for _, p := range []string{"/v1/check", "/v1/charge"} {
+		if code, _ := post(t, url+p, withLease(lease)); code != 400 {
+			t.Errorf("%s with a lease: %d, want 400", p, code)
+		}
+	}
+	if code, _ := post(t, url+"/v1/release", withLease("not-a-lease")); code != 400 {
+		t.Errorf("release with a malformed lease: %d, want 400", code)
 	}
 }

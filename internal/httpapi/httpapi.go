@@ -72,6 +72,9 @@ type CheckRequest struct {
 	Hits int64 `json:"hits,omitempty"`
 	// Peek checks without counting: see rules.Request.Peek.
 	Peek bool `json:"peek,omitempty"`
+	// Lease, in a /v1/release body only, is the lease the answer to the
+	// check carried.
+	Lease string `json:"lease,omitempty"`
 }
 
 // Descriptor is one descriptor of a CheckRequest.
@@ -136,6 +139,10 @@ type CheckResponse struct {
 	Unmatched string `json:"unmatched,omitempty"`
 	// Note explains Unmatched in words.
 	Note string `json:"note,omitempty"`
+	// Lease is set when concurrency rules hold units for the request:
+	// send it, with the same descriptors, to /v1/release when the request
+	// ends. Unreleased, the units come back when the lease expires.
+	Lease string `json:"lease,omitempty"`
 }
 
 // Status is one rule's part in a decision.
@@ -235,6 +242,9 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = a.o.Overrides.Apply(&req)
 	}
+	if err == nil && in.Lease != "" {
+		err = errors.New("lease: only /v1/release takes a lease")
+	}
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
@@ -306,6 +316,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 		Rejected:  res.Rejected,
 		Unlimited: res.Unlimited,
 		Statuses:  make([]Status, len(res.Statuses)),
+		Lease:     res.Lease,
 	}
 	if out.Rejected == nil {
 		out.Rejected = []string{}

@@ -687,8 +687,8 @@ func (o *observed) check(ctx context.Context, req rules.Request) (rules.Result, 
 	return res, nil
 }
 
-func (o *observed) Release(ctx context.Context, req rules.Request) error {
-	return o.engine.Release(ctx, req)
+func (o *observed) Release(ctx context.Context, req rules.Request, lease string) (bool, error) {
+	return o.engine.Release(ctx, req, lease)
 }
 
 func (o *observed) Set() *rules.Set { return o.engine.Set() }

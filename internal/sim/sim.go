@@ -95,16 +95,21 @@ func Run(ctx context.Context, limit floodgate.Limit, reqs []Request) ([]Outcome,
 			return nil, fmt.Errorf("sim: request %d at %v comes before request %d at %v: requests must be sorted by time", i, r.At, i-1, reqs[i-1].At)
 		}
 		clock.Set(epoch.Add(r.At))
-		d, err := lim.AllowN(ctx, r.Key, r.cost())
+		var d floodgate.Decision
+		var err error
+		if release {
+			var l *floodgate.Lease
+			if l, err = lim.Acquire(ctx, r.Key, r.cost()); err == nil {
+				d = l.Decision
+				err = l.Release(ctx)
+			}
+		} else {
+			d, err = lim.AllowN(ctx, r.Key, r.cost())
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sim: request %d at %v: %w", i, r.At, err)
 		}
 		out[i] = Outcome{Allowed: d.Allowed, Effective: r.At + d.Delay, Decision: d}
-		if d.Allowed && release {
-			if err := lim.Release(ctx, r.Key, r.cost()); err != nil {
-				return nil, fmt.Errorf("sim: release of request %d: %w", i, err)
-			}
-		}
 	}
 	return out, nil
 }

@@ -89,3 +89,33 @@ func (s *tracedSyncStore) Sync(ctx context.Context, now int64, batches []store.S
 	}
 	return err
 }
+
+// Acquire passes a lease acquisition to the wrapped store, or returns
+// store.ErrNoLeases if it holds none.
+func (s *tracedStore) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+	ls, ok := s.inner.(store.Leaser)
+	if !ok {
+		return store.ErrNoLeases
+	}
+	ctx, span, traced := s.start(ctx, "floodgate.store.decide", len(reqs))
+	err := ls.Acquire(ctx, now, id, reqs, out)
+	if traced {
+		end(span, err)
+	}
+	return err
+}
+
+// ReleaseLease passes a lease release to the wrapped store, or returns
+// store.ErrNoLeases if it holds none.
+func (s *tracedStore) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+	ls, ok := s.inner.(store.Leaser)
+	if !ok {
+		return false, store.ErrNoLeases
+	}
+	ctx, span, traced := s.start(ctx, "floodgate.store.release", len(reqs))
+	held, err := ls.ReleaseLease(ctx, now, id, reqs)
+	if traced {
+		end(span, err)
+	}
+	return held, err
+}

@@ -1,0 +1,4 @@
+package rlsclient
+
+// LeaseHeaderForTest is the header the client reads leases from.
+const LeaseHeaderForTest = leaseHeader
