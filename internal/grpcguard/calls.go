@@ -56,7 +56,11 @@ type Admission struct {
 	calls    int
 	waiting  int
 	clients  map[string]*clientCalls
-	sweeping bool
+	sweeping bool // the sweep goroutine runs
+	closed   bool
+
+	stop  chan struct{} // closed by Close
+	swept sync.WaitGroup
 }
 
 // clientCalls is one client address's calls.
@@ -131,7 +135,19 @@ func NewAdmission(o AdmissionOptions) *Admission {
 	if o.OnRefuse == nil {
 		o.OnRefuse = func(string) {}
 	}
-	return &Admission{o: o, clients: map[string]*clientCalls{}}
+	return &Admission{o: o, clients: map[string]*clientCalls{}, stop: make(chan struct{})}
+}
+
+// Close stops the goroutine that keeps the message deadline and waits for
+// it to end. Call it once the gRPC server has stopped.
+func (a *Admission) Close() {
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.stop)
+	}
+	a.mu.Unlock()
+	a.swept.Wait()
 }
 
 // ServerOptions installs a on a gRPC server: a tap handle that admits or
@@ -190,8 +206,11 @@ func (a *Admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	cl.calls++
 	a.waiting++
 	cl.waiting.push(c)
-	startSweep := !a.sweeping
-	a.sweeping = true
+	startSweep := !a.sweeping && !a.closed
+	if startSweep {
+		a.sweeping = true
+		a.swept.Add(1)
+	}
 	a.mu.Unlock()
 	if evict != nil {
 		evict.cancel(errEvicted)
@@ -327,15 +346,22 @@ func (a *Admission) leave(c *call) {
 
 // sweep forgets calls whose stream ended before their message and cancels
 // those whose message is overdue, every tenth of MessageTimeout (every
-// second without one), until no call waits.
+// second without one), until no call waits or Close.
 func (a *Admission) sweep() {
 	every := time.Second
 	if a.o.MessageTimeout > 0 {
 		every = max(a.o.MessageTimeout/10, time.Millisecond)
 	}
+	defer a.swept.Done()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for now := range tick.C {
+	for {
+		var now time.Time
+		select {
+		case now = <-tick.C:
+		case <-a.stop:
+			return
+		}
 		var overdue []*call
 		a.mu.Lock()
 		a.purge(nil)

@@ -240,3 +240,20 @@ func BenchmarkAdmission(b *testing.B) {
 		}
 	})
 }
+
+// TestAdmissionClose: Close ends the sweeping goroutine even while calls
+// wait (synctest fails the test if a goroutine is left blocked).
+func TestAdmissionClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdmission(AdmissionOptions{MessageTimeout: time.Hour})
+		base, end := context.WithCancel(peer.NewContext(context.Background(), &peer.Peer{Addr: tcp("10.0.0.1")}))
+		defer end()
+		if _, err := a.tap(base, &tap.Info{}); err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		if _, err := a.tap(base, &tap.Info{}); err != nil {
+			t.Fatalf("a call after Close: %v", err)
+		}
+	})
+}

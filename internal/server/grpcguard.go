@@ -42,6 +42,7 @@ func (s *Server) grpcGuards(creds credentials.TransportCredentials) []grpc.Serve
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "floodgate_grpc_calls_waiting", Help: "gRPC calls whose request message has not arrived (connections.grpc.max_waiting_calls)."},
 			func() float64 { _, n := adm.Counts(); return float64(n) }),
 	)
+	s.admission = adm
 	opts := adm.ServerOptions()
 	if creds == nil {
 		creds = insecure.NewCredentials()

@@ -25,6 +25,7 @@ import (
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/gateway"
 	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/internal/grpcguard"
 	"github.com/floodgate-dev/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/internal/metrics"
 	"github.com/floodgate-dev/floodgate/internal/tracing"
@@ -61,7 +62,8 @@ type Server struct {
 	listeners map[string]net.Listener
 	tls       map[string]*tls.Config // by listener name; absent for plain text
 
-	inflight    inflight // requests being served, for the shutdown report
+	inflight    inflight             // requests being served, for the shutdown report
+	admission   *grpcguard.Admission // the gRPC listener's call bounds
 	refusedOnce sync.Once
 	refused     *prometheus.CounterVec // connections refused by a cap
 }
@@ -495,6 +497,7 @@ func (s *Server) shutdown(servers []*http.Server) error {
 		}
 	}()
 	wg.Wait()
+	s.admission.Close()
 	err := s.shutdownReport(timeout, httpCut.Load(), grpcCut.Load())
 	if serr := s.closeStore(ctx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("%w: %v", ErrUncleanShutdown, serr))
