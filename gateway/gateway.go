@@ -274,9 +274,13 @@ func (g *Gateway) CloseIdleConnections() {
 
 // ServeHTTP makes r's path canonical, limits r on that path and forwards
 // it, on that same path, to its route's upstream. A path the gateway
-// cannot give one meaning is answered 400 without being limited or
-// forwarded.
+// cannot give one meaning is answered 400, and CONNECT (which has no path)
+// 405, without being limited or forwarded.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		writeError(w, http.StatusMethodNotAllowed, "the gateway does not tunnel CONNECT")
+		return
+	}
 	sent := r.URL.EscapedPath()
 	esc, dec, err := g.canonical(sent)
 	if err != nil {

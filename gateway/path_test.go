@@ -77,6 +77,21 @@ func TestGatewayForwardsTheCanonicalPath(t *testing.T) {
 	}
 }
 
+// TestGatewayRefusesConnect: CONNECT has no path to limit or forward.
+func TestGatewayRefusesConnect(t *testing.T) {
+	gw, err := New(Options{Routes: []Route{{Prefix: "/", Upstream: mustURL(t, seenPath(t, "up").URL)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodConnect, "/", nil)
+	req.URL.Path, req.Host = "", "example.com:443"
+	rec := httptest.NewRecorder()
+	gw.ServeHTTP(rec, req)
+	if rec.Code != http.StatusMethodNotAllowed || !strings.Contains(rec.Body.String(), "CONNECT") {
+		t.Fatalf("CONNECT: %d %q, want 405", rec.Code, rec.Body)
+	}
+}
+
 func TestGatewayRoutePathPolicyChecked(t *testing.T) {
 	up := mustURL(t, "http://127.0.0.1:9")
 	for _, c := range []struct {
