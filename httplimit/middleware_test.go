@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/memstore"
@@ -311,8 +311,12 @@ func TestConcurrencyReleased(t *testing.T) {
 	}
 }
 
+// TestLeakyBucketDelaysInsteadOfRejecting runs the middleware in a
+// synctest bubble, where time moves only while every goroutine waits: the
+// delays are measured exactly, whatever the machine's load.
 func TestLeakyBucketDelaysInsteadOfRejecting(t *testing.T) {
-	eng := newEngine(t, `
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngine(t, `
 domain: web
 rules:
   - name: paced
@@ -323,33 +327,36 @@ rules:
     algorithm: leaky-bucket
     max_delay: 2s
 `)
-	var served atomic.Int32
-	srv := newServer(t, Options{Checker: eng}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-	}))
-	start := time.Now()
-	for i := 0; i < 3; i++ {
-		if code := get(t, srv.URL).StatusCode; code != 200 {
-			t.Fatalf("request %d: status %d; a leaky bucket under its bound delays, it does not reject", i, code)
+		var served atomic.Int32
+		mw, err := Middleware(Options{Checker: eng})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// Three requests at 5/s leave 200 ms apart: the third waits ~400 ms.
-	if el := time.Since(start); el < 300*time.Millisecond {
-		t.Fatalf("three paced requests took %v, want them spaced ~200 ms apart", el)
-	}
-	// A client that gives up while queued never reaches the handler.
-	before := served.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-	_, err := http.DefaultClient.Do(req)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("queued request: err %v, want deadline exceeded", err)
-	}
-	time.Sleep(600 * time.Millisecond) // longer than its delay would have been
-	if served.Load() != before {
-		t.Fatal("handler ran for a request whose client had gone")
-	}
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+		start := time.Now()
+		for i := 0; i < 3; i++ {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			if rec.Code != 200 {
+				t.Fatalf("request %d: status %d; a leaky bucket under its bound delays, it does not reject", i, rec.Code)
+			}
+		}
+		// Three requests at 5/s leave 200 ms apart: the third waits 400 ms.
+		if el := time.Since(start); el < 400*time.Millisecond || el > 410*time.Millisecond {
+			t.Fatalf("three paced requests took %v, want them spaced 200 ms apart (400 ms)", el)
+		}
+		// A client that gives up while queued never reaches the handler.
+		before := served.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+		time.Sleep(600 * time.Millisecond) // longer than its delay would have been
+		synctest.Wait()
+		if served.Load() != before {
+			t.Fatalf("handler ran for a request whose client had gone (status %d)", rec.Code)
+		}
+	})
 }
 
 func TestCheckErrorFailsOpenOrClosed(t *testing.T) {

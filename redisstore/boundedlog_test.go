@@ -179,56 +179,58 @@ func TestBoundedLogMemoryUsage(t *testing.T) {
 		{"by Sync, 8 nodes: an event every 10 s for 3 min", "203.0.113.32", 18, 10 * sec, 8, sec, true},
 		{"by Sync, 8 nodes: at its limit for 2.5 windows", "203.0.113.33", 1500, int64(time.Minute) / 600, 8, sec / 5, false},
 	} {
-		rng := rand.New(rand.NewPCG(uint64(k.n), uint64(k.nodes)))
-		pending := make([][]store.Event, k.nodes)
-		phase := make([]int64, k.nodes)
-		for i := range phase {
-			phase[i] = rng.Int64N(k.every)
-		}
-		next := func(i int, at int64) int64 { // node i's first push after at
-			return at - (at-phase[i])%k.every + k.every
-		}
-		push := func(i int, at int64) {
-			if len(pending[i]) == 0 {
-				return
+		t.Run(k.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(k.n), uint64(k.nodes)))
+			pending := make([][]store.Event, k.nodes)
+			phase := make([]int64, k.nodes)
+			for i := range phase {
+				phase[i] = rng.Int64N(k.every)
 			}
-			b := []store.SyncBatch{{Algorithm: a, Key: k.ip, Events: pending[i]}}
-			if err := s.Sync(ctx, at, b); err != nil {
-				t.Fatal(err)
+			next := func(i int, at int64) int64 { // node i's first push after at
+				return at - (at-phase[i])%k.every + k.every
 			}
-			pending[i] = nil
-		}
-		due := make([]int64, k.nodes)
-		for i := range due {
-			due[i] = t0 + phase[i]
-		}
-		flush := func(upTo int64) { // every push due by upTo, in time order
-			for {
-				i := 0
-				for j := range due {
-					if due[j] < due[i] {
-						i = j
-					}
-				}
-				if due[i] > upTo {
+			push := func(i int, at int64) {
+				if len(pending[i]) == 0 {
 					return
 				}
-				push(i, due[i])
-				due[i] = next(i, due[i])
+				b := []store.SyncBatch{{Algorithm: a, Key: k.ip, Events: pending[i]}}
+				if err := s.Sync(ctx, at, b); err != nil {
+					t.Fatal(err)
+				}
+				pending[i] = nil
 			}
-		}
-		for j := range k.n {
-			at := t0 + phase[0] + 1 + j*k.step
-			flush(at)
-			i := rng.IntN(int(k.nodes))
-			pending[i] = append(pending[i], store.Event{Time: at, Cost: 1})
-		}
-		flush(t0 + k.n*k.step + 2*k.every)
-		u := usage(k.ip)
-		t.Logf("MEMORY USAGE %-48s %3d bytes, stored %s", k.name+":", u, storedForm(t, s.key(sp, k.ip)))
-		if k.light && u > 100 || u > 400 {
-			t.Errorf("MEMORY USAGE of %s: %d bytes (targets: 100 light, 400 at the limit)", k.name, u)
-		}
+			due := make([]int64, k.nodes)
+			for i := range due {
+				due[i] = t0 + phase[i]
+			}
+			flush := func(upTo int64) { // every push due by upTo, in time order
+				for {
+					i := 0
+					for j := range due {
+						if due[j] < due[i] {
+							i = j
+						}
+					}
+					if due[i] > upTo {
+						return
+					}
+					push(i, due[i])
+					due[i] = next(i, due[i])
+				}
+			}
+			for j := range k.n {
+				at := t0 + phase[0] + 1 + j*k.step
+				flush(at)
+				i := rng.IntN(int(k.nodes))
+				pending[i] = append(pending[i], store.Event{Time: at, Cost: 1})
+			}
+			flush(t0 + k.n*k.step + 2*k.every)
+			u := usage(k.ip)
+			t.Logf("MEMORY USAGE %-48s %3d bytes, stored %s", k.name+":", u, storedForm(t, s.key(sp, k.ip)))
+			if k.light && u > 100 || u > 400 {
+				t.Errorf("MEMORY USAGE of %s: %d bytes (targets: 100 light, 400 at the limit)", k.name, u)
+			}
+		})
 	}
 }
 
@@ -644,35 +646,37 @@ func TestBoundedLogMergedDoublesFallback(t *testing.T) {
 			[][2]int64{{0, 1}, {10 * ms, 1}, {20 * ms, 1}, {30 * ms, 1}, {40 * ms, 1}, {50 * ms, 1}, {60 * ms, 1},
 				{70 * ms, 1}, {80 * ms, 1}, {90 * ms, 1}, {100 * ms, 1}, {110 * ms, 1}, {15 * ms, 1}, {15 * ms, 1}}, "merged doubles"},
 	} {
-		a := mustAlg(t, c.cfg)
-		sp, err := s.specFor(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref := make([]int64, a.Words())
-		now := t0
-		for _, e := range c.events {
-			a.Record(ref, t0+e[0], e[1])
-			now = max(now, t0+e[0])
-			b := []store.SyncBatch{{Algorithm: a, Key: c.name, Events: []store.Event{{Time: t0 + e[0], Cost: e[1]}}}}
-			if err := s.Sync(ctx, now, b); err != nil {
+		t.Run(c.name, func(t *testing.T) {
+			a := mustAlg(t, c.cfg)
+			sp, err := s.specFor(a)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameState(a, b[0].State, ref) {
-				t.Fatalf("%s: synced\nredis %v\ngo    %v", c.name, b[0].State[:8], ref[:8])
+			ref := make([]int64, a.Words())
+			now := t0
+			for _, e := range c.events {
+				a.Record(ref, t0+e[0], e[1])
+				now = max(now, t0+e[0])
+				b := []store.SyncBatch{{Algorithm: a, Key: c.name, Events: []store.Event{{Time: t0 + e[0], Cost: e[1]}}}}
+				if err := s.Sync(ctx, now, b); err != nil {
+					t.Fatal(err)
+				}
+				if !sameState(a, b[0].State, ref) {
+					t.Fatalf("%s: synced\nredis %v\ngo    %v", c.name, b[0].State[:8], ref[:8])
+				}
 			}
-		}
-		if ref[0]&(1<<17) == 0 {
-			t.Fatalf("%s: the events did not make a merged state: %v", c.name, ref[:8])
-		}
-		if form := storedForm(t, s.key(sp, c.name)); form != c.form {
-			t.Fatalf("%s: stored as %s, want %s", c.name, form, c.form)
-		}
-		want := micros(a.Decide(ref, now+ms, 1))
-		got, err := s.DecideOne(ctx, now+ms, store.Request{Algorithm: a, Key: c.name, Cost: 1})
-		if err != nil || got != want {
-			t.Fatalf("%s: redis %+v %v, go %+v", c.name, got, err, want)
-		}
+			if ref[0]&(1<<17) == 0 {
+				t.Fatalf("%s: the events did not make a merged state: %v", c.name, ref[:8])
+			}
+			if form := storedForm(t, s.key(sp, c.name)); form != c.form {
+				t.Fatalf("%s: stored as %s, want %s", c.name, form, c.form)
+			}
+			want := micros(a.Decide(ref, now+ms, 1))
+			got, err := s.DecideOne(ctx, now+ms, store.Request{Algorithm: a, Key: c.name, Cost: 1})
+			if err != nil || got != want {
+				t.Fatalf("%s: redis %+v %v, go %+v", c.name, got, err, want)
+			}
+		})
 	}
 }
 

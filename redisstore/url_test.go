@@ -30,19 +30,20 @@ func TestParseURL(t *testing.T) {
 			master: "main", address: "redis-sentinel://s1:26379,s2:26379/1?master=main"},
 		{in: "REDISS://[::1]:6379", addrs: []string{"[::1]:6379"}, tls: true, address: "rediss://[::1]:6379"},
 	} {
-		o, err := ParseURL(c.in)
-		if err != nil {
-			t.Errorf("ParseURL(%q): %v", c.in, err)
-			continue
-		}
-		if !slices.Equal(o.Addrs, c.addrs) || o.Username != c.user || o.Password != c.pass || o.DB != c.db ||
-			(o.TLS != nil) != c.tls || o.Cluster != c.cluster || o.SentinelMaster != c.master {
-			t.Errorf("ParseURL(%q) = addrs %v user %q pass %q db %d tls %v cluster %v master %q", c.in,
-				o.Addrs, o.Username, o.Password, o.DB, o.TLS != nil, o.Cluster, o.SentinelMaster)
-		}
-		if got := o.Address(); got != c.address {
-			t.Errorf("ParseURL(%q).Address() = %q, want %q", c.in, got, c.address)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			o, err := ParseURL(c.in)
+			if err != nil {
+				t.Fatalf("ParseURL(%q): %v", c.in, err)
+			}
+			if !slices.Equal(o.Addrs, c.addrs) || o.Username != c.user || o.Password != c.pass || o.DB != c.db ||
+				(o.TLS != nil) != c.tls || o.Cluster != c.cluster || o.SentinelMaster != c.master {
+				t.Errorf("ParseURL(%q) = addrs %v user %q pass %q db %d tls %v cluster %v master %q", c.in,
+					o.Addrs, o.Username, o.Password, o.DB, o.TLS != nil, o.Cluster, o.SentinelMaster)
+			}
+			if got := o.Address(); got != c.address {
+				t.Errorf("ParseURL(%q).Address() = %q, want %q", c.in, got, c.address)
+			}
+		})
 	}
 }
 
@@ -65,14 +66,15 @@ func TestParseURLErrors(t *testing.T) {
 		{"user:topsecret@h:1", "want host:port"},
 		{"redis://user:topsecret@h", "not host:port"},
 	} {
-		_, err := ParseURL(c.in)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("ParseURL(%q) error %v, want one containing %q", c.in, err, c.want)
-			continue
-		}
-		if strings.Contains(err.Error(), "topsecret") {
-			t.Errorf("ParseURL(%q) error repeats the password: %v", c.in, err)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			_, err := ParseURL(c.in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("ParseURL(%q) error %v, want one containing %q", c.in, err, c.want)
+			}
+			if strings.Contains(err.Error(), "topsecret") {
+				t.Errorf("ParseURL(%q) error repeats the password: %v", c.in, err)
+			}
+		})
 	}
 }
 

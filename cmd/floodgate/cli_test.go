@@ -91,14 +91,16 @@ func TestServeErrorsNameFlagOrFile(t *testing.T) {
 		{[]string{"--store", "localhost"}, `--store: Redis address "localhost"`},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 	} {
-		var out, errb strings.Builder
-		err := runServe(c.args, &out, &errb)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("serve %v: %v, want an error containing %q", c.args, err, c.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "secret") {
-			t.Errorf("serve %v: the error shows the password: %v", c.args, err)
-		}
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out, errb strings.Builder
+			err := runServe(c.args, &out, &errb)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("serve %v: %v, want an error containing %q", c.args, err, c.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("serve %v: the error shows the password: %v", c.args, err)
+			}
+		})
 	}
 }
 
@@ -166,17 +168,19 @@ func TestBinaryExitStatusAndVersion(t *testing.T) {
 		{[]string{"--version"}, 0, "\ngo        go1."},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 	} {
-		out, err := exec.Command(bin, c.args...).CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != c.code || !strings.Contains(string(out), c.want) {
-			t.Errorf("floodgate %v: exit %d, want %d; output lacks %q:\n%s", c.args, code, c.code, c.want, out)
-		}
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, err := exec.Command(bin, c.args...).CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.code || !strings.Contains(string(out), c.want) {
+				t.Errorf("floodgate %v: exit %d, want %d; output lacks %q:\n%s", c.args, code, c.code, c.want, out)
+			}
+		})
 	}
 }
 

@@ -406,22 +406,24 @@ func TestKeyPlacement(t *testing.T) {
 		{"client=c", 1, "client=c"},
 		{"client=c{}", 1, "client=c0"},
 	} {
-		d, err := ParseDescriptor(tc.desc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := Config{Keys: tc.keys, Descriptors: []Descriptor{d}}
-		k := min(2, tc.keys-1)
-		var parts []string
-		for _, e := range c.descriptorsFor(k)[0] {
-			parts = append(parts, e.Key+"="+e.Value)
-		}
-		if got := strings.Join(parts, ","); got != tc.want {
-			t.Errorf("%q with %d keys, key %d: %q, want %q", tc.desc, tc.keys, k, got, tc.want)
-		}
-		if c.Descriptors[0][0] != d[0] {
-			t.Errorf("descriptorsFor changed the configured descriptor")
-		}
+		t.Run(tc.desc, func(t *testing.T) {
+			d, err := ParseDescriptor(tc.desc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := Config{Keys: tc.keys, Descriptors: []Descriptor{d}}
+			k := min(2, tc.keys-1)
+			var parts []string
+			for _, e := range c.descriptorsFor(k)[0] {
+				parts = append(parts, e.Key+"="+e.Value)
+			}
+			if got := strings.Join(parts, ","); got != tc.want {
+				t.Errorf("%q with %d keys, key %d: %q, want %q", tc.desc, tc.keys, k, got, tc.want)
+			}
+			if c.Descriptors[0][0] != d[0] {
+				t.Errorf("descriptorsFor changed the configured descriptor")
+			}
+		})
 	}
 }
 
@@ -438,10 +440,12 @@ func TestBadConfig(t *testing.T) {
 		{Config{Target: "grpc://x:1", Rate: -1}, "rate"},
 		{Config{Target: "grpc://x:1", Descriptors: []Descriptor{{{Key: "", Value: "v"}}}}, "empty key"},
 	} {
-		_, err := Run(context.Background(), tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: error %v, want one mentioning %q", tc.cfg, err, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := Run(context.Background(), tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%+v: error %v, want one mentioning %q", tc.cfg, err, tc.want)
+			}
+		})
 	}
 	for _, bad := range []string{"", "novalue", "=v", "a=1,,b=2"} {
 		if _, err := ParseDescriptor(bad); err == nil {

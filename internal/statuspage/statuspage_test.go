@@ -93,16 +93,18 @@ func TestRoutes(t *testing.T) {
 		{"/status.css", "text/css", ".card"},
 		{"/status.json", "application/json", `"rules"`},
 	} {
-		resp := get(t, h, "GET", tc.path)
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.ctype) ||
-			!strings.Contains(string(body), tc.contains) {
-			t.Errorf("GET %s: %d %q, body contains %q: %v", tc.path, resp.StatusCode,
-				resp.Header.Get("Content-Type"), tc.contains, strings.Contains(string(body), tc.contains))
-		}
-		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
-			t.Errorf("GET %s: CSP %q", tc.path, csp)
-		}
+		t.Run(tc.path, func(t *testing.T) {
+			resp := get(t, h, "GET", tc.path)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.ctype) ||
+				!strings.Contains(string(body), tc.contains) {
+				t.Errorf("GET %s: %d %q, body contains %q: %v", tc.path, resp.StatusCode,
+					resp.Header.Get("Content-Type"), tc.contains, strings.Contains(string(body), tc.contains))
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+				t.Errorf("GET %s: CSP %q", tc.path, csp)
+			}
+		})
 	}
 	if resp := get(t, h, "GET", "/nope"); resp.StatusCode != 404 {
 		t.Errorf("GET /nope: %d", resp.StatusCode)

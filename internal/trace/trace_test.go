@@ -66,18 +66,19 @@ func TestParseErrors(t *testing.T) {
 		{"# fine\n1," + strings.Repeat("k", MaxLineLen+1) + "\n", 2, "line longer than"},
 	}
 	for _, c := range cases {
-		_, err := Parse(strings.NewReader(c.in), "bad.csv")
-		var pe *Error
-		if !errors.As(err, &pe) {
-			t.Errorf("Parse(%q) error = %v, want *Error", c.in, err)
-			continue
-		}
-		if pe.Line != c.line || !strings.Contains(pe.Reason, c.reason) {
-			t.Errorf("Parse(%q) = %v, want line %d and reason containing %q", c.in, err, c.line, c.reason)
-		}
-		if prefix := "bad.csv:"; !strings.HasPrefix(err.Error(), prefix) {
-			t.Errorf("error %q does not start with %q", err, prefix)
-		}
+		t.Run(c.reason, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(c.in), "bad.csv")
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("Parse(%q) error = %v, want *Error", c.in, err)
+			}
+			if pe.Line != c.line || !strings.Contains(pe.Reason, c.reason) {
+				t.Errorf("Parse(%q) = %v, want line %d and reason containing %q", c.in, err, c.line, c.reason)
+			}
+			if prefix := "bad.csv:"; !strings.HasPrefix(err.Error(), prefix) {
+				t.Errorf("error %q does not start with %q", err, prefix)
+			}
+		})
 	}
 }
 
