@@ -80,11 +80,15 @@
 // requests of cost 1 could still join the queue (at most L). ResetAfter is
 // the time until the queue is empty.
 //
-// concurrency (2 words): at most L units in flight; Release gives units
-// back. If W is positive it also guards against leaks: a state nobody has
-// touched for longer than W counts as empty, so W must exceed the longest
-// request. ResetAfter (and RetryAfter when rejected) is the time until that
-// guard empties the state, or zero if W is zero, when only a Release helps.
+// concurrency (Words() = 3 + 4·min(L, MaxLeases)): at most L units in
+// flight. Acquire (see Leaser) holds a request's units under a lease id;
+// only ReleaseLease with that id gives them back, once, and a lease not
+// released expires W after it was taken (DefaultLeaseTTL if W is zero),
+// however busy the key. Decide holds units anonymously: Release gives them
+// back, and if W is positive a state nobody has touched for longer than W
+// counts as empty. A key holds at most min(L, MaxLeases) leases. ResetAfter
+// (and RetryAfter when rejected) is the time until the first units come
+// back by themselves, or zero if none will.
 //
 // bounded-log (Words() = 2 + 3·(2·ceil(L/m)+2), m = max(1, floor(e·L)), e =
 // Tolerance, default 0.05): Floodgate's own, described in the source. It

@@ -1,5 +1,5 @@
 // Package rlsclient is a Go client for a Floodgate server: the Limiter API
-// of package floodgate (Allow, AllowN, Check, Charge, Release, with the same
+// of package floodgate (Allow, AllowN, Check, Charge, Acquire, with the same
 // Decision fields) answered by `floodgate serve` over gRPC, using Envoy's
 // Rate Limit Service protocol.
 //
@@ -105,7 +105,8 @@ type Options struct {
 	// (ErrUnmatched) instead of an allowed decision without limit.
 	RequireMatch bool
 	// HTTPURL is the base URL of the server's JSON API
-	// ("http://floodgate:8080"); Release needs it, as RLS has no release.
+	// ("http://floodgate:8080"); releasing a lease (Acquire) needs it, as RLS
+	// has no release.
 	HTTPURL string
 	// HTTPClient makes the JSON API calls; nil means a client of its own.
 	HTTPClient *http.Client
