@@ -12,19 +12,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/internal/testtier"
 )
 
 // Start runs nginx in the foreground with its own prefix in a temporary
 // directory, serving the server-block directives in locations (location
 // blocks and the like) on a free 127.0.0.1 port, and returns that address
 // once nginx accepts connections. nginx is stopped when tb's test ends.
-// The test is skipped, saying so, when nginx is not installed.
+// The test is skipped, saying so, when nginx is not installed, and fails
+// then in the integration tier (scripts/test installs nginx).
 func Start(tb testing.TB, locations string) string {
 	tb.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
-			tb.Skipf("nginxtest: nginx is not installed (%v); install it, e.g. `apt-get install -y nginx`", err)
+			msg := fmt.Sprintf("nginxtest: nginx is not installed (%v); install it, e.g. `apt-get install -y nginx`", err)
+			if testtier.Integration() {
+				tb.Fatal(msg) // scripts/test installs it: a miss there is a fault
+			}
+			tb.Skip(msg + "; skipping the test")
 		}
 		bin = "/usr/sbin/nginx"
 	}
