@@ -56,7 +56,8 @@ type Admission struct {
 	calls    int
 	waiting  int
 	clients  map[string]*clientCalls
-	sweeping bool // the sweep goroutine runs
+	sweeping bool      // the sweep goroutine runs
+	purged   time.Time // when tap last forgot calls whose stream ended
 	closed   bool
 
 	stop  chan struct{} // closed by Close
@@ -170,6 +171,10 @@ func (a *Admission) Counts() (calls, waiting int) {
 	return a.calls, a.waiting
 }
 
+// purgeEvery is how often, at most, tap looks for calls whose stream ended
+// before their message.
+const purgeEvery = 50 * time.Millisecond
+
 var errEvicted = errors.New("call cancelled: its request message did not come and another client needed its place")
 
 // tap admits a call when its HEADERS arrive, before gRPC starts a handler
@@ -182,10 +187,12 @@ func (a *Admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	a.mu.Lock()
 	cl := a.client(p.Addr)
 	reason, evict := a.check(cl)
-	if reason != "" || evict != nil {
+	if (reason != "" || evict != nil) && time.Since(a.purged) >= purgeEvery {
 		// Calls whose stream ended before their message still count:
-		// forget them and look again.
+		// forget them and look again. Not at every call past a bound: a
+		// flood of them would spend the server's time scanning.
 		a.purge(nil)
+		a.purged = time.Now()
 		reason, evict = a.check(cl)
 	}
 	if evict != nil {

@@ -117,6 +117,8 @@ func TestAdmissionCaps(t *testing.T) {
 			s1, s2 := open(t, a, "10.0.0.1"), open(t, a, "10.0.0.1")
 			wantRefused(t, open(t, a, "10.0.0.1"), "third")
 			s1.end() // reset: gRPC never runs the interceptors for it
+			wantRefused(t, open(t, a, "10.0.0.1"), "a call right after (the last look was just now)")
+			time.Sleep(purgeEvery)
 			wantAdmitted(t, open(t, a, "10.0.0.1"), "a call once one was reset")
 			s2.end()
 			wantCounts(t, a, 1, 1)
