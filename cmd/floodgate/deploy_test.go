@@ -149,16 +149,25 @@ func TestKubernetesManifests(t *testing.T) {
 	if err != nil || set.Domain() != "edge" || len(res.Statuses) != 2 || res.Unmatched != "" {
 		t.Errorf("Envoy's descriptors through the ConfigMap rules: %+v %v", res, err)
 	}
-	// The Redis variant patches the --store argument by index.
-	redis := yamlDocs(t, filepath.Join(dir, "redis", "kustomization.yaml"))[0]
-	patch := dig(redis, "patches", 0, "patch").(string)
-	if !strings.Contains(patch, "/args/4") || !strings.HasPrefix(dig(c, "args", 4).(string), "--store=") {
-		t.Errorf("the redis patch replaces args[4], which is %v", dig(c, "args", 4))
+	// The Redis variant (generated from the same chart) points --store at
+	// its Redis, with the password from a Secret.
+	var redisDep map[string]any
+	for _, d := range yamlDocs(t, filepath.Join(dir, "redis", "deployment.yaml")) {
+		if d["kind"] == "Deployment" {
+			redisDep = d
+		}
 	}
-	_, redisStore, _ := strings.Cut(patch, "value: --store=")
-	redisStore, _, _ = strings.Cut(redisStore, "\n")
+	redisStore := ""
+	for _, a := range dig(redisDep, "spec", "template", "spec", "containers", 0, "args").([]any) {
+		if v, ok := strings.CutPrefix(a.(string), "--store="); ok {
+			redisStore = v
+		}
+	}
 	if err := cfg.Store.SetURL(redisStore); err != nil || cfg.Store.Type != server.StoreRedis {
 		t.Errorf("the redis variant's --store=%s: %v (type %s)", redisStore, err, cfg.Store.Type)
+	}
+	if env := dig(redisDep, "spec", "template", "spec", "containers", 0, "env", 0, "name"); env != server.PasswordEnv {
+		t.Errorf("the redis variant's Redis password comes from %v, want %s", env, server.PasswordEnv)
 	}
 }
 
