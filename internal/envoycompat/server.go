@@ -119,14 +119,14 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 	}
 	warnLiteral(log, cfg)
 	s := &Server{set: set, log: log, lis: map[string]net.Listener{}}
-	client, err := dialRedis(ctx, set.Redis)
+	client, err := dialRetrying(ctx, set, set.Redis, log)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	s.clients = append(s.clients, client)
 	var perSecond rueidis.Client
 	if set.RedisPerSecond {
-		if perSecond, err = dialRedis(ctx, set.PerSecond); err != nil {
+		if perSecond, err = dialRetrying(ctx, set, set.PerSecond, log); err != nil {
 			s.closeClients()
 			return nil, fmt.Errorf("REDIS_PERSECOND_URL: %w", err)
 		}
@@ -184,6 +184,34 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 func warnLiteral(log *slog.Logger, cfg *Config) {
 	for _, d := range cfg.Literal {
 		log.Warn("a '*' inside a descriptor value is a literal character here, as in envoyproxy/ratelimit before its wildcards anywhere (#1085); set FLOODGATE_WILDCARDS=anywhere if the rule means a wildcard", "descriptor", d)
+	}
+}
+
+// dialRetrying connects to r as the reference does at start: on failure it
+// waits and tries again, the wait doubling from REDIS_STARTUP_INITIAL_INTERVAL
+// up to REDIS_STARTUP_MAX_INTERVAL, until REDIS_STARTUP_MAX_ELAPSED_TIME
+// (0: until ctx ends).
+func dialRetrying(ctx context.Context, set Settings, r RedisSettings, log *slog.Logger) (rueidis.Client, error) {
+	start := time.Now()
+	wait := max(set.RedisStartupInitial, time.Millisecond)
+	for {
+		c, err := dialRedis(ctx, r)
+		if err == nil {
+			return c, nil
+		}
+		elapsed := time.Since(start)
+		if set.RedisStartupMaxElapsed > 0 && elapsed >= set.RedisStartupMaxElapsed {
+			return nil, fmt.Errorf("timed out after %s (REDIS_STARTUP_MAX_ELAPSED_TIME): %w", elapsed.Round(time.Millisecond), err)
+		}
+		log.Warn("retrying the connection to Redis", "in", wait, "elapsed", elapsed.Round(time.Millisecond), "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("start cancelled while waiting for Redis: %w", err)
+		case <-t.C:
+		}
+		wait = min(2*wait, max(set.RedisStartupMax, wait))
 	}
 }
 

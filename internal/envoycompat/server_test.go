@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/floodgate-dev/floodgate/internal/redistest"
 )
 
 // startServer runs the compatibility server on loopback ports with a
@@ -185,5 +187,30 @@ func TestServerGRPCUnixSocket(t *testing.T) {
 		Descriptors: []*commonv3.RateLimitDescriptor{desc("generic", "uds")}})
 	if err != nil || r.Statuses[0].LimitRemaining != 19 {
 		t.Fatalf("over GRPC_UDS: %v %v", r, err)
+	}
+}
+
+func TestServerRedisStartupRetry(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr()
+	srv.Kill()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "config"), 0o755)
+	os.WriteFile(filepath.Join(root, "config", "x.yaml"), []byte(testRules), 0o644)
+	set, err := ParseSettings(mapLookup(map[string]string{"RUNTIME_ROOT": root, "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": addr,
+		"REDIS_STARTUP_INITIAL_INTERVAL": "10ms", "REDIS_STARTUP_MAX_INTERVAL": "20ms", "REDIS_STARTUP_MAX_ELAPSED_TIME": "100ms"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "REDIS_STARTUP_MAX_ELAPSED_TIME") {
+		t.Fatalf("Redis down with a bounded startup: %v", err)
+	}
+	// Without a bound the start waits for Redis until it is cancelled.
+	set.RedisStartupMaxElapsed = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err = New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("Redis down, start cancelled: %v", err)
 	}
 }

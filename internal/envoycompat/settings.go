@@ -62,6 +62,10 @@ type Settings struct {
 
 	Redis          RedisSettings
 	RedisPerSecond bool
+	// RedisStartup* retry the first connection to Redis, doubling the
+	// wait from Initial up to Max, for at most MaxElapsed (0: until the
+	// start is cancelled).
+	RedisStartupInitial, RedisStartupMax, RedisStartupMaxElapsed time.Duration
 	// PerSecond is the Redis for limits with unit SECOND, when
 	// RedisPerSecond is set.
 	PerSecond RedisSettings
@@ -212,6 +216,9 @@ var settings = []setting{
 	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", boolean(func(s *Settings) *bool { return &s.Redis.TLSSkipHostnameVerification })},
 	{"REDIS_TIMEOUT", "10s", duration(func(s *Settings) *time.Duration { return &s.Redis.Timeout })},
 
+	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", duration(func(s *Settings) *time.Duration { return &s.RedisStartupInitial })},
+	{"REDIS_STARTUP_MAX_INTERVAL", "30s", duration(func(s *Settings) *time.Duration { return &s.RedisStartupMax })},
+	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", duration(func(s *Settings) *time.Duration { return &s.RedisStartupMaxElapsed })},
 	{"REDIS_PERSECOND", "false", boolean(func(s *Settings) *bool { return &s.RedisPerSecond })},
 	{"REDIS_PERSECOND_SOCKET_TYPE", "unix", oneOf(func(s *Settings) *string { return &s.PerSecond.SocketType }, "tcp", "unix")},
 	{"REDIS_PERSECOND_TYPE", "SINGLE", oneOf(func(s *Settings) *string { return &s.PerSecond.Type }, "single", "cluster", "sentinel")},
