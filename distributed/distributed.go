@@ -737,11 +737,11 @@ func SplitConfig(c algorithm.Config, nodes int) algorithm.Config {
 
 func checkReqs(reqs []store.Request, out []algorithm.Decision) error {
 	if len(out) != len(reqs) {
-		return fmt.Errorf("distributed: %d requests but %d decision slots", len(reqs), len(out))
+		return fmt.Errorf("distributed: %d requests but %d decision slots: %w", len(reqs), len(out), store.ErrOutLength)
 	}
 	for i := range reqs {
 		if reqs[i].Algorithm == nil {
-			return fmt.Errorf("distributed: request %d (key %q) has no algorithm", i, reqs[i].Key)
+			return fmt.Errorf("distributed: request %d: %w", i, store.ErrNoAlgorithm)
 		}
 	}
 	return nil
@@ -788,7 +788,7 @@ func (n *Node) Decide(ctx context.Context, now int64, reqs []store.Request, out 
 func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) error {
 	for i := range reqs {
 		if reqs[i].Algorithm == nil {
-			return fmt.Errorf("distributed: request %d (key %q) has no algorithm", i, reqs[i].Key)
+			return fmt.Errorf("distributed: request %d: %w", i, store.ErrNoAlgorithm)
 		}
 	}
 	if n.arr == Centralized {

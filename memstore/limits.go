@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
 )
 
 // A limit is one distinct algorithm.Config the store has seen: the store
@@ -73,7 +74,7 @@ const (
 // batch call, naming the element as what (request, batch) in errors.
 func (s *Store) resolve(what string, i int, a algorithm.Algorithm, key string) (*limit, uint64, error) {
 	if a == nil {
-		return nil, 0, fmt.Errorf("%s %d: %w", what, i, ErrNoAlgorithm)
+		return nil, 0, fmt.Errorf("%s %d: %w", what, i, store.ErrNoAlgorithm)
 	}
 	l, err := s.limitFor(a)
 	if err != nil {

@@ -99,20 +99,20 @@ func (l liar) Words() int { return l.counter.Words() + 1 }
 func TestBadRequests(t *testing.T) {
 	s := New(Options{})
 	c := newCounter(3, time.Minute, 2)
-	if _, err := s.DecideOne(ctx, 0, store.Request{Key: "a", Cost: 1}); !errors.Is(err, ErrNoAlgorithm) {
+	if _, err := s.DecideOne(ctx, 0, store.Request{Key: "a", Cost: 1}); !errors.Is(err, store.ErrNoAlgorithm) {
 		t.Fatalf("DecideOne without algorithm: err = %v", err)
 	}
 	reqs := []store.Request{{Algorithm: c, Key: "a", Cost: 1}, {Key: "b", Cost: 1}}
-	if err := s.Decide(ctx, 0, reqs, make([]algorithm.Decision, 2)); !errors.Is(err, ErrNoAlgorithm) {
+	if err := s.Decide(ctx, 0, reqs, make([]algorithm.Decision, 2)); !errors.Is(err, store.ErrNoAlgorithm) {
 		t.Fatalf("Decide with a nil algorithm: err = %v", err)
 	}
-	if err := s.Decide(ctx, 0, reqs, make([]algorithm.Decision, 1)); !errors.Is(err, ErrOutLength) {
+	if err := s.Decide(ctx, 0, reqs, make([]algorithm.Decision, 1)); !errors.Is(err, store.ErrOutLength) {
 		t.Fatalf("Decide with short out: err = %v", err)
 	}
-	if err := s.Release(ctx, 0, reqs); !errors.Is(err, ErrNoAlgorithm) {
+	if err := s.Release(ctx, 0, reqs); !errors.Is(err, store.ErrNoAlgorithm) {
 		t.Fatalf("Release with a nil algorithm: err = %v", err)
 	}
-	if err := s.Sync(ctx, 0, []store.SyncBatch{{Key: "a"}}); !errors.Is(err, ErrNoAlgorithm) {
+	if err := s.Sync(ctx, 0, []store.SyncBatch{{Key: "a"}}); !errors.Is(err, store.ErrNoAlgorithm) {
 		t.Fatalf("Sync with a nil algorithm: err = %v", err)
 	}
 	decide(t, s, c, "a", 0, 1)
@@ -670,7 +670,7 @@ func TestBoundSharesStateWithDecideOne(t *testing.T) {
 	if allocs := testing.AllocsPerRun(1000, func() { b.DecideInto(&d, now, "a", 1) }); allocs != 0 {
 		t.Fatalf("Bound.DecideInto on a known key allocates %v times", allocs)
 	}
-	if _, err := s.Bind(nil); !errors.Is(err, ErrNoAlgorithm) {
+	if _, err := s.Bind(nil); !errors.Is(err, store.ErrNoAlgorithm) {
 		t.Fatalf("Bind(nil) = %v, want ErrNoAlgorithm", err)
 	}
 }

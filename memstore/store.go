@@ -80,7 +80,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
@@ -136,13 +135,6 @@ var (
 	_ store.Syncer = (*Store)(nil)
 )
 
-// Errors returned for bad requests.
-var (
-	// ErrNoAlgorithm is returned for a request whose Algorithm is nil.
-	ErrNoAlgorithm = errors.New("memstore: request has no algorithm")
-	// ErrOutLength is returned by Decide when out and reqs differ in length.
-	ErrOutLength = errors.New("memstore: Decide needs len(out) == len(reqs)")
-)
 
 // New returns an empty store configured by o.
 func New(o Options) *Store {
@@ -271,7 +263,7 @@ func (s *Store) hash(key string) uint64 {
 // in-memory decision never blocks for long.
 func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
 	if req.Algorithm == nil {
-		return algorithm.Decision{}, ErrNoAlgorithm
+		return algorithm.Decision{}, store.ErrNoAlgorithm
 	}
 	l, err := s.limitFor(req.Algorithm)
 	if err != nil {
@@ -498,7 +490,7 @@ type Bound struct {
 // Bind returns s bound to a. It fails only as DecideOne would for a.
 func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
 	if a == nil {
-		return nil, ErrNoAlgorithm
+		return nil, store.ErrNoAlgorithm
 	}
 	l, err := s.limitFor(a)
 	if err != nil {
@@ -667,7 +659,7 @@ func allZero(st []int64) bool {
 // check and the commit are one atomic step.
 func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
 	if len(out) != len(reqs) {
-		return ErrOutLength
+		return store.ErrOutLength
 	}
 	switch len(reqs) {
 	case 0:
@@ -684,7 +676,7 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 // allowed concurrency request held under lease id.
 func (s *Store) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
 	if len(out) != len(reqs) {
-		return ErrOutLength
+		return store.ErrOutLength
 	}
 	if !id.Valid() {
 		return algorithm.ErrNoLease

@@ -145,15 +145,11 @@ var (
 	_ store.OnceSyncer = (*Store)(nil)
 )
 
-// ErrOutLength is returned by Decide when out and reqs differ in length.
-var ErrOutLength = errors.New("redisstore: Decide needs len(out) == len(reqs)")
 
 // ErrNotConnected is returned, wrapped with the last connection error, by a
 // ConnectLater store that has not reached Redis yet.
 var ErrNotConnected = errors.New("redisstore: not connected to Redis")
 
-// ErrNoAlgorithm is returned for a request whose Algorithm is nil.
-var ErrNoAlgorithm = errors.New("redisstore: request has no algorithm")
 
 // New connects to Redis as o says and returns a Store. It fails if no
 // address answers, unless o.ConnectLater is set.
@@ -355,7 +351,7 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 // specFor returns the script spec of a, building and caching it.
 func (s *Store) specFor(a algorithm.Algorithm) (*spec, error) {
 	if a == nil {
-		return nil, ErrNoAlgorithm
+		return nil, store.ErrNoAlgorithm
 	}
 	c := a.Config()
 	s.specMu.RLock()
@@ -760,7 +756,7 @@ func leased(c call, id algorithm.LeaseID) call {
 // nil.
 func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision, lease *algorithm.LeaseID) error {
 	if len(out) != len(reqs) {
-		return ErrOutLength
+		return store.ErrOutLength
 	}
 	if len(reqs) == 0 {
 		return nil

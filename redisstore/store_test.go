@@ -249,11 +249,11 @@ func TestBadInput(t *testing.T) {
 		t.Error("New with Cluster set against a single server: no error")
 	}
 	s := newStore(t, Options{ClientTime: true})
-	if _, err := s.DecideOne(ctx, t0, store.Request{Key: "k", Cost: 1}); !errors.Is(err, ErrNoAlgorithm) {
+	if _, err := s.DecideOne(ctx, t0, store.Request{Key: "k", Cost: 1}); !errors.Is(err, store.ErrNoAlgorithm) {
 		t.Errorf("nil algorithm: err = %v", err)
 	}
 	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Minute})
-	if err := s.Decide(ctx, t0, []store.Request{{Algorithm: a, Key: "k", Cost: 1}}, nil); !errors.Is(err, ErrOutLength) {
+	if err := s.Decide(ctx, t0, []store.Request{{Algorithm: a, Key: "k", Cost: 1}}, nil); !errors.Is(err, store.ErrOutLength) {
 		t.Errorf("short out: err = %v", err)
 	}
 	odd := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Second + 1})

@@ -84,6 +84,14 @@ type Leaser interface {
 	ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []Request) (bool, error)
 }
 
+// Errors every store returns (perhaps wrapped) for a malformed call.
+var (
+	// ErrNoAlgorithm is returned for a request whose Algorithm is nil.
+	ErrNoAlgorithm = errors.New("store: request has no algorithm")
+	// ErrOutLength is returned by Decide when out and reqs differ in length.
+	ErrOutLength = errors.New("store: Decide needs len(out) == len(reqs)")
+)
+
 // ErrNoLeases is returned (wrapped) by a Leaser that cannot hold leases in
 // its present configuration, such as a distributed node that keeps counts
 // locally; the caller then decides with Decide and holds units anonymously.
