@@ -135,7 +135,6 @@ var (
 	_ store.Syncer = (*Store)(nil)
 )
 
-
 // New returns an empty store configured by o.
 func New(o Options) *Store {
 	n := o.Shards

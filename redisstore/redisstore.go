@@ -145,11 +145,9 @@ var (
 	_ store.OnceSyncer = (*Store)(nil)
 )
 
-
 // ErrNotConnected is returned, wrapped with the last connection error, by a
 // ConnectLater store that has not reached Redis yet.
 var ErrNotConnected = errors.New("redisstore: not connected to Redis")
-
 
 // New connects to Redis as o says and returns a Store. It fails if no
 // address answers, unless o.ConnectLater is set.
