@@ -46,6 +46,21 @@ func runReference(args []string, lookup func(string) (string, bool), stderr io.W
 	return runCompat(lookup, stderr)
 }
 
+// referenceEnvironment reports whether serve was given envoyproxy/ratelimit's
+// environment instead of a configuration of its own: RUNTIME_ROOT (where
+// that service's rule files are; Floodgate's own mode never reads it) is
+// set and neither --config, --rules, --store nor --print-config is given.
+// Then the image's default command (serve with its listener flags) serves
+// as that service, so a deployment made for its image that relies on the
+// image's entry point needs only the image changed.
+func (f serveFlags) referenceEnvironment(lookup func(string) (string, bool)) bool {
+	if f.configFile != "" || f.rulesFile != "" || f.storeURL != "" || f.printConfig {
+		return false
+	}
+	_, ok := lookup("RUNTIME_ROOT")
+	return ok
+}
+
 // invokedAsReference reports whether the program was started as
 // envoyproxy/ratelimit's binary.
 func invokedAsReference(argv0 string) bool {

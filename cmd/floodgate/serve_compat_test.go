@@ -39,3 +39,33 @@ func TestCompatRefusesBeforeStarting(t *testing.T) {
 		}
 	}
 }
+
+func TestReferenceEnvironment(t *testing.T) {
+	withRoot := func(k string) (string, bool) {
+		if k == "RUNTIME_ROOT" {
+			return "/data", true
+		}
+		return "", false
+	}
+	none := func(string) (string, bool) { return "", false }
+	for _, tc := range []struct {
+		args   []string
+		lookup func(string) (string, bool)
+		want   bool
+	}{
+		{[]string{"--http", "0.0.0.0:8080", "--grpc", "0.0.0.0:8081"}, withRoot, true},
+		{nil, withRoot, true},
+		{[]string{"--http", "0.0.0.0:8080"}, none, false},
+		{[]string{"--rules", "r.yaml"}, withRoot, false},
+		{[]string{"--config", "c.yaml"}, withRoot, false},
+		{[]string{"--store", "memory"}, withRoot, false},
+	} {
+		f, err := parseServeArgs(tc.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.referenceEnvironment(tc.lookup); got != tc.want {
+			t.Errorf("serve %v: reference environment %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
