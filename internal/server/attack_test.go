@@ -85,8 +85,8 @@ func TestSilentBodiesCannotHoldTheServer(t *testing.T) {
 
 	const n = 1500
 	start := time.Now()
-	waitHTTP := silentBodies(t, r.srv.Addr(ListenerHTTP), "/v1/check", n, readTimeout+3*time.Second)
-	waitGW := silentBodies(t, r.srv.Addr(ListenerGateway), "/upload", n, readTimeout+3*time.Second)
+	waitHTTP := silentBodies(t, r.srv.Addr(ListenerHTTP), "/v1/check", n, readTimeout+10*time.Second)
+	waitGW := silentBodies(t, r.srv.Addr(ListenerGateway), "/upload", n, readTimeout+10*time.Second)
 	t.Logf("opened %d attack connections in %v", 2*n, time.Since(start).Round(time.Millisecond))
 
 	lat := checkEvery100ms(t, r, rlsc, readTimeout+time.Second)
@@ -94,26 +94,30 @@ func TestSilentBodiesCannotHoldTheServer(t *testing.T) {
 	t.Logf("%d checks (/healthz on a new connection, then RLS) during the attack: median %v, max %v",
 		len(lat), lat[len(lat)/2], lat[len(lat)-1])
 
+	// Which connections a cap refused is read from the server's own count,
+	// not guessed from how soon each closed: on a loaded machine a refused
+	// connection's close can take as long as the read timeout.
 	for name, wait := range map[string]func() []time.Duration{"http": waitHTTP, "gateway": waitGW} {
-		var refused, timedOut int
 		var longest time.Duration
 		for i, h := range wait() {
-			switch {
-			case h < 0:
-				t.Errorf("%s: attack connection %d still open %v after its last byte", name, i, readTimeout+3*time.Second)
-			case h < readTimeout/2:
-				refused++
-			default:
-				timedOut++
+			if h < 0 {
+				t.Errorf("%s: attack connection %d still open %v after its last byte", name, i, readTimeout+10*time.Second)
 			}
 			longest = max(longest, h)
 		}
-		t.Logf("%s: %d connections refused at once by a cap, %d closed at the read timeout; longest held %v",
-			name, refused, timedOut, longest.Round(time.Millisecond))
-		if timedOut > cfg.Connections.MaxConnsPerClient {
-			t.Errorf("%s: %d connections held, more than the per-client cap %d", name, timedOut, cfg.Connections.MaxConnsPerClient)
+		var refused float64
+		for _, reason := range []string{refusedListenerFull, refusedClientFull, evictedForNewClient} {
+			refused += metricValue(t, r, fmt.Sprintf(`floodgate_connections_refused_total{listener=%q,reason=%q}`, name, reason))
 		}
-		if longest > readTimeout+time.Second {
+		held := n - int(refused)
+		t.Logf("%s: %.0f connections refused by a cap, %d held until the read timeout; longest held %v",
+			name, refused, held, longest.Round(time.Millisecond))
+		if held > cfg.Connections.MaxConnsPerClient {
+			t.Errorf("%s: %d connections held, more than the per-client cap %d", name, held, cfg.Connections.MaxConnsPerClient)
+		}
+		// Held past the read timeout is a fault; the slack is for a
+		// stalled machine, whose stalls last seconds.
+		if longest > readTimeout+10*time.Second {
 			t.Errorf("%s: a connection was held %v, read timeout %v", name, longest, readTimeout)
 		}
 	}

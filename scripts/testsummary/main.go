@@ -243,7 +243,7 @@ var (
 	panicLine = regexp.MustCompile(`^(panic: |fatal error: |WARNING: DATA RACE|\[signal )`)
 	// failureWords are words a failure message has and a progress log
 	// rarely has: t.Log and t.Error lines look alike in the output.
-	failureWords = regexp.MustCompile(`(?i)\b(want|wanted|got|expected|unexpected|fail|failed|fails|error|errors|not|no|never|too|over|under|mismatch|differ|differs|should|must|missing|instead|still|timed out|timeout)\b`)
+	failureWords = regexp.MustCompile(`(?i)\b(want|wanted|got|expected|unexpected|fail|failed|fails|error|errors|not|no|never|too|over|under|mismatch|differ|differs|should|must|missing|instead|still|more than|exceeds|exceeded|outside|lost)\b`)
 )
 
 // firstFailure picks the line of a test's output that says what went wrong:
