@@ -57,6 +57,11 @@ type options struct {
 	maxBytes int64
 	maxKeys  int
 	checks   int
+	// attachHTTP, attachGRPC and attachPID name a server already running
+	// (in a container, say) to flood instead of starting one; it must
+	// serve the victims rules.
+	attachHTTP, attachGRPC string
+	attachPID              int
 }
 
 func main() {
@@ -71,6 +76,9 @@ func main() {
 	flag.Int64Var(&o.maxBytes, "max-bytes", 256<<20, "store.max_bytes (0: the server's default)")
 	flag.IntVar(&o.maxKeys, "max-keys", 0, "store.max_keys (0: the server's default)")
 	flag.IntVar(&o.checks, "checks", 10, "checks (victims, light clients, RSS) during the flood")
+	flag.StringVar(&o.attachHTTP, "attach-http", "", "flood the server already serving HTTP here (host:port) instead of starting one")
+	flag.StringVar(&o.attachGRPC, "attach-grpc", "", "its gRPC address (host:port), with -attach-http")
+	flag.IntVar(&o.attachPID, "attach-pid", 0, "its process id as this host sees it, for RSS, with -attach-http")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "flood-memory:", err)
@@ -201,20 +209,24 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cmd, httpAddr, grpcAddr, err := startServer(o, dir)
-	if err != nil {
-		return err
+	httpAddr, grpcAddr, pid := o.attachHTTP, o.attachGRPC, o.attachPID
+	if httpAddr == "" {
+		cmd, h, g, err := startServer(o, dir)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+		}()
+		httpAddr, grpcAddr, pid = h, g, cmd.Process.Pid
 	}
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}()
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	f := &flood{o: o, ctx: context.Background(), c: rlsv3.NewRateLimitServiceClient(conn), httpAddr: httpAddr, pid: cmd.Process.Pid, limit: 5}
+	f := &flood{o: o, ctx: context.Background(), c: rlsv3.NewRateLimitServiceClient(conn), httpAddr: httpAddr, pid: pid, limit: 5}
 	if f.o.rules != "victims" {
 		f.limit, f.o.victims, f.o.light, domain = 600, 0, 0, "default"
 	}
