@@ -170,7 +170,7 @@ func TestParseSettings(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "BACKEND_TYPE=memcache: only the redis backend"},
-		{map[string]string{"CONFIG_TYPE": "GRPC_XDS"}, "CONFIG_TYPE=GRPC_XDS: only rule files"},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS"}, `CONFIG_TYPE: "GRPC_XDS" is not one of file, grpc_xds_sotw`},
 		{map[string]string{"USE_STATSD": "true"}, "USE_STATSD=true: statsd is not sent"},
 		{map[string]string{"PORT": "x"}, `PORT: "x" is not a whole number`},
 		{map[string]string{"REDIS_TYPE": "ring"}, `REDIS_TYPE: "ring" is not one of single, cluster, sentinel`},

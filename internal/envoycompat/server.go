@@ -95,6 +95,8 @@ type Server struct {
 	lis     map[string]net.Listener
 	healthy bool
 	mu      sync.Mutex
+	// stopXDS ends the xDS client and waits for it (a no-op with files).
+	stopXDS func()
 }
 
 // Listener names, for Addr.
@@ -109,16 +111,18 @@ const (
 // New reads the rule files, connects to Redis and binds the listeners. A
 // rule file that does not load stops the start.
 func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
-	files, err := ReadRuntime(set)
-	if err != nil {
-		return nil, err
+	var cfg *Config // with xDS, none until the first push
+	if set.ConfigType != configTypeXDS {
+		files, err := ReadRuntime(set)
+		if err != nil {
+			return nil, err
+		}
+		if cfg, err = LoadConfig(files, set.MergeDomainConfig, set.Wildcards); err != nil {
+			return nil, fmt.Errorf("rule files: %w", err)
+		}
+		warnLiteral(log, cfg)
 	}
-	cfg, err := LoadConfig(files, set.MergeDomainConfig, set.Wildcards)
-	if err != nil {
-		return nil, fmt.Errorf("rule files: %w", err)
-	}
-	warnLiteral(log, cfg)
-	s := &Server{set: set, log: log, lis: map[string]net.Listener{}}
+	s := &Server{set: set, log: log, lis: map[string]net.Listener{}, stopXDS: func() {}}
 	client, err := dialRetrying(ctx, set, set.Redis, log)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
@@ -133,7 +137,7 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		s.clients = append(s.clients, perSecond)
 	}
 	s.svc = NewService(set, cfg, client, perSecond, nil)
-	s.healthy = !set.HealthyWithAtLeastOneConfigLoaded || !cfg.Empty()
+	s.healthy = !set.HealthyWithAtLeastOneConfigLoaded || cfg != nil && !cfg.Empty()
 
 	s.health = health.NewServer()
 	s.setHealth(s.healthy)
@@ -169,7 +173,12 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		s.prom = &http.Server{Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
+	if err := s.startXDS(ctx); err != nil {
+		s.closeClients()
+		return nil, err
+	}
 	if err := s.listen(); err != nil {
+		s.stopXDS()
 		s.closeListeners()
 		s.closeClients()
 		return nil, err
@@ -276,22 +285,31 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) Reload() error {
 	files, err := ReadRuntime(s.set)
 	if err == nil {
-		var cfg *Config
-		if cfg, err = LoadConfig(files, s.set.MergeDomainConfig, s.set.Wildcards); err == nil {
-			warnLiteral(s.log, cfg)
-			s.svc.SetConfig(cfg)
-			if s.set.HealthyWithAtLeastOneConfigLoaded {
-				s.mu.Lock()
-				s.healthy = !cfg.Empty()
-				s.mu.Unlock()
-				s.setHealth(!cfg.Empty())
-			}
-			s.log.Info("Successfully loaded new configuration", "files", len(files))
-			return nil
-		}
+		err = s.apply(files)
 	}
-	s.log.Error("Error loading new configuration", "err", err)
+	if err != nil {
+		s.log.Error("Error loading new configuration", "err", err)
+	}
 	return err
+}
+
+// apply loads files and, when they load, serves them in place of the
+// running rules; when they do not, the running rules stay.
+func (s *Server) apply(files []File) error {
+	cfg, err := LoadConfig(files, s.set.MergeDomainConfig, s.set.Wildcards)
+	if err != nil {
+		return err
+	}
+	warnLiteral(s.log, cfg)
+	s.svc.SetConfig(cfg)
+	if s.set.HealthyWithAtLeastOneConfigLoaded {
+		s.mu.Lock()
+		s.healthy = !cfg.Empty()
+		s.mu.Unlock()
+		s.setHealth(!cfg.Empty())
+	}
+	s.log.Info("Successfully loaded new configuration", "files", len(files))
+	return nil
 }
 
 // Run serves until ctx ends, reloading the rule files when the runtime
@@ -305,8 +323,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.prom != nil {
 		go func() { errc <- s.prom.Serve(s.lis[ListenerPrometheus]) }()
 	}
-	stopWatch := s.watch(ctx)
-	defer stopWatch()
+	defer s.stopXDS()
+	if s.set.ConfigType != configTypeXDS {
+		stopWatch := s.watch(ctx)
+		defer stopWatch()
+	}
 	var err error
 	select {
 	case <-ctx.Done():

@@ -9,9 +9,11 @@
 // service's own keys (prefix, domain, entries and window start, INCRBY and
 // EXPIRE with jitter), so old and new pods on one Redis enforce one limit.
 //
-// A setting it cannot honour (the memcache backend, the xDS config source,
-// statsd) stops the start with one line naming it. With USE_PROMETHEUS it
-// serves the per-limit stats under the reference's metric names.
+// A setting it cannot honour (the memcache backend, statsd) stops the
+// start with one line naming it. With CONFIG_TYPE=GRPC_XDS_SOTW the rules
+// are pushed by an xDS server (Envoy Gateway's controller) instead of read
+// from files. With USE_PROMETHEUS it serves the per-limit stats under the
+// reference's metric names.
 package envoycompat
 
 import (
@@ -79,6 +81,14 @@ type Settings struct {
 	// Wildcards is FLOODGATE_WILDCARDS: trailing (the default) or
 	// anywhere; see Wildcards.
 	Wildcards Wildcards
+
+	// ConfigType is CONFIG_TYPE: file (the runtime directory) or
+	// grpc_xds_sotw (rules pushed over xDS, see XDS).
+	ConfigType string
+	// ForceStart is FORCE_START_WITHOUT_INITIAL_CONFIG: with xDS, serve
+	// before the first rules arrive (requests fail until then, as there).
+	ForceStart bool
+	XDS        XDSSettings
 
 	GlobalShadowMode        bool
 	GlobalQuotaMode         bool
@@ -270,13 +280,11 @@ func nonEmpty(v string) bool { return strings.TrimSpace(v) != "" }
 
 var refusals = []refusal{
 	{"BACKEND_TYPE", notEqualFold("redis"), "only the redis backend is served; memcache is not"},
-	{"CONFIG_TYPE", notEqualFold("FILE"), "only rule files (CONFIG_TYPE=FILE) are read; the xDS config source is not served"},
 	{"USE_STATSD", isTrue, "statsd is not sent; set USE_STATSD=false (the default here) and scrape Floodgate's metrics instead"},
 	{"USE_DOG_STATSD", isTrue, "DogStatsD is not sent; set USE_DOG_STATSD=false"},
 	{"PROMETHEUS_MAPPER_YAML", nonEmpty, "a custom statsd mapping is not served; the metrics keep the default mapping's names"},
 	{"TRACING_ENABLED", isTrue, "tracing is not served in this mode; unset TRACING_ENABLED"},
 	{"GRPC_SERVER_USE_TLS", isTrue, "gRPC TLS is not served in this mode; terminate TLS in front of it or unset GRPC_SERVER_USE_TLS"},
-	{"FORCE_START_WITHOUT_INITIAL_CONFIG", isTrue, "a start needs its rule files; unset FORCE_START_WITHOUT_INITIAL_CONFIG"},
 	{"MEMCACHE_HOST_PORT", nonEmpty, "the memcache backend is not served"},
 	{"MEMCACHE_SRV", nonEmpty, "the memcache backend is not served"},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", notEqualFold("WAIT"), "only WAIT is served (as by the reference since radix v4)"},
@@ -294,7 +302,7 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 			return s, fmt.Errorf("%s=%s: %s", r.name, clip(v), r.why)
 		}
 	}
-	for _, st := range settings {
+	for _, st := range append(settings[:len(settings):len(settings)], xdsSettings...) {
 		v, ok := lookup(st.name)
 		if !ok {
 			v = st.def
@@ -302,6 +310,9 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 		if err := st.set(&s, v); err != nil {
 			return s, fmt.Errorf("%s: %v", st.name, err)
 		}
+	}
+	if err := checkConfigSource(s); err != nil {
+		return s, err
 	}
 	// The per-second Redis shares the TLS files and choices.
 	s.PerSecond.TLSClientCert, s.PerSecond.TLSClientKey, s.PerSecond.TLSCACert = s.Redis.TLSClientCert, s.Redis.TLSClientKey, s.Redis.TLSCACert
