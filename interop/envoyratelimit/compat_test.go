@@ -101,10 +101,8 @@ func TestCompatModeSettingsAgainstReference(t *testing.T) {
 }
 
 // compatModeDifferences are the differences that remain in the
-// compatibility mode, each with its reason.
-var compatModeDifferences = []knownDifference{
-	{"", `"key":"midWild"`, "test/config/wildcard.yaml's midWild: bar*b: a value with '*' before its end (bar*b) is a wildcard in Floodgate; the reference only treats a trailing '*' as one, so bar*b is the literal value there"},
-}
+// compatibility mode, each with its reason: none.
+var compatModeDifferences = []knownDifference{}
 
 // TestIntegrationPortAgainstCompatMode runs the ported integration test
 // against `serve --compat envoy-ratelimit` started with the reference's
