@@ -343,7 +343,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.startBackground(wctx, &wg)
 
 	s.log.Info("floodgate serving", "store", s.cfg.Store.Type, "store_addr", s.cfg.Store.Address(), "arrangement", s.arrangement(),
-		"rules", s.rulesName(), "domain", s.engine.Set().Domain(), "shadow", s.cfg.Shadow)
+		"rules", s.rulesName(), "domain", s.engine.Set().Domain(), "shadow", s.cfg.Shadow, "tracing", s.tracing != nil)
 	var runErr error
 	select {
 	case <-ctx.Done():
