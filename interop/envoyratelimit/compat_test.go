@@ -114,7 +114,7 @@ func TestIntegrationPortAgainstCompatMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compat mode refuses the reference's integration directory: %v", err)
 	}
-	checks := runIntegrationPort(t, fg.client, layout.configDir(), reload)
+	checks := runIntegrationPort(t, fg.client, layout.configDir(), reload, true)
 	t.Logf("compat mode: %d of %d assertions pass", checks.passed, checks.total)
 	if checks.total != 58 || checks.passed != checks.total {
 		t.Errorf("compat mode: %d of %d assertions pass, want 58 of 58: %v", checks.passed, checks.total, checks.failed)

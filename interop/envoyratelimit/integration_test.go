@@ -87,7 +87,9 @@ func durationAt(resp *pb.RateLimitResponse, i int) *durationpb.Duration {
 // whose rules are read from configDir (holding the integration runtime
 // directory's config files); reloadFile is the reload test's file, copied
 // into configDir and removed again.
-func runIntegrationPort(t *testing.T, c pb.RateLimitServiceClient, configDir, reloadFile string) *portChecks {
+//
+// With reload false the reload test's 4 assertions are left out (54).
+func runIntegrationPort(t *testing.T, c pb.RateLimitServiceClient, configDir, reloadFile string, reload bool) *portChecks {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -149,27 +151,29 @@ func runIntegrationPort(t *testing.T, c pb.RateLimitServiceClient, configDir, re
 		"first %v, 2s later %v", durationAt(resp1, 0), durationAt(resp2, 0))
 
 	// testConfigReload.
-	block := newRequest("reload", [][][2]string{{{"block", "foo"}}}, 1)
-	resp, err = call(block)
-	checks.protoEqual("reload: before", &pb.RateLimitResponse{OverallCode: OK,
-		Statuses: []*pb.RateLimitResponse_DescriptorStatus{{Code: OK}}}, resp, err)
-	added := filepath.Join(configDir, "reload.yaml")
-	copyFile(t, reloadFile, added)
-	// The reload is seen when block (0 a second) starts to reject.
-	checks.check("reload: the new file is loaded", waitFor(ctx, func() bool {
-		r, err := call(block)
-		return err == nil && r.GetOverallCode() == OVER
-	}), "block=foo was not rejected within 30s of adding reload.yaml")
-	resp, err = call(newRequest("reload", [][][2]string{{{"key1", "foo"}}}, 1))
-	checks.protoEqual("reload: after", &pb.RateLimitResponse{OverallCode: OK,
-		Statuses: []*pb.RateLimitResponse_DescriptorStatus{statusOf(OK, 50, SECOND, 49, durationAt(resp, 0))}}, resp, err)
-	if err := os.Remove(added); err != nil {
-		t.Fatal(err)
+	if reload {
+		block := newRequest("reload", [][][2]string{{{"block", "foo"}}}, 1)
+		resp, err = call(block)
+		checks.protoEqual("reload: before", &pb.RateLimitResponse{OverallCode: OK,
+			Statuses: []*pb.RateLimitResponse_DescriptorStatus{{Code: OK}}}, resp, err)
+		added := filepath.Join(configDir, "reload.yaml")
+		copyFile(t, reloadFile, added)
+		// The reload is seen when block (0 a second) starts to reject.
+		checks.check("reload: the new file is loaded", waitFor(ctx, func() bool {
+			r, err := call(block)
+			return err == nil && r.GetOverallCode() == OVER
+		}), "block=foo was not rejected within 30s of adding reload.yaml")
+		resp, err = call(newRequest("reload", [][][2]string{{{"key1", "foo"}}}, 1))
+		checks.protoEqual("reload: after", &pb.RateLimitResponse{OverallCode: OK,
+			Statuses: []*pb.RateLimitResponse_DescriptorStatus{statusOf(OK, 50, SECOND, 49, durationAt(resp, 0))}}, resp, err)
+		if err := os.Remove(added); err != nil {
+			t.Fatal(err)
+		}
+		checks.check("reload: the removal is loaded", waitFor(ctx, func() bool {
+			r, err := call(block)
+			return err == nil && r.GetOverallCode() == OK
+		}), "block=foo was still rejected 30s after removing reload.yaml")
 	}
-	checks.check("reload: the removal is loaded", waitFor(ctx, func() bool {
-		r, err := call(block)
-		return err == nil && r.GetOverallCode() == OK
-	}), "block=foo was still rejected 30s after removing reload.yaml")
 
 	// testShareThreshold.
 	awayFromBoundary(3600, 10*time.Second)
@@ -244,10 +248,22 @@ func TestIntegrationPortAgainstReference(t *testing.T) {
 	layout, reload := integrationRuntime(t)
 	redis := startRedis(t)
 	ref := startReference(t, referenceEnv(t, layout, redis.Addr(), integrationEnv))
-	checks := runIntegrationPort(t, ref.client, layout.configDir(), reload)
+	// The reference has a data race on reload: SetConfig writes
+	// responseDynamicMetadataEnabled under its configLock and
+	// shouldRateLimitWorker reads it without (src/service/ratelimit.go:92
+	// and :265). Under -race its reload part is left out here (it runs
+	// against Floodgate in every build, and against the reference without
+	// -race).
+	withReload := !raceDetector
+	want := 58
+	if !withReload {
+		want = 54
+		t.Logf("-race: the reference's 4 reload assertions are left out (its own data race on reload)")
+	}
+	checks := runIntegrationPort(t, ref.client, layout.configDir(), reload, withReload)
 	t.Logf("reference: %d of %d assertions pass", checks.passed, checks.total)
-	if checks.total != 58 || checks.passed != checks.total {
-		t.Errorf("reference: %d of %d assertions pass, want 58 of 58: %v", checks.passed, checks.total, checks.failed)
+	if checks.total != want || checks.passed != checks.total {
+		t.Errorf("reference: %d of %d assertions pass, want %d of %d: %v", checks.passed, checks.total, want, want, checks.failed)
 	}
 }
 
@@ -263,7 +279,7 @@ func TestIntegrationPortAgainstOwnMode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("own mode refuses the reference's integration directory: %v", err)
 	}
-	checks := runIntegrationPort(t, fg.client, layout.configDir(), reload)
+	checks := runIntegrationPort(t, fg.client, layout.configDir(), reload, true)
 	t.Logf("own mode: %d of %d assertions pass", checks.passed, checks.total)
 	for g, f := range checks.failed {
 		t.Logf("own mode: %d failed in %q, e.g. %s", len(f), g, f[0])

@@ -1,0 +1,6 @@
+//go:build race
+
+package envoyratelimit
+
+// raceDetector reports whether the tests run with -race.
+const raceDetector = true
