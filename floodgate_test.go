@@ -41,10 +41,12 @@ func TestNewRejectsBadLimits(t *testing.T) {
 		{floodgate.Limit{Limit: 5}, "window must be positive"},
 		{floodgate.Limit{Algorithm: "leaky", Limit: 5, Window: time.Second}, "unknown algorithm"},
 	} {
-		lim, err := floodgate.New(tc.limit)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("New(%+v) = %v, %v; want an error containing %q", tc.limit, lim, err, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			lim, err := floodgate.New(tc.limit)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New(%+v) = %v, %v; want an error containing %q", tc.limit, lim, err, tc.want)
+			}
+		})
 	}
 }
 

@@ -32,17 +32,19 @@ func TestClientIP(t *testing.T) {
 		{"IPv4-mapped peer", "[::ffff:10.1.1.1]:80", []string{"192.0.2.1"}, nil, "192.0.2.1"},
 	}
 	for _, c := range cases {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = c.remote
-		for _, v := range c.xff {
-			r.Header.Add("X-Forwarded-For", v)
-		}
-		for _, v := range c.fwd {
-			r.Header.Add("Forwarded", v)
-		}
-		if got := p.ClientIP(r).String(); got != c.want {
-			t.Errorf("%s: ClientIP = %s, want %s", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = c.remote
+			for _, v := range c.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			for _, v := range c.fwd {
+				r.Header.Add("Forwarded", v)
+			}
+			if got := p.ClientIP(r).String(); got != c.want {
+				t.Errorf("%s: ClientIP = %s, want %s", c.name, got, c.want)
+			}
+		})
 	}
 }
 

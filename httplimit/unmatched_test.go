@@ -32,22 +32,24 @@ rules:
 		{"shpo", map[string]uint64{rules.UnmatchedOther: 3}, "no rule set has this domain"},
 		{"shop", map[string]uint64{"shop": 3}, "no rule of the domain matches"},
 	} {
-		buf.Reset()
-		um := rules.NewUnmatchedLog(log, 0)
-		// The default source describes requests by IP only: the rule on
-		// the API key header never applies.
-		srv := newServer(t, Options{Checker: engine, Domain: c.domain, Logger: log, Unmatched: um}, ok)
-		for range 3 {
-			if resp := get(t, srv.URL+"/a", "X-Api-Key", "k1"); resp.StatusCode != 200 {
-				t.Fatalf("status %d", resp.StatusCode)
+		t.Run(c.domain, func(t *testing.T) {
+			buf.Reset()
+			um := rules.NewUnmatchedLog(log, 0)
+			// The default source describes requests by IP only: the rule on
+			// the API key header never applies.
+			srv := newServer(t, Options{Checker: engine, Domain: c.domain, Logger: log, Unmatched: um}, ok)
+			for range 3 {
+				if resp := get(t, srv.URL+"/a", "X-Api-Key", "k1"); resp.StatusCode != 200 {
+					t.Fatalf("status %d", resp.StatusCode)
+				}
 			}
-		}
-		if got := um.Counts(); !maps.Equal(got, c.want) {
-			t.Errorf("domain %q: counts %v, want %v", c.domain, got, c.want)
-		}
-		if !strings.Contains(buf.String(), c.reason) || !strings.Contains(buf.String(), "path=/a") || !strings.Contains(buf.String(), `example="ip=127.0.0.1"`) {
-			t.Errorf("domain %q: log:\n%s", c.domain, buf.String())
-		}
+			if got := um.Counts(); !maps.Equal(got, c.want) {
+				t.Errorf("domain %q: counts %v, want %v", c.domain, got, c.want)
+			}
+			if !strings.Contains(buf.String(), c.reason) || !strings.Contains(buf.String(), "path=/a") || !strings.Contains(buf.String(), `example="ip=127.0.0.1"`) {
+				t.Errorf("domain %q: log:\n%s", c.domain, buf.String())
+			}
+		})
 	}
 	// By default the middleware logs at most once a minute.
 	buf.Reset()
