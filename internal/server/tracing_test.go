@@ -202,6 +202,11 @@ func TestTracingExportsDecisions(t *testing.T) {
 // TestTracingOffByDefault checks that the default configuration makes no
 // tracer, and that the OTEL_ variables switch it on and off.
 func TestTracingOffByDefault(t *testing.T) {
+	// discard releases a server New built and nothing served.
+	discard := func(s *Server) {
+		s.grpc.Stop()
+		s.closeStore(context.Background())
+	}
 	srv, err := New(context.Background(), testConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +214,7 @@ func TestTracingOffByDefault(t *testing.T) {
 	if srv.tracing != nil || srv.check.tracing != nil {
 		t.Error("tracing on in the default configuration")
 	}
-	srv.closeStore(context.Background())
+	discard(srv)
 
 	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/v1/traces")
@@ -220,7 +225,7 @@ func TestTracingOffByDefault(t *testing.T) {
 	if srv.tracing == nil {
 		t.Error("OTEL_TRACES_EXPORTER=otlp did not switch tracing on")
 	}
-	srv.closeStore(context.Background())
+	discard(srv)
 
 	t.Setenv("OTEL_SDK_DISABLED", "true")
 	cfg := testConfig()
@@ -232,7 +237,7 @@ func TestTracingOffByDefault(t *testing.T) {
 	if srv.tracing != nil {
 		t.Error("OTEL_SDK_DISABLED=true did not switch tracing off")
 	}
-	srv.closeStore(context.Background())
+	discard(srv)
 
 	t.Setenv("OTEL_SDK_DISABLED", "")
 	t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
