@@ -3,13 +3,11 @@ package envoycompat
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +25,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-dev/floodgate/redisstore"
 )
 
 // Config sources (CONFIG_TYPE), lower case as ParseSettings keeps them.
@@ -122,31 +122,13 @@ func checkConfigSource(s Settings) error {
 }
 
 // xdsTLS is the client TLS configuration the CONFIG_GRPC_XDS_* files ask
-// for: the client certificate when both files are given, the CA added to
-// the system's, the server name checked against CONFIG_GRPC_XDS_SERVER_TLS_SAN
-// when set.
+// for: the server's certificate checked against the CA file (else the
+// system's roots) and, when set, CONFIG_GRPC_XDS_SERVER_TLS_SAN as its name;
+// the client certificate presented when given.
 func xdsTLS(x XDSSettings) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: x.ServerName}
-	if x.ClientCert != "" && x.ClientKey != "" {
-		pair, err := tls.LoadX509KeyPair(x.ClientCert, x.ClientKey)
-		if err != nil {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT/KEY: %v", err)
-		}
-		c.Certificates = []tls.Certificate{pair}
-	}
-	if x.CACert != "" {
-		pool, _ := x509.SystemCertPool()
-		if pool == nil {
-			pool = x509.NewCertPool()
-		}
-		pem, err := os.ReadFile(x.CACert)
-		if err != nil {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %v", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: no PEM certificate in %s", x.CACert)
-		}
-		c.RootCAs = pool
+	c, err := redisstore.LoadTLS(x.CACert, x.ClientCert, x.ClientKey, x.ServerName)
+	if err != nil {
+		return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_USE_TLS: %v (CONFIG_GRPC_XDS_SERVER_TLS_CACERT, CONFIG_GRPC_XDS_CLIENT_TLS_CERT/KEY)", err)
 	}
 	return c, nil
 }

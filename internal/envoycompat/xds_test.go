@@ -2,10 +2,20 @@ package envoycompat
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +30,10 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // xdsServer is a go-control-plane ADS server on a loopback port with a
@@ -34,8 +47,9 @@ type xdsServer struct {
 	reqs []*discoveryv3.DiscoveryRequest
 }
 
-// startXDS serves on addr ("127.0.0.1:0" for a fresh port).
-func startXDS(t *testing.T, addr string) *xdsServer {
+// startXDS serves on addr ("127.0.0.1:0" for a fresh port), with opts
+// (TLS credentials).
+func startXDS(t *testing.T, addr string, opts ...grpc.ServerOption) *xdsServer {
 	t.Helper()
 	x := &xdsServer{cache: cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)}
 	ln, err := net.Listen("tcp", addr)
@@ -49,7 +63,7 @@ func startXDS(t *testing.T, addr string) *xdsServer {
 		x.mu.Unlock()
 		return nil
 	}}
-	x.grpc = grpc.NewServer()
+	x.grpc = grpc.NewServer(opts...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(x.grpc, serverv3.NewServer(context.Background(), x.cache, cb))
 	go x.grpc.Serve(ln)
 	t.Cleanup(x.grpc.Stop)
@@ -270,4 +284,89 @@ func TestXDSNodeAndHeaders(t *testing.T) {
 	if fmt.Sprint(set.XDS.Headers) != "map[k2:v2 x-token:abc]" {
 		t.Fatalf("headers %v", set.XDS.Headers)
 	}
+}
+
+// writeCert writes a certificate for name signed by ca (self-signed when
+// ca is nil) and its key as PEM files in dir; it returns the certificate
+// and key, and the files' paths.
+func writeCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	parent, signer := tmpl, key
+	if ca == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign|x509.KeyUsageDigitalSignature
+	} else {
+		parent, signer = ca, caKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	kder, _ := x509.MarshalECPrivateKey(key)
+	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	return cert, key, certPath, keyPath
+}
+
+// TestXDSTLS connects to an xDS server that requires a client certificate,
+// as Envoy Gateway's does, with the CONFIG_GRPC_XDS_* TLS files.
+func TestXDSTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, caKey, caPath, _ := writeCert(t, dir, "ca", nil, nil)
+	_, _, srvCert, srvKey := writeCert(t, dir, "envoy-gateway", ca, caKey)
+	_, _, cliCert, cliKey := writeCert(t, dir, "envoy-ratelimit", ca, caKey)
+	pair, err := tls.LoadX509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	x := startXDS(t, "127.0.0.1:0", grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair},
+		ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})))
+	x.push(t, "envoy-ratelimit", "1", limitConfig("gw-1", 3, rlconfv3.RateLimitUnit_DAY))
+	c := startXDSCompat(t, x.addr, map[string]string{"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT": cliCert, "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": cliKey,
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": caPath, "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "envoy-gateway"})
+	if got := limitOf(t, c, "a"); got != 3 {
+		t.Fatalf("limit %d over TLS, want 3", got)
+	}
+
+	// A CA file that does not load stops the start with a line naming it.
+	set, err := ParseSettings(mapLookup(map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true",
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": filepath.Join(dir, "missing.crt"), "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(),
+		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), set, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "CONFIG_GRPC_XDS_SERVER_USE_TLS") {
+		t.Fatalf("start with a missing CA file: %v", err)
+	}
+}
+
+// FuzzXDSFiles feeds arbitrary bytes as a pushed resource: it is either
+// refused with an error or loaded (or refused) by the loader, never a panic.
+func FuzzXDSFiles(f *testing.F) {
+	for _, c := range []*rlconfv3.RateLimitConfig{limitConfig("a", 1, rlconfv3.RateLimitUnit_SECOND),
+		limitConfig("b", 0, rlconfv3.RateLimitUnit_UNKNOWN), {Name: "c", Domain: "", Descriptors: []*rlconfv3.RateLimitDescriptor{{}}}} {
+		b, err := proto.Marshal(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		files, err := xdsFiles([]*anypb.Any{{TypeUrl: rateLimitConfigType, Value: b}})
+		if err == nil {
+			_, _ = LoadConfig(files, false, WildcardsTrailing)
+		}
+	})
 }
