@@ -323,7 +323,6 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.prom != nil {
 		go func() { errc <- s.prom.Serve(s.lis[ListenerPrometheus]) }()
 	}
-	defer s.stopXDS()
 	if s.set.ConfigType != configTypeXDS {
 		stopWatch := s.watch(ctx)
 		defer stopWatch()
@@ -336,6 +335,7 @@ func (s *Server) Run(ctx context.Context) error {
 			err = nil
 		}
 	}
+	s.stopXDS() // no push may turn health back on while stopping
 	s.mu.Lock()
 	s.healthy = false
 	s.mu.Unlock()
