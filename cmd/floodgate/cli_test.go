@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"flag"
+	"github.com/floodgate-dev/floodgate/internal/testmain"
 	"io"
 	"net/http"
 	"os"
@@ -145,6 +146,7 @@ func floodgateBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	testmain.Setup() // the sims log unmatched requests to the default logger
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
