@@ -125,10 +125,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // pointed at the xDS server at addr.
 func startXDSCompat(t *testing.T, addr string, env map[string]string) rlsv3.RateLimitServiceClient {
 	t.Helper()
+	// Counters last a day: each run counts under its own prefix.
+	prefix := fmt.Sprintf("%s:%d:", t.Name(), time.Now().UnixNano())
 	m := map[string]string{
 		"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": addr, "CONFIG_GRPC_XDS_NODE_ID": "envoy-ratelimit",
 		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "20ms", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "200ms",
-		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": t.Name() + ":",
+		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": prefix,
 		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
 	}
 	for k, v := range env {
