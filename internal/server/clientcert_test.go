@@ -146,6 +146,7 @@ func TestClientCertificates(t *testing.T) {
 						if err == nil {
 							resp.Body.Close()
 						}
+						hc.CloseIdleConnections()
 						if got := err == nil && resp.StatusCode == 200; got != want {
 							t.Errorf("%s listener: served=%v, want %v (err %v)", l.listener, got, want, err)
 						}

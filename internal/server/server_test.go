@@ -313,6 +313,8 @@ func TestTLS(t *testing.T) {
 	pemData, _ := os.ReadFile(cert)
 	pool.AppendCertsFromPEM(pemData)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer client.CloseIdleConnections()
+	defer http.DefaultClient.CloseIdleConnections() // the plain requests below
 	resp, err := client.Get("https://" + r.srv.Addr(ListenerHTTP) + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -340,11 +342,11 @@ func TestTLS(t *testing.T) {
 	if _, err := plain.ShouldRateLimit(pctx, rlsReq("default", "client", "tls")); err == nil {
 		t.Fatal("plain-text gRPC served on the TLS listener")
 	}
-	if _, err := http.Get("http://" + r.srv.Addr(ListenerHTTP) + "/healthz"); err == nil {
-		// A plain request to a TLS listener gets a 400 response, not an error;
-		// what matters is that it is not served as healthy.
-		resp, _ := http.Get("http://" + r.srv.Addr(ListenerHTTP) + "/healthz")
-		if resp != nil && resp.StatusCode == 200 {
+	// A plain request to a TLS listener gets a 400 response, not an error;
+	// what matters is that it is not served as healthy.
+	if resp, err := http.Get("http://" + r.srv.Addr(ListenerHTTP) + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
 			t.Fatal("plain HTTP served on the TLS listener")
 		}
 	}
