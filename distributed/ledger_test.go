@@ -25,7 +25,25 @@ import (
 // again. Once nothing is pending, Redis holds exactly the allowed count of
 // every ledger key of every phase: no count lost with a wipe, none applied
 // twice.
+//
+// Whether a pull sees a wipe depends on where the kills fall between syncs;
+// a run in which none did proves nothing and is run again, at most three
+// times (a busy machine stretches the sleeps that place them).
 func TestRedisLedgerPhasesSurviveKills(t *testing.T) {
+	for attempt := 1; ; attempt++ {
+		if ledgerPhasesUnderKills(t) > 0 {
+			return
+		}
+		if attempt == 3 {
+			t.Fatal("in 3 runs no pull showed a lost count: no wipe was seen, the test proves nothing")
+		}
+		t.Logf("run %d: no pull saw a wipe; running again", attempt)
+	}
+}
+
+// ledgerPhasesUnderKills runs the scenario once, checks that no count was
+// dropped, lost or applied twice, and returns how many pulls saw a wipe.
+func ledgerPhasesUnderKills(t *testing.T) int64 {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, false)
 	n := mustNode(t, Options{
@@ -84,8 +102,6 @@ func TestRedisLedgerPhasesSurviveKills(t *testing.T) {
 	if h.DroppedEvents != 0 {
 		t.Errorf("%d events dropped: the queue filled, the test is not about that", h.DroppedEvents)
 	}
-	if h.KeptViews == 0 {
-		t.Error("no pull showed a lost count: no wipe was seen, the test proves nothing")
-	}
 	led.check(t, shared)
+	return int64(h.KeptViews)
 }
