@@ -20,24 +20,10 @@ import (
 	"github.com/floodgate-dev/floodgate/internal/redistest"
 )
 
-// startServer runs the compatibility server on loopback ports with a
-// runtime directory holding rules, as envoyproxy/ratelimit's environment
-// would configure it.
-func startServer(t *testing.T, rules string, env map[string]string) (*Server, string) {
+// runServer runs the compatibility server with the settings m, overridden
+// by env, until the test ends.
+func runServer(t *testing.T, m, env map[string]string) *Server {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, "ratelimit", "config")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), []byte(rules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]string{
-		"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit",
-		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": t.Name() + ":",
-		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
-	}
 	for k, v := range env {
 		m[k] = v
 	}
@@ -59,6 +45,28 @@ func startServer(t *testing.T, rules string, env map[string]string) (*Server, st
 			t.Errorf("Run: %v", err)
 		}
 	})
+	return srv
+}
+
+// startServer runs the compatibility server on loopback ports with a
+// runtime directory holding rules, as envoyproxy/ratelimit's environment
+// would configure it.
+func startServer(t *testing.T, rules string, env map[string]string) (*Server, string) {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{
+		"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit",
+		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": t.Name() + ":",
+		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
+	}
+	srv := runServer(t, m, env)
 	return srv, dir
 }
 
