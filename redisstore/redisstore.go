@@ -713,16 +713,8 @@ func (s *Store) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseI
 	defer cancel()
 	t := s.now(now)
 	var calls []call
-	for _, idx := range s.groups(rs) {
-		var sub []int
-		for _, i := range idx {
-			if rs[i].sp.code == codeConcurrency {
-				sub = append(sub, i)
-			}
-		}
-		if len(sub) > 0 {
-			calls = append(calls, leased(s.decideCall("l", t, reqs, rs, sub), id))
-		}
+	for _, sub := range s.concurrencyGroups(rs) {
+		calls = append(calls, leased(s.decideCall("l", t, reqs, rs, sub), id))
 	}
 	if len(calls) == 0 {
 		return false, nil
@@ -856,16 +848,8 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 	defer cancel()
 	t := s.now(now)
 	var calls []call
-	for _, idx := range s.groups(rs) {
-		var sub []int
-		for _, i := range idx {
-			if rs[i].sp.code == codeConcurrency {
-				sub = append(sub, i)
-			}
-		}
-		if len(sub) > 0 {
-			calls = append(calls, s.decideCall("r", t, reqs, rs, sub))
-		}
+	for _, sub := range s.concurrencyGroups(rs) {
+		calls = append(calls, s.decideCall("r", t, reqs, rs, sub))
 	}
 	_, err = s.exec(ctx, calls)
 	return err
@@ -1028,4 +1012,22 @@ func unpackState(packed string, n int, buf []int64) ([]int64, error) {
 		buf[j] = int64(math.Float64frombits(bits))
 	}
 	return buf, nil
+}
+
+// concurrencyGroups returns, per group of requests one call can take, the
+// indexes of its concurrency requests; groups without any are left out.
+func (s *Store) concurrencyGroups(rs []request) [][]int {
+	var out [][]int
+	for _, idx := range s.groups(rs) {
+		var sub []int
+		for _, i := range idx {
+			if rs[i].sp.code == codeConcurrency {
+				sub = append(sub, i)
+			}
+		}
+		if len(sub) > 0 {
+			out = append(out, sub)
+		}
+	}
+	return out
 }
