@@ -28,6 +28,11 @@ type RedisConn struct {
 	DB       int           `yaml:"db"`
 	TLS      RedisTLS      `yaml:"tls"`
 	Sentinel RedisSentinel `yaml:"sentinel"`
+	// SlotsPerLimit spreads each limit's keys over that many Redis Cluster
+	// hash tags, so one busy limit is served by several primaries (only
+	// with redis-cluster; 0 or 1 keeps a limit in one slot). Changing it
+	// moves every key: counts start again from zero.
+	SlotsPerLimit int `yaml:"slots_per_limit"`
 }
 
 // RedisTLS configures TLS to Redis. It is on when Enabled is set, when the
@@ -140,6 +145,13 @@ func (s Store) merge(o *redisstore.Options) error {
 	if o.Cluster && s.DB != 0 {
 		return errors.New("db: Redis Cluster has only database 0")
 	}
+	switch {
+	case s.SlotsPerLimit < 0 || s.SlotsPerLimit > 16384:
+		return fmt.Errorf("slots_per_limit %d: want 1 to 16384", s.SlotsPerLimit)
+	case s.SlotsPerLimit > 1 && !o.Cluster:
+		return errors.New("slots_per_limit needs store.type redis-cluster")
+	}
+	o.SlotsPerLimit = s.SlotsPerLimit
 	if o.SentinelMaster == "" && len(o.Addrs) > 1 && !o.Cluster {
 		return errors.New("several addresses need store.type redis-cluster, or sentinel.master for sentinels")
 	}

@@ -68,6 +68,8 @@ func TestRedisConfigErrors(t *testing.T) {
 		{"store:\n  type: redis\n  addrs: [\"redis://a:1\", b:2]\n", "f.yaml:3: store: \"redis://a:1\" among several"},
 		{"store:\n  type: redis\n  addrs: [a:1]\n  password: x\n", "f.yaml:4: unknown field password"},
 		{"store:\n  type: redis-cluster\n  addrs: [a:1]\n  sentinel: {master: m}\n", "f.yaml:3: store: Redis Cluster and Sentinel"},
+		{"store:\n  type: redis\n  addrs: [a:1]\n  slots_per_limit: 4\n", "f.yaml:3: store: slots_per_limit needs store.type redis-cluster"},
+		{"store:\n  type: redis-cluster\n  addrs: [a:1]\n  slots_per_limit: 16385\n", "f.yaml:3: store: slots_per_limit 16385"},
 	} {
 		_, err := ParseConfig("f.yaml", []byte(c.yaml))
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
@@ -83,6 +85,23 @@ func TestRedisConfigErrors(t *testing.T) {
 	}
 	if _, err := cfg.Store.RedisOptions(os.Getenv); err == nil || !strings.HasPrefix(err.Error(), "store.password_file:") {
 		t.Errorf("missing password file: %v", err)
+	}
+}
+
+// TestRedisConfigSlotsPerLimit: store.slots_per_limit reaches the store's
+// options, so a serve configuration can spread a busy limit over a
+// cluster's primaries.
+func TestRedisConfigSlotsPerLimit(t *testing.T) {
+	cfg, err := ParseConfig("f.yaml", []byte("store:\n  type: redis-cluster\n  addrs: [a:1, b:2]\n  slots_per_limit: 64\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := cfg.Store.RedisOptions(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.SlotsPerLimit != 64 {
+		t.Errorf("SlotsPerLimit = %d, want 64", o.SlotsPerLimit)
 	}
 }
 
