@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -91,7 +92,8 @@ type Server struct {
 	grpc    *grpc.Server
 	http    *http.Server
 	debug   *http.Server
-	prom    *http.Server // nil without USE_PROMETHEUS
+	prom    *http.Server  // nil without USE_PROMETHEUS
+	certs   *certReloader // nil without GRPC_SERVER_USE_TLS
 	lis     map[string]net.Listener
 	healthy bool
 	mu      sync.Mutex
@@ -141,8 +143,18 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 
 	s.health = health.NewServer()
 	s.setHealth(s.healthy)
-	s.grpc = grpc.NewServer(rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
-		MaxConnectionAge: set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: set.GrpcMaxConnectionAgeGrace}))
+	opts := []grpc.ServerOption{rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
+		MaxConnectionAge: set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: set.GrpcMaxConnectionAgeGrace})}
+	if set.GrpcTLS.Use {
+		c, certs, err := grpcServerTLS(set.GrpcTLS, log)
+		if err != nil {
+			s.closeClients()
+			return nil, err
+		}
+		s.certs = certs
+		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, s.svc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 
@@ -326,6 +338,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.set.ConfigType != configTypeXDS {
 		stopWatch := s.watch(ctx)
 		defer stopWatch()
+	}
+	if s.certs != nil {
+		stopCerts := s.certs.watch(ctx)
+		defer stopCerts()
 	}
 	var err error
 	select {

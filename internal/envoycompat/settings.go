@@ -39,6 +39,8 @@ type Settings struct {
 
 	GrpcMaxConnectionAge      time.Duration
 	GrpcMaxConnectionAgeGrace time.Duration
+	// GrpcTLS is TLS (and mutual TLS) on the gRPC listener.
+	GrpcTLS GrpcTLSSettings
 
 	LogLevel  string
 	LogFormat string
@@ -284,7 +286,6 @@ var refusals = []refusal{
 	{"USE_DOG_STATSD", isTrue, "DogStatsD is not sent; set USE_DOG_STATSD=false"},
 	{"PROMETHEUS_MAPPER_YAML", nonEmpty, "a custom statsd mapping is not served; the metrics keep the default mapping's names"},
 	{"TRACING_ENABLED", isTrue, "tracing is not served in this mode; unset TRACING_ENABLED"},
-	{"GRPC_SERVER_USE_TLS", isTrue, "gRPC TLS is not served in this mode; terminate TLS in front of it or unset GRPC_SERVER_USE_TLS"},
 	{"MEMCACHE_HOST_PORT", nonEmpty, "the memcache backend is not served"},
 	{"MEMCACHE_SRV", nonEmpty, "the memcache backend is not served"},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", notEqualFold("WAIT"), "only WAIT is served (as by the reference since radix v4)"},
@@ -302,7 +303,8 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 			return s, fmt.Errorf("%s=%s: %s", r.name, clip(v), r.why)
 		}
 	}
-	for _, st := range append(settings[:len(settings):len(settings)], xdsSettings...) {
+	rows := append(settings[:len(settings):len(settings)], xdsSettings...)
+	for _, st := range append(rows, grpcTLSSettings...) {
 		v, ok := lookup(st.name)
 		if !ok {
 			v = st.def
@@ -312,6 +314,9 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 		}
 	}
 	if err := checkConfigSource(s); err != nil {
+		return s, err
+	}
+	if err := s.GrpcTLS.check(); err != nil {
 		return s, err
 	}
 	// The per-second Redis shares the TLS files and choices.
