@@ -94,10 +94,12 @@ func TestNewDefaultsAndErrors(t *testing.T) {
 		{Config{Algorithm: BoundedLog, Limit: MaxLimit, Window: time.Second, Tolerance: 1e-9}, "raise the tolerance"},
 	}
 	for _, b := range bad {
-		_, err := New(b.c)
-		if err == nil || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("New(%+v) = %v, want an error containing %q", b.c, err, b.want)
-		}
+		t.Run(fmt.Sprintf("%s %s", b.c.Algorithm, b.want), func(t *testing.T) {
+			_, err := New(b.c)
+			if err == nil || !strings.Contains(err.Error(), b.want) {
+				t.Errorf("New(%+v) = %v, want an error containing %q", b.c, err, b.want)
+			}
+		})
 	}
 	if _, err := New(Config{Algorithm: "nope", Limit: 1, Window: 1}); !errors.Is(err, ErrUnknown) {
 		t.Errorf("unknown name: %v, want ErrUnknown", err)

@@ -33,9 +33,11 @@ func TestLeaseReleaseNeedsTheLease(t *testing.T) {
 		name string
 		id   LeaseID
 	}{{"never acquired", stranger}, {"zero", LeaseID{}}, {"out of range", LeaseID{Hi: 1 << LeaseIDBits, Lo: 1}}} {
-		if l.ReleaseLease(s, now, tc.id) {
-			t.Errorf("releasing a lease %s reported true", tc.name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if l.ReleaseLease(s, now, tc.id) {
+				t.Errorf("releasing a lease %s reported true", tc.name)
+			}
+		})
 	}
 	a.Release(s, now, 2) // anonymous units only: the leases stay
 	if d := a.Peek(s, now, 1); d.Allowed {
@@ -61,34 +63,36 @@ func TestLeaseExpiresOnABusyKey(t *testing.T) {
 	for _, tc := range []struct {
 		window, ttl time.Duration
 	}{{10 * time.Second, 10 * time.Second}, {0, DefaultLeaseTTL}} {
-		a, l := leaser(t, Config{Algorithm: Concurrency, Limit: 2, Window: tc.window})
-		s := make([]int64, a.Words())
-		now := int64(time.Second)
-		crashed := NewLeaseID()
-		if !l.Acquire(s, now, 1, crashed).Allowed {
-			t.Fatal("first lease refused")
-		}
-		// Others come and go every second; one slot is left for them.
-		for i := 1; int64(i)*int64(time.Second) < int64(tc.ttl); i++ {
-			at := now + int64(i)*int64(time.Second)
-			id := NewLeaseID()
-			if d := l.Acquire(s, at, 1, id); !d.Allowed {
-				t.Fatalf("window %v: at %ds the free slot was refused: %+v", tc.window, i, d)
+		t.Run("window "+tc.window.String(), func(t *testing.T) {
+			a, l := leaser(t, Config{Algorithm: Concurrency, Limit: 2, Window: tc.window})
+			s := make([]int64, a.Words())
+			now := int64(time.Second)
+			crashed := NewLeaseID()
+			if !l.Acquire(s, now, 1, crashed).Allowed {
+				t.Fatal("first lease refused")
 			}
-			if d := a.Peek(s, at, 1); d.Allowed {
-				t.Fatalf("window %v: at %ds the crashed holder's slot is free too soon: %+v", tc.window, i, d)
+			// Others come and go every second; one slot is left for them.
+			for i := 1; int64(i)*int64(time.Second) < int64(tc.ttl); i++ {
+				at := now + int64(i)*int64(time.Second)
+				id := NewLeaseID()
+				if d := l.Acquire(s, at, 1, id); !d.Allowed {
+					t.Fatalf("window %v: at %ds the free slot was refused: %+v", tc.window, i, d)
+				}
+				if d := a.Peek(s, at, 1); d.Allowed {
+					t.Fatalf("window %v: at %ds the crashed holder's slot is free too soon: %+v", tc.window, i, d)
+				}
+				if !l.ReleaseLease(s, at, id) {
+					t.Fatal("release of a live lease failed")
+				}
 			}
-			if !l.ReleaseLease(s, at, id) {
-				t.Fatal("release of a live lease failed")
+			end := now + int64(tc.ttl)
+			if d := a.Peek(s, end, 2); !d.Allowed {
+				t.Fatalf("window %v: the crashed holder's lease did not expire after %v: %+v", tc.window, tc.ttl, d)
 			}
-		}
-		end := now + int64(tc.ttl)
-		if d := a.Peek(s, end, 2); !d.Allowed {
-			t.Fatalf("window %v: the crashed holder's lease did not expire after %v: %+v", tc.window, tc.ttl, d)
-		}
-		if l.ReleaseLease(s, end, crashed) {
-			t.Fatalf("window %v: an expired lease was released", tc.window)
-		}
+			if l.ReleaseLease(s, end, crashed) {
+				t.Fatalf("window %v: an expired lease was released", tc.window)
+			}
+		})
 	}
 }
 

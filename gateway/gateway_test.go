@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -128,9 +129,11 @@ func TestGatewayBadRoutes(t *testing.T) {
 		{{Prefix: "/", Upstream: mustURL(t, "ftp://h")}},
 		{{Prefix: "/", Upstream: u}, {Prefix: "/", Upstream: u}},
 	} {
-		if _, err := New(Options{Routes: rs}); err == nil {
-			t.Errorf("routes %v accepted", rs)
-		}
+		t.Run(fmt.Sprint(rs), func(t *testing.T) {
+			if _, err := New(Options{Routes: rs}); err == nil {
+				t.Errorf("routes %v accepted", rs)
+			}
+		})
 	}
 }
 
@@ -143,25 +146,27 @@ func TestGatewayForwardsChainOnlyFromTrustedProxies(t *testing.T) {
 		{"", "127.0.0.1"},                          // untrusted peer: its header is dropped
 		{"127.0.0.0/8", "198.51.100.7, 127.0.0.1"}, // trusted peer: chain kept, peer appended
 	} {
-		var p *httplimit.Proxies
-		if c.trust != "" {
-			p, _ = httplimit.ParseProxies(c.trust)
-		}
-		gw, err := New(Options{Proxies: p, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, up.URL)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(gw)
-		req, _ := http.NewRequest("GET", srv.URL+"/x", nil)
-		req.Header.Set("X-Forwarded-For", "198.51.100.7")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		srv.Close()
-		if got := resp.Header.Get("X-Seen-XFF"); got != c.want {
-			t.Errorf("trust %q: upstream saw X-Forwarded-For %q, want %q", c.trust, got, c.want)
-		}
+		t.Run("trust "+c.trust, func(t *testing.T) {
+			var p *httplimit.Proxies
+			if c.trust != "" {
+				p, _ = httplimit.ParseProxies(c.trust)
+			}
+			gw, err := New(Options{Proxies: p, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, up.URL)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(gw)
+			req, _ := http.NewRequest("GET", srv.URL+"/x", nil)
+			req.Header.Set("X-Forwarded-For", "198.51.100.7")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			srv.Close()
+			if got := resp.Header.Get("X-Seen-XFF"); got != c.want {
+				t.Errorf("trust %q: upstream saw X-Forwarded-For %q, want %q", c.trust, got, c.want)
+			}
+		})
 	}
 }

@@ -103,9 +103,11 @@ func TestGatewayRoutePathPolicyChecked(t *testing.T) {
 		{Route{Prefix: "/api/../x/", Upstream: up}, "not a canonical path"},
 		{Route{Prefix: "//api/", Upstream: up}, "not a canonical path"},
 	} {
-		if _, err := New(Options{Routes: []Route{c.r}}); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("route %+v: %v, want an error naming %s", c.r, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if _, err := New(Options{Routes: []Route{c.r}}); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("route %+v: %v, want an error naming %s", c.r, err, c.want)
+			}
+		})
 	}
 	if _, err := New(Options{Routes: []Route{{Prefix: "/api/", Upstream: up, Path: PathPolicy{TrailingSlash: "strip"}}}}); err != nil {
 		t.Errorf("prefix /api/ with trailing_slash strip: %v", err)

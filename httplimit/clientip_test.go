@@ -60,8 +60,10 @@ func TestNoTrustedProxies(t *testing.T) {
 
 func TestParseProxiesErrors(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "nonsense", "1.2.3"} {
-		if _, err := ParseProxies(bad); err == nil {
-			t.Errorf("ParseProxies(%q) succeeded", bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, err := ParseProxies(bad); err == nil {
+				t.Errorf("ParseProxies(%q) succeeded", bad)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"fmt"
 	"testing"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -97,10 +98,12 @@ func TestLimitOverrideInvalid(t *testing.T) {
 		withLimit(5, typev3.RateLimitUnit_SECOND, wrapperspb.UInt32(0), "client", "a"),
 		withLimit(5, typev3.RateLimitUnit_YEAR, wrapperspb.UInt32(2), "client", "a"),
 	} {
-		_, err := c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{d}})
-		if status.Code(err) != codes.InvalidArgument {
-			t.Errorf("case %d: %v, want InvalidArgument", i, err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			_, err := c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{d}})
+			if status.Code(err) != codes.InvalidArgument {
+				t.Errorf("case %d: %v, want InvalidArgument", i, err)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -193,10 +194,12 @@ func TestInvalidArgument(t *testing.T) {
 		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc(strings.Repeat("k", rules.MaxKeyLen+1), "a")}},
 	}
 	for i, req := range cases {
-		_, err := c.ShouldRateLimit(ctx(t), req)
-		if status.Code(err) != codes.InvalidArgument {
-			t.Errorf("case %d: %v, want InvalidArgument", i, err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			_, err := c.ShouldRateLimit(ctx(t), req)
+			if status.Code(err) != codes.InvalidArgument {
+				t.Errorf("case %d: %v, want InvalidArgument", i, err)
+			}
+		})
 	}
 	// An unknown domain is not an error: no rule applies.
 	resp, err := c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "other", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a")}})
@@ -233,9 +236,11 @@ func TestUnit(t *testing.T) {
 		{1, time.Hour + time.Millisecond, rlsv3.RateLimitResponse_RateLimit_SECOND, 3600, 1},
 	}
 	for _, c := range cases {
-		u, m, p := Unit(c.limit, c.window)
-		if u != c.unit || m != c.mult || p != c.per {
-			t.Errorf("Unit(%d, %v) = %v x%d %d, want %v x%d %d", c.limit, c.window, u, m, p, c.unit, c.mult, c.per)
-		}
+		t.Run(c.window.String(), func(t *testing.T) {
+			u, m, p := Unit(c.limit, c.window)
+			if u != c.unit || m != c.mult || p != c.per {
+				t.Errorf("Unit(%d, %v) = %v x%d %d, want %v x%d %d", c.limit, c.window, u, m, p, c.unit, c.mult, c.per)
+			}
+		})
 	}
 }

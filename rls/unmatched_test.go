@@ -29,24 +29,26 @@ func TestUnmatchedHeader(t *testing.T) {
 		{"matched", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "m")}}, ""},
 		{"mixed weights, one matched", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{weighted, desc("nothing", "b")}}, ""},
 	} {
-		var md metadata.MD
-		resp, err := c.ShouldRateLimit(ctx(t), tc.req, grpc.Header(&md))
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		got := ""
-		if v := md.Get(UnmatchedHeader); len(v) > 0 {
-			got = v[0]
-		}
-		if got != tc.want || resp.OverallCode != rlsv3.RateLimitResponse_OK {
-			t.Errorf("%s: header %q code %v, want %q OK", tc.name, got, resp.OverallCode, tc.want)
-		}
-		if tc.want != "" {
-			for i, st := range resp.Statuses {
-				if st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil || len(resp.ResponseHeadersToAdd) != 0 {
-					t.Errorf("%s: status %d %v", tc.name, i, st)
+		t.Run(tc.name, func(t *testing.T) {
+			var md metadata.MD
+			resp, err := c.ShouldRateLimit(ctx(t), tc.req, grpc.Header(&md))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			got := ""
+			if v := md.Get(UnmatchedHeader); len(v) > 0 {
+				got = v[0]
+			}
+			if got != tc.want || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+				t.Errorf("%s: header %q code %v, want %q OK", tc.name, got, resp.OverallCode, tc.want)
+			}
+			if tc.want != "" {
+				for i, st := range resp.Statuses {
+					if st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil || len(resp.ResponseHeadersToAdd) != 0 {
+						t.Errorf("%s: status %d %v", tc.name, i, st)
+					}
 				}
 			}
-		}
+		})
 	}
 }

@@ -266,11 +266,13 @@ rules:
 		t.Fatalf("301 tokens with 300 left allowed")
 	}
 	for _, bad := range []string{"abc", "0", "-5", "1.5", "99999999999999999999"} {
-		r = check(t, e, one("tenant=t1", "header:x-tokens="+bad))
-		st := r.Statuses[0]
-		if r.Allowed || st.Decision.Reason != algorithm.ReasonBadCost || !strings.Contains(st.Message(), "not a whole number") {
-			t.Fatalf("cost %q: allowed=%v reason=%q message=%q, want rejected as bad_cost with a clear message", bad, r.Allowed, st.Decision.Reason, st.Message())
-		}
+		t.Run(bad, func(t *testing.T) {
+			r = check(t, e, one("tenant=t1", "header:x-tokens="+bad))
+			st := r.Statuses[0]
+			if r.Allowed || st.Decision.Reason != algorithm.ReasonBadCost || !strings.Contains(st.Message(), "not a whole number") {
+				t.Fatalf("cost %q: allowed=%v reason=%q message=%q, want rejected as bad_cost with a clear message", bad, r.Allowed, st.Decision.Reason, st.Message())
+			}
+		})
 	}
 	// The malformed requests were not counted: 300 still left.
 	if r := check(t, e, one("tenant=t1", "header:x-tokens=300")); !r.Allowed {
@@ -456,17 +458,19 @@ rules:
 		{desc("ip=11.0.0.1"), nil},
 		{desc("ip=not-an-ip"), nil},
 	} {
-		ks, err := s.Keys(Request{Descriptors: []Descriptor{c.d}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, k := range ks {
-			got = append(got, k.Rule)
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("%v matched %v, want %v", c.d, got, c.want)
-		}
+		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
+			ks, err := s.Keys(Request{Descriptors: []Descriptor{c.d}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, k := range ks {
+				got = append(got, k.Rule)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("%v matched %v, want %v", c.d, got, c.want)
+			}
+		})
 	}
 }
 
@@ -492,9 +496,11 @@ func TestRequestBounds(t *testing.T) {
 		"descriptors": {Descriptors: make([]Descriptor, MaxDescriptors+1)},
 		"entries":     {Descriptors: []Descriptor{make(Descriptor, MaxEntries+1)}},
 	} {
-		if _, err := e.Check(context.Background(), req); !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("%s: oversized request: err = %v, want ErrInvalidRequest", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := e.Check(context.Background(), req); !errors.Is(err, ErrInvalidRequest) {
+				t.Errorf("%s: oversized request: err = %v, want ErrInvalidRequest", name, err)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -88,9 +89,11 @@ func TestEnvoyDeepestMatchAndDepth(t *testing.T) {
 		// A value listed without a rate_limit is exempt (whitelisted).
 		{desc("path=/healthz"), nil},
 	} {
-		if got := applies(t, s, c.d); !slices.Equal(got, c.want) {
-			t.Errorf("%v: %v, want %v", c.d, got, c.want)
-		}
+		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
+			if got := applies(t, s, c.d); !slices.Equal(got, c.want) {
+				t.Errorf("%v: %v, want %v", c.d, got, c.want)
+			}
+		})
 	}
 	// Envoy sends both descriptors in one request: both limits apply.
 	got := applies(t, s, desc("kind=campaign", "recipient=555"), desc("recipient=555"))

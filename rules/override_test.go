@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -81,9 +82,11 @@ func TestOverrideBounds(t *testing.T) {
 		withOverride(1, -time.Second, "member=a"),
 	}
 	for _, req := range bad {
-		if _, err := e.Check(context.Background(), req); !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("Check with overrides %v: err = %v, want ErrInvalidRequest", req.Overrides, err)
-		}
+		t.Run(fmt.Sprint(req.Overrides), func(t *testing.T) {
+			if _, err := e.Check(context.Background(), req); !errors.Is(err, ErrInvalidRequest) {
+				t.Errorf("Check with overrides %v: err = %v, want ErrInvalidRequest", req.Overrides, err)
+			}
+		})
 	}
 }
 

@@ -30,8 +30,10 @@ func TestTighter(t *testing.T) {
 		{"largest limits reversed", st(true, MaxLimit-1, MaxLimit, 0), st(true, MaxLimit/2, MaxLimit, 0), false},
 	}
 	for _, c := range cases {
-		if got := Tighter(&c.a, &c.b); got != c.want {
-			t.Errorf("%s: Tighter = %v, want %v", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := Tighter(&c.a, &c.b); got != c.want {
+				t.Errorf("%s: Tighter = %v, want %v", c.name, got, c.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
@@ -37,13 +38,15 @@ func TestCheckReportsUnmatched(t *testing.T) {
 		{Request{Descriptors: []Descriptor{desc("path=/loan/x", "member=u1")}}, "", "", ""},
 	}
 	for i, c := range cases {
-		res := check(t, e, c.req)
-		if res.Unmatched != c.why || res.Domain != c.domain || UnmatchedLabel(res) != c.label {
-			t.Errorf("case %d: unmatched %q domain %q label %q, want %q %q %q", i, res.Unmatched, res.Domain, UnmatchedLabel(res), c.why, c.domain, c.label)
-		}
-		if !res.Allowed {
-			t.Errorf("case %d: rejected", i)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			res := check(t, e, c.req)
+			if res.Unmatched != c.why || res.Domain != c.domain || UnmatchedLabel(res) != c.label {
+				t.Errorf("case %d: unmatched %q domain %q label %q, want %q %q %q", i, res.Unmatched, res.Domain, UnmatchedLabel(res), c.why, c.domain, c.label)
+			}
+			if !res.Allowed {
+				t.Errorf("case %d: rejected", i)
+			}
+		})
 	}
 }
 

@@ -159,9 +159,11 @@ func TestCheckBadArguments(t *testing.T) {
 		{"../../examples/rules.yaml", "extra"},
 		{"/no/such/rules.yaml"},
 	} {
-		if _, _, err := runCheckCmd(t, args...); err == nil {
-			t.Errorf("check %v: no error", args)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if _, _, err := runCheckCmd(t, args...); err == nil {
+				t.Errorf("check %v: no error", args)
+			}
+		})
 	}
 	p := filepath.Join(t.TempDir(), "routes.txt")
 	os.WriteFile(p, []byte("GET loan/list\n"), 0o644)

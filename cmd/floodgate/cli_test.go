@@ -31,10 +31,12 @@ func TestUsageAndHelp(t *testing.T) {
 		t.Fatalf("bare floodgate: %v, stderr %q", err, errb.String())
 	}
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"sim", "-h"}} {
-		out.Reset()
-		if err := dispatch(args, &out, &errb); err != nil || !strings.Contains(out.String(), "usage: floodgate") {
-			t.Errorf("%v: %v, stdout %q", args, err, out.String())
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out.Reset()
+			if err := dispatch(args, &out, &errb); err != nil || !strings.Contains(out.String(), "usage: floodgate") {
+				t.Errorf("%v: %v, stdout %q", args, err, out.String())
+			}
+		})
 	}
 	var cmds [][]string
 	for name := range commands {

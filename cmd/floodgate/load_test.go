@@ -72,9 +72,11 @@ func TestLoadCommandBadInput(t *testing.T) {
 		{"load", "--descriptor", "novalue"},
 		{"load", "--keys", "0", "--target", "grpc://127.0.0.1:1"},
 	} {
-		var stdout, stderr bytes.Buffer
-		if err := dispatch(args, &stdout, &stderr); err == nil {
-			t.Errorf("%v: no error", args)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if err := dispatch(args, &stdout, &stderr); err == nil {
+				t.Errorf("%v: no error", args)
+			}
+		})
 	}
 }

@@ -14,9 +14,11 @@ func TestCompatFlags(t *testing.T) {
 		{[]string{"--compat", "istio"}, `--compat "istio": the only mode is envoy-ratelimit`},
 		{[]string{"--compat", "envoy-ratelimit", "--http", "127.0.0.1:1"}, "takes no other flag"},
 	} {
-		if _, err := parseServeArgs(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if _, err := parseServeArgs(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+			}
+		})
 	}
 	if f, err := parseServeArgs([]string{"--compat", "envoy-ratelimit"}, io.Discard); err != nil || f.compat != compatEnvoy {
 		t.Fatalf("--compat envoy-ratelimit: %+v %v", f, err)
@@ -34,9 +36,11 @@ func TestCompatRefusesBeforeStarting(t *testing.T) {
 		t.Fatalf("ratelimit serve: %v", err)
 	}
 	for argv0, want := range map[string]bool{"/bin/ratelimit": true, "ratelimit": true, "/floodgate": false, "./ratelimit-x": false} {
-		if invokedAsReference(argv0) != want {
-			t.Errorf("invokedAsReference(%q) = %v", argv0, !want)
-		}
+		t.Run(argv0, func(t *testing.T) {
+			if invokedAsReference(argv0) != want {
+				t.Errorf("invokedAsReference(%q) = %v", argv0, !want)
+			}
+		})
 	}
 }
 
@@ -60,12 +64,14 @@ func TestReferenceEnvironment(t *testing.T) {
 		{[]string{"--config", "c.yaml"}, withRoot, false},
 		{[]string{"--store", "memory"}, withRoot, false},
 	} {
-		f, err := parseServeArgs(tc.args, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := f.referenceEnvironment(tc.lookup); got != tc.want {
-			t.Errorf("serve %v: reference environment %v, want %v", tc.args, got, tc.want)
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			f, err := parseServeArgs(tc.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.referenceEnvironment(tc.lookup); got != tc.want {
+				t.Errorf("serve %v: reference environment %v, want %v", tc.args, got, tc.want)
+			}
+		})
 	}
 }

@@ -114,11 +114,13 @@ func TestSimDistributedBadFlags(t *testing.T) {
 		{"--store", "redis://127.0.0.1"},
 		{"--algorithm", "nope"},
 	} {
-		var out, errOut bytes.Buffer
-		err := dispatch(append([]string{"sim", "distributed"}, args...), &out, &errOut)
-		if err == nil {
-			t.Errorf("sim distributed %v: no error", args)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := dispatch(append([]string{"sim", "distributed"}, args...), &out, &errOut)
+			if err == nil {
+				t.Errorf("sim distributed %v: no error", args)
+			}
+		})
 	}
 }
 

@@ -94,9 +94,11 @@ func TestSimWindowBadFlags(t *testing.T) {
 		{"extra"},
 		{"--nope"},
 	} {
-		var out, errOut bytes.Buffer
-		if err := runSimWindow(args, &out, &errOut); err == nil {
-			t.Errorf("sim window %v succeeded, want an error", args)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := runSimWindow(args, &out, &errOut); err == nil {
+				t.Errorf("sim window %v succeeded, want an error", args)
+			}
+		})
 	}
 }

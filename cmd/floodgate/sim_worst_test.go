@@ -103,9 +103,11 @@ func TestSimWorstBadFlags(t *testing.T) {
 		{"--algorithm", "gcra", "--horizon", "1s"},
 		{"--algorithm", "gcra", "--tolerance", "-1"},
 	} {
-		var out, errOut bytes.Buffer
-		if err := runSimWorst(args, &out, &errOut); err == nil {
-			t.Errorf("sim worst %v succeeded, want an error", args)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := runSimWorst(args, &out, &errOut); err == nil {
+				t.Errorf("sim worst %v succeeded, want an error", args)
+			}
+		})
 	}
 }

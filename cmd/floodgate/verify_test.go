@@ -124,10 +124,12 @@ func TestVerifyBadFlags(t *testing.T) {
 		{"--algorithm", "sliding-log", "--limit", "0", "--trace", path},
 		{"--algorithm", "sliding-log", "--window", "1500us", "--trace", path},
 	} {
-		var out, errOut bytes.Buffer
-		if err := runVerify(args, &out, &errOut); err == nil {
-			t.Errorf("verify %v succeeded, want an error", args)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := runVerify(args, &out, &errOut); err == nil {
+				t.Errorf("verify %v succeeded, want an error", args)
+			}
+		})
 	}
 }
 

@@ -40,10 +40,12 @@ func TestCheckContentType(t *testing.T) {
 	body := `{"descriptors":[{"entries":[{"key":"client","value":"ct"}]}]}`
 	for _, ct := range []string{"", "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
 		"multipart/form-data; boundary=x", "application/jsonx", "application/json;;"} {
-		code, m := postAs(t, srv.URL, ct, body)
-		if code != http.StatusUnsupportedMediaType || !strings.Contains(m["error"].(string), "application/json") {
-			t.Errorf("Content-Type %q: %d %v, want 415 naming application/json", ct, code, m)
-		}
+		t.Run(ct, func(t *testing.T) {
+			code, m := postAs(t, srv.URL, ct, body)
+			if code != http.StatusUnsupportedMediaType || !strings.Contains(m["error"].(string), "application/json") {
+				t.Errorf("Content-Type %q: %d %v, want 415 naming application/json", ct, code, m)
+			}
+		})
 	}
 	// The 415s counted nothing: the client's two requests are still there.
 	for _, ct := range []string{"application/json", "Application/JSON; charset=utf-8"} {
@@ -59,12 +61,14 @@ func TestCheckContentType(t *testing.T) {
 func TestCheckInvalidUTF8(t *testing.T) {
 	srv := server(t)
 	for _, v := range []string{"J\xff", "J\xfe", "\xc0\xaf", "\xed\xa0\x80", `J\ud800`, `\udc00J`, `\ud800\u0041`} {
-		body := `{"descriptors":[{"entries":[{"key":"client","value":"` + v + `"}]}]}`
-		code, m := postAs(t, srv.URL, "application/json", body)
-		msg, _ := m["error"].(string)
-		if code != http.StatusBadRequest || !(strings.Contains(msg, "UTF-8") || strings.Contains(msg, "surrogate")) {
-			t.Errorf("value %q: %d %v, want 400 about UTF-8", v, code, m)
-		}
+		t.Run(v, func(t *testing.T) {
+			body := `{"descriptors":[{"entries":[{"key":"client","value":"` + v + `"}]}]}`
+			code, m := postAs(t, srv.URL, "application/json", body)
+			msg, _ := m["error"].(string)
+			if code != http.StatusBadRequest || !(strings.Contains(msg, "UTF-8") || strings.Contains(msg, "surrogate")) {
+				t.Errorf("value %q: %d %v, want 400 about UTF-8", v, code, m)
+			}
+		})
 	}
 	// Two distinct valid values, one escaped as a surrogate pair and one
 	// written raw: each has its own counter (the limit is 2 per client).

@@ -107,10 +107,12 @@ func TestEnvoyJSONErrors(t *testing.T) {
 		`{"domain":"edge","descriptors":[{"entries":[{"key":"","value":"a"}]}]}`,
 		`{"domain":"edge","descriptors":[{"entries":[{"key":"client","value":"a"}]}],"hitsAddend":-1}`,
 	} {
-		code, _, got := postRaw(t, srv.URL+"/json", body)
-		if code != 400 || got != "Bad Request\n" {
-			t.Errorf("%s: %d %q, want 400 Bad Request", body, code, got)
-		}
+		t.Run(body, func(t *testing.T) {
+			code, _, got := postRaw(t, srv.URL+"/json", body)
+			if code != 400 || got != "Bad Request\n" {
+				t.Errorf("%s: %d %q, want 400 Bad Request", body, code, got)
+			}
+		})
 	}
 	code, _, _ := postRaw(t, srv.URL+"/json", `{"domain":"`+strings.Repeat("x", 2000)+`"}`)
 	if code != http.StatusRequestEntityTooLarge {
@@ -146,11 +148,13 @@ func TestCheckHeadersAndUnmatched(t *testing.T) {
 		{`{"domain":"edge","descriptors":[{"entries":[{"key":"path","value":"/"}]}]}`, "rules", `no rule of domain "edge" matches`},
 		{`{"descriptors":[{"entries":[{"key":"client","value":"y"}]}]}`, "", ""},
 	} {
-		code, m := post(t, srv.URL+"/v1/check", c.body)
-		got, _ := m["unmatched"].(string)
-		note, _ := m["note"].(string)
-		if code != 200 || m["allowed"] != true || got != c.unmatched || !strings.Contains(note, c.note) || (c.note == "") != (note == "") {
-			t.Errorf("%s: %d %v", c.body, code, m)
-		}
+		t.Run(c.body, func(t *testing.T) {
+			code, m := post(t, srv.URL+"/v1/check", c.body)
+			got, _ := m["unmatched"].(string)
+			note, _ := m["note"].(string)
+			if code != 200 || m["allowed"] != true || got != c.unmatched || !strings.Contains(note, c.note) || (c.note == "") != (note == "") {
+				t.Errorf("%s: %d %v", c.body, code, m)
+			}
+		})
 	}
 }

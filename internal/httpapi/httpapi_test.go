@@ -134,11 +134,13 @@ func TestCheckErrors(t *testing.T) {
 		{`{"descriptors":[{"entries":[{"key":"client","value":"` + strings.Repeat("x", 2000) + `"}]}]}`, 413, "larger than 1024"},
 	}
 	for _, c := range cases {
-		code, m := post(t, srv.URL+"/v1/check", c.body)
-		msg, _ := m["error"].(string)
-		if code != c.code || !strings.Contains(msg, c.msg) {
-			t.Errorf("%.60s: %d %q, want %d containing %q", c.body, code, msg, c.code, c.msg)
-		}
+		t.Run(c.body, func(t *testing.T) {
+			code, m := post(t, srv.URL+"/v1/check", c.body)
+			msg, _ := m["error"].(string)
+			if code != c.code || !strings.Contains(msg, c.msg) {
+				t.Errorf("%.60s: %d %q, want %d containing %q", c.body, code, msg, c.code, c.msg)
+			}
+		})
 	}
 	resp, err := http.Get(srv.URL + "/v1/check")
 	if err != nil {

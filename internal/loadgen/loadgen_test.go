@@ -448,9 +448,11 @@ func TestBadConfig(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"", "novalue", "=v", "a=1,,b=2"} {
-		if _, err := ParseDescriptor(bad); err == nil {
-			t.Errorf("ParseDescriptor(%q) accepted", bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, err := ParseDescriptor(bad); err == nil {
+				t.Errorf("ParseDescriptor(%q) accepted", bad)
+			}
+		})
 	}
 	d, err := ParseDescriptor("a=1, b = 2,c=")
 	if err != nil || len(d) != 3 || d[1] != (Entry{"b", "2"}) || d[2] != (Entry{"c", ""}) {

@@ -81,14 +81,16 @@ func TestParseConfigErrors(t *testing.T) {
 		{"store:\n  max_bytes: -1\n", "f.yaml:2: store.max_keys and store.max_bytes must not be negative"},
 	}
 	for _, c := range cases {
-		_, err := ParseConfig("f.yaml", []byte(c.yaml))
-		if err == nil {
-			t.Errorf("%q: no error, want %q", c.yaml, c.want)
-			continue
-		}
-		if !strings.HasPrefix(err.Error(), c.want) {
-			t.Errorf("%q:\n got %q\nwant prefix %q", c.yaml, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := ParseConfig("f.yaml", []byte(c.yaml))
+			if err == nil {
+				t.Errorf("%q: no error, want %q", c.yaml, c.want)
+				return
+			}
+			if !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("%q:\n got %q\nwant prefix %q", c.yaml, err, c.want)
+			}
+		})
 	}
 }
 

@@ -12,9 +12,11 @@ func TestMaskKey(t *testing.T) {
 		{"d|global", "d|global"},
 		{"", ""},
 	} {
-		if got := maskKey(c.in); got != c.want {
-			t.Errorf("maskKey(%q) = %q, want %q", c.in, got, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			if got := maskKey(c.in); got != c.want {
+				t.Errorf("maskKey(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
 	}
 }
 
@@ -25,9 +27,11 @@ func TestMaskMatch(t *testing.T) {
 		{"key one of (= a, = b): unlimited", "key one of (= " + maskValue("a") + ", = " + maskValue("b") + "): unlimited"},
 		{"ip in 10.0.0.0/8", "ip in 10.0.0.0/8"},
 	} {
-		if got := maskMatch(c.in); got != c.want {
-			t.Errorf("maskMatch(%q) = %q, want %q", c.in, got, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			if got := maskMatch(c.in); got != c.want {
+				t.Errorf("maskMatch(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
 	}
 }
 
@@ -40,8 +44,10 @@ func TestScrubAddrs(t *testing.T) {
 		{"connecting to [::1]:6379 and redis-0.redis:26379: WRONGPASS", "connecting to [address] and [address]: WRONGPASS"},
 		{"shared store unavailable (circuit breaker open): i/o timeout", "shared store unavailable (circuit breaker open): i/o timeout"},
 	} {
-		if got := scrubAddrs(c.in); got != c.want {
-			t.Errorf("scrubAddrs(%q) = %q, want %q", c.in, got, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			if got := scrubAddrs(c.in); got != c.want {
+				t.Errorf("scrubAddrs(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
 	}
 }

@@ -39,22 +39,24 @@ func TestRedisConfig(t *testing.T) {
 		{"sentinel URL", "store:\n  type: redis\n  addrs: [\"redis-sentinel://s1:26379/2?master=main\"]\n", "",
 			"redis-sentinel://s1:26379/2?master=main", ""},
 	} {
-		cfg, err := ParseConfig(filepath.Join(dir, "f.yaml"), []byte(c.yaml))
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		o, err := cfg.Store.RedisOptions(env(c.env))
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		if got := o.Address(); got != c.addr || o.Password != c.pass {
-			t.Errorf("%s: address %q password %q, want %q %q", c.name, got, o.Password, c.addr, c.pass)
-		}
-		if got := cfg.Store.Address(); got != c.addr {
-			t.Errorf("%s: Store.Address() = %q, want %q", c.name, got, c.addr)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := ParseConfig(filepath.Join(dir, "f.yaml"), []byte(c.yaml))
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+				return
+			}
+			o, err := cfg.Store.RedisOptions(env(c.env))
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+				return
+			}
+			if got := o.Address(); got != c.addr || o.Password != c.pass {
+				t.Errorf("%s: address %q password %q, want %q %q", c.name, got, o.Password, c.addr, c.pass)
+			}
+			if got := cfg.Store.Address(); got != c.addr {
+				t.Errorf("%s: Store.Address() = %q, want %q", c.name, got, c.addr)
+			}
+		})
 	}
 }
 
@@ -71,13 +73,15 @@ func TestRedisConfigErrors(t *testing.T) {
 		{"store:\n  type: redis\n  addrs: [a:1]\n  slots_per_limit: 4\n", "f.yaml:3: store: slots_per_limit needs store.type redis-cluster"},
 		{"store:\n  type: redis-cluster\n  addrs: [a:1]\n  slots_per_limit: 16385\n", "f.yaml:3: store: slots_per_limit 16385"},
 	} {
-		_, err := ParseConfig("f.yaml", []byte(c.yaml))
-		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
-			t.Errorf("%q: error %v, want prefix %q", c.yaml, err, c.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "secret-1") {
-			t.Errorf("%q: error shows the password: %v", c.yaml, err)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := ParseConfig("f.yaml", []byte(c.yaml))
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("%q: error %v, want prefix %q", c.yaml, err, c.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret-1") {
+				t.Errorf("%q: error shows the password: %v", c.yaml, err)
+			}
+		})
 	}
 	cfg, err := ParseConfig("f.yaml", []byte("store:\n  type: redis\n  addrs: [a:1]\n  password_file: /nonexistent/pw\n"))
 	if err != nil {
@@ -114,9 +118,11 @@ func TestStoreSetURL(t *testing.T) {
 		{"redis-sentinel://a:1?master=m", StoreRedis},
 		{"memory", StoreMemory},
 	} {
-		if err := s.SetURL(c.url); err != nil || s.Type != c.typ {
-			t.Errorf("SetURL(%q): type %q, %v; want %q", c.url, s.Type, err, c.typ)
-		}
+		t.Run(c.url, func(t *testing.T) {
+			if err := s.SetURL(c.url); err != nil || s.Type != c.typ {
+				t.Errorf("SetURL(%q): type %q, %v; want %q", c.url, s.Type, err, c.typ)
+			}
+		})
 	}
 	if err := s.SetURL("redis://:pw-77@h"); err == nil || strings.Contains(err.Error(), "pw-77") {
 		t.Errorf("SetURL with a bad address: %v", err)

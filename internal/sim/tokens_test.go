@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,8 +43,10 @@ func TestTokensScenario(t *testing.T) {
 func TestTokensShapeErrors(t *testing.T) {
 	bad := []TokenShape{{}, {Clients: 1, Budget: 10, Window: time.Minute, Duration: time.Minute, MinCost: 5, MaxCost: 20}}
 	for _, s := range bad {
-		if _, err := Tokens(context.Background(), s); err == nil {
-			t.Errorf("%+v accepted", s)
-		}
+		t.Run(fmt.Sprintf("%+v", s), func(t *testing.T) {
+			if _, err := Tokens(context.Background(), s); err == nil {
+				t.Errorf("%+v accepted", s)
+			}
+		})
 	}
 }

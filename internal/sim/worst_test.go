@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -116,9 +117,11 @@ func TestWorstBadConfig(t *testing.T) {
 		{Limit: floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 0, Window: time.Second}},
 		{Limit: floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Second}, Horizon: time.Millisecond},
 	} {
-		if _, err := Worst(ctx, c); err == nil {
-			t.Errorf("Worst(%+v) succeeded, want an error", c)
-		}
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
+			if _, err := Worst(ctx, c); err == nil {
+				t.Errorf("Worst(%+v) succeeded, want an error", c)
+			}
+		})
 	}
 }
 

@@ -33,10 +33,12 @@ func TestParse(t *testing.T) {
 
 func TestParseEmpty(t *testing.T) {
 	for _, in := range []string{"", "\n\n", "# only\n# comments"} {
-		got, err := Parse(strings.NewReader(in), "e.csv")
-		if err != nil || len(got) != 0 {
-			t.Errorf("Parse(%q) = %v, %v; want no records, no error", in, got, err)
-		}
+		t.Run(in, func(t *testing.T) {
+			got, err := Parse(strings.NewReader(in), "e.csv")
+			if err != nil || len(got) != 0 {
+				t.Errorf("Parse(%q) = %v, %v; want no records, no error", in, got, err)
+			}
+		})
 	}
 }
 

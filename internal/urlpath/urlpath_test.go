@@ -89,9 +89,11 @@ func TestParsePolicy(t *testing.T) {
 		t.Fatalf("defaults: %+v, %v", p, err)
 	}
 	for _, bad := range [][4]string{{"keep", "", "", ""}, {"", "drop", "", ""}, {"", "", "upper", ""}, {"", "", "", "add"}} {
-		if _, err := ParsePolicy(bad[0], bad[1], bad[2], bad[3]); err == nil {
-			t.Errorf("ParsePolicy(%q) accepted", bad)
-		}
+		t.Run(strings.Join(bad[:], ","), func(t *testing.T) {
+			if _, err := ParsePolicy(bad[0], bad[1], bad[2], bad[3]); err == nil {
+				t.Errorf("ParsePolicy(%q) accepted", bad)
+			}
+		})
 	}
 }
 
