@@ -143,20 +143,10 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 
 	s.health = health.NewServer()
 	s.setHealth(s.healthy)
-	opts := []grpc.ServerOption{rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
-		MaxConnectionAge: set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: set.GrpcMaxConnectionAgeGrace})}
-	if set.GrpcTLS.Use {
-		c, certs, err := grpcServerTLS(set.GrpcTLS, log)
-		if err != nil {
-			s.closeClients()
-			return nil, err
-		}
-		s.certs = certs
-		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
+	if err := s.newGRPC(); err != nil {
+		s.closeClients()
+		return nil, err
 	}
-	s.grpc = grpc.NewServer(opts...)
-	rlsv3.RegisterRateLimitServiceServer(s.grpc, s.svc)
-	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	js, err := httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: s.svc, Logger: log,
 		AcceptType: func(string) bool { return true }, FailureStatus: http.StatusBadRequest})
@@ -196,6 +186,25 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newGRPC makes the gRPC server: the RLS service and gRPC health, with
+// TLS when GRPC_SERVER_USE_TLS asks for it.
+func (s *Server) newGRPC() error {
+	opts := []grpc.ServerOption{rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
+		MaxConnectionAge: s.set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: s.set.GrpcMaxConnectionAgeGrace})}
+	if s.set.GrpcTLS.Use {
+		c, certs, err := grpcServerTLS(s.set.GrpcTLS, s.log)
+		if err != nil {
+			return err
+		}
+		s.certs = certs
+		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, s.svc)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	return nil
 }
 
 // warnLiteral logs every descriptor value whose '*' is a literal character
