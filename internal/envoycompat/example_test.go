@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestCompatExample holds examples/envoy-ratelimit-compat to what it

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/internal/urlpath"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate-dev/floodgate/internal/tracing"
 	"github.com/floodgate-dev/floodgate/rules"

@@ -10,9 +10,9 @@ require (
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
 	github.com/lyft/gostats v0.4.14
 	github.com/sirupsen/logrus v1.9.3
+	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
