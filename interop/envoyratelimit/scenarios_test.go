@@ -7,8 +7,8 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // The requests of the differential test are generated from each config's
