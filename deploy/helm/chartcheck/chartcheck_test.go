@@ -146,11 +146,61 @@ func TestChartRenders(t *testing.T) {
 			t.Errorf("a password variable without a Secret")
 		}
 	})
+	t.Run("tracing and client certificates", func(t *testing.T) {
+		objs := objects(t, nil, "tracing.enabled=true", "tracing.endpoint=http://collector:4318",
+			"tls.existingSecret=floodgate-tls", "serviceMonitor.enabled=true", "networkPolicy.enabled=true")
+		dep := objs["Deployment/floodgate"]
+		c := container(dep)
+		env := map[string]any{}
+		for _, e := range dig(c, "env").([]any) {
+			env[dig(e, "name").(string)] = dig(e, "value")
+		}
+		if env["OTEL_TRACES_EXPORTER"] != "otlp" || env["OTEL_EXPORTER_OTLP_ENDPOINT"] != "http://collector:4318" ||
+			env["OTEL_EXPORTER_OTLP_PROTOCOL"] != "http/protobuf" {
+			t.Errorf("tracing variables %v", env)
+		}
+		if !strings.Contains(args(dep), "--config=/etc/floodgate/config/floodgate.yaml") {
+			t.Errorf("args %s: want the config file", args(dep))
+		}
+		for _, probe := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
+			if dig(c, probe, "httpGet", "port") != "admin" {
+				t.Errorf("%s on %v: the kubelet has no client certificate, want the admin port", probe, dig(c, probe, "httpGet", "port"))
+			}
+		}
+		if dig(objs["ServiceMonitor/floodgate"], "spec", "endpoints", 0, "port") != "admin" ||
+			dig(objs["Service/floodgate"], "spec", "ports", 2, "port") != 9090 ||
+			dig(objs["NetworkPolicy/floodgate"], "spec", "ingress", 0, "ports", 2, "port") != "admin" {
+			t.Errorf("admin port: ServiceMonitor %v, Service %v, NetworkPolicy %v", dig(objs["ServiceMonitor/floodgate"], "spec"),
+				dig(objs["Service/floodgate"], "spec", "ports"), dig(objs["NetworkPolicy/floodgate"], "spec", "ingress"))
+		}
+		if dig(dep, "spec", "template", "spec", "volumes", 2, "secret", "secretName") != "floodgate-tls" {
+			t.Errorf("volumes %v", dig(dep, "spec", "template", "spec", "volumes"))
+		}
+		text, _ := dig(objs["ConfigMap/floodgate-config"], "data", "floodgate.yaml").(string)
+		var cfg struct {
+			HTTP, GRPC struct{ TLS map[string]string }
+			Admin      struct{ Addr string }
+		}
+		if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
+			t.Fatalf("floodgate.yaml: %v\n%s", err, text)
+		}
+		for _, l := range []map[string]string{cfg.HTTP.TLS, cfg.GRPC.TLS} {
+			if l["client_ca"] != "/etc/floodgate/tls/ca.crt" || l["cert"] != "/etc/floodgate/tls/tls.crt" || l["client_auth"] != "required" {
+				t.Errorf("listener TLS %v", l)
+			}
+		}
+		if cfg.Admin.Addr != "0.0.0.0:9090" {
+			t.Errorf("admin listener %q", cfg.Admin.Addr)
+		}
+	})
 	for _, c := range []struct {
 		name string
 		set  []string
 		want string
 	}{
+		{"tracing without an endpoint", []string{"tracing.enabled=true"}, "needs tracing.endpoint"},
+		{"an unknown tracing protocol", []string{"tracing.enabled=true", "tracing.endpoint=http://c:4318", "tracing.protocol=zipkin"}, `tracing.protocol "zipkin"`},
+		{"an unknown client certificate mode", []string{"tls.existingSecret=s", "tls.clientAuth=maybe"}, `tls.clientAuth "maybe"`},
 		{"two replicas on the memory store", []string{"replicaCount=2"}, "counts in each replica alone"},
 		{"an HPA on the memory store", []string{"autoscaling.enabled=true"}, "counts in each replica alone"},
 		{"an unknown mode", []string{"store.mode=memcached"}, `store.mode "memcached"`},
