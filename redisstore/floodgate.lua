@@ -10,7 +10,7 @@
 --          'p' is 'd' without writing; 'a' is 'd' holding concurrency
 --          units under a lease; 'r' releases; 'l' releases a lease; 's'
 --          records events and returns the states; 'S' is 's' at most once
---          (see once).
+--          (see once); 'i' decides each key on its own (see below).
 -- For 'a' and 'l', ARGV[3] and ARGV[4] are the lease id's two halves.
 -- ARGV[2]: now in microseconds, or '' to read the Redis server's TIME.
 -- Then (after the lease id for 'a' and 'l') per key: code, ttl_ms (0: no expiry), words, nparams, params...,
@@ -1169,7 +1169,7 @@ if op ~= 's' then -- merging uses the events' own times
   if ARGV[2] == '' then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  else
+  elseif op ~= 'i' then
     now = tonumber(ARGV[2])
   end
 end
@@ -1186,6 +1186,46 @@ local function nextarg()
   local v = tonumber(ARGV[pos])
   pos = pos + 1
   return v
+end
+
+-- Op 'i' decides each key on its own, as if each were a call of op 'd'
+-- with that key alone, one after another: the key's state is read, the
+-- decision made and, if allowed, the state written before the next key is
+-- read, so a key named twice sees its first decision. It lets the store
+-- put concurrent decisions for different callers in one call. ARGV[2] is
+-- '' (the server's clock for every key) or 't': each key's cost and shadow
+-- are then followed by its own time. A key whose stored value cannot be
+-- read gets reason code -1 and nothing else happens to it.
+if op == 'i' then
+  local pertime = ARGV[2] ~= ''
+  local out, built = {}, {}
+  for i = 1, #KEYS do
+    local key = KEYS[i]
+    local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
+    local alg = built[code]
+    if not alg then
+      alg = build(code)
+      if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
+      built[code] = alg
+    end
+    local P = {}
+    for j = 1, np do P[j] = nextarg() end
+    local cost = nextarg()
+    nextarg() -- shadow: one request alone is written when allowed either way
+    if pertime then now = nextarg() end
+    if alg.fromstored then anchor = clamp(now) end
+    local s, _, valid = load(key, words, code, P, alg)
+    local n = #out
+    if not s then
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, -1
+    else
+      if alg.fix and not valid and alg.fix(P, s, words) then save(key, s, ttl, code, P, alg) end
+      local a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = a, rem, reset, retry, delay, reason
+      if a == 1 then save(key, s, ttl, code, P, alg) end
+    end
+  end
+  return out
 end
 
 local replay = false

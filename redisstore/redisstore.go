@@ -138,6 +138,7 @@ type Store struct {
 	specMu     sync.RWMutex
 	specs      map[algorithm.Config]specEntry
 	loads      scriptLoads
+	batchers   sync.Map // hash slot (0 outside Cluster) -> *batcher
 }
 
 var (
@@ -597,23 +598,32 @@ func decisions(r rueidis.RedisResult, rs []request, idx []int, out []algorithm.D
 	return nil
 }
 
-// DecideOne decides one request in one EVALSHA.
+// DecideOne decides one request: alone in one EVALSHA when few calls are
+// in flight, else together with other concurrent DecideOne calls of its
+// hash slot in one script call that decides each on its own (see batcher).
 func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
 	sp, err := s.specFor(req.Algorithm)
 	if err != nil {
 		return algorithm.Decision{}, err
 	}
-	client, err := s.connect()
-	if err != nil {
+	if _, err := s.connect(); err != nil {
 		return algorithm.Decision{}, err
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
+	return s.decideBatched(ctx, now, req, sp, s.key(sp, req.Key))
+}
+
+// decideAlone decides one request in one EVALSHA of op 'd'.
+func (s *Store) decideAlone(ctx context.Context, now int64, req store.Request, sp *spec, key string) (algorithm.Decision, error) {
+	client, err := s.connect()
+	if err != nil {
+		return algorithm.Decision{}, err
+	}
 	shadow := "0"
 	if req.Shadow {
 		shadow = "1"
 	}
-	key := s.key(sp, req.Key)
 	args := make([]string, 0, len(sp.header)+4)
 	args = append(append(append(args, "d", s.now(now)), sp.header...), itoa(req.Cost), shadow)
 	gen := s.loads.generation()

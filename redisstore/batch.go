@@ -1,0 +1,196 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/store"
+)
+
+const (
+	// batchInflight is how many DecideOne calls per hash slot go to Redis
+	// at once before further ones wait to share a call.
+	batchInflight = 2
+	// maxBatch bounds the decisions of one shared call, so that one call
+	// does not hold Redis for long.
+	maxBatch = 128
+)
+
+// batcher groups concurrent DecideOne calls of one hash slot (one group on
+// a single server). While fewer than batchInflight calls are in flight, a
+// decision goes out alone at once: light traffic waits for nothing. Beyond
+// that, decisions queue, and as each call returns, everything queued goes
+// out in one script call (op 'i'), which decides each key on its own.
+// Redis then parses one EVALSHA, enters Lua once and answers once for many
+// decisions, where each of these cost about as much as the decision itself.
+// A queued decision waits at most for one call in flight to return.
+type batcher struct {
+	mu       sync.Mutex
+	inflight int
+	queue    []*pending
+}
+
+// pending is one queued decision.
+type pending struct {
+	ctx  context.Context
+	now  int64
+	req  store.Request
+	sp   *spec
+	key  string
+	done chan struct{}
+	d    algorithm.Decision
+	err  error
+}
+
+// batcherFor returns the batcher of key's group.
+func (s *Store) batcherFor(key string) *batcher {
+	var sl uint16
+	if s.cluster {
+		sl = slot(key)
+	}
+	if b, ok := s.batchers.Load(sl); ok {
+		return b.(*batcher)
+	}
+	b, _ := s.batchers.LoadOrStore(sl, &batcher{})
+	return b.(*batcher)
+}
+
+// decideBatched decides one request through its slot's batcher: alone at
+// once if few calls are in flight, else in the next shared call.
+func (s *Store) decideBatched(ctx context.Context, now int64, req store.Request, sp *spec, key string) (algorithm.Decision, error) {
+	b := s.batcherFor(key)
+	b.mu.Lock()
+	if b.inflight < batchInflight {
+		b.inflight++
+		b.mu.Unlock()
+		d, err := s.decideAlone(ctx, now, req, sp, key)
+		b.next(s)
+		return d, err
+	}
+	p := &pending{ctx: ctx, now: now, req: req, sp: sp, key: key, done: make(chan struct{})}
+	b.queue = append(b.queue, p)
+	b.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.d, p.err
+	case <-ctx.Done():
+		// Still queued, it is skipped and never counted; already sent, it
+		// may count, as any call that runs out of time.
+		return algorithm.Decision{}, fmt.Errorf("redisstore: %w", ctx.Err())
+	}
+}
+
+// next hands what is queued to a goroutine that sends it, keeping the
+// finished call's place in flight, or gives the place back.
+func (b *batcher) next(s *Store) {
+	b.mu.Lock()
+	batch := b.take()
+	if batch == nil {
+		b.inflight--
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		go b.run(s, batch)
+	}
+}
+
+// take removes up to maxBatch queued decisions; b.mu is held.
+func (b *batcher) take() []*pending {
+	if len(b.queue) == 0 {
+		return nil
+	}
+	n := min(len(b.queue), maxBatch)
+	batch := b.queue[:n:n]
+	if n == len(b.queue) {
+		b.queue = nil
+	} else {
+		b.queue = b.queue[n:]
+	}
+	return batch
+}
+
+// run sends batches until nothing is queued.
+func (b *batcher) run(s *Store, batch []*pending) {
+	for batch != nil {
+		s.decideShared(batch)
+		b.mu.Lock()
+		batch = b.take()
+		if batch == nil {
+			b.inflight--
+		}
+		b.mu.Unlock()
+	}
+}
+
+// decideShared decides batch in one script call and wakes each caller.
+// Decisions whose caller already gave up are left out.
+func (s *Store) decideShared(batch []*pending) {
+	live := batch[:0:0]
+	var last time.Time
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = fmt.Errorf("redisstore: %w", err)
+			close(p.done)
+			continue
+		}
+		dl, ok := p.ctx.Deadline()
+		if !ok {
+			dl = time.Now().Add(s.timeout)
+		}
+		if dl.After(last) {
+			last = dl
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if len(live) == 1 {
+		p := live[0]
+		p.d, p.err = s.decideAlone(p.ctx, p.now, p.req, p.sp, p.key)
+		close(p.done)
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), last)
+	defer cancel()
+	c := call{keys: make([]string, 0, len(live)), args: make([]string, 0, 2+len(live)*12)}
+	c.args = append(c.args, "i", "")
+	if s.clientTime {
+		c.args[1] = "t"
+	}
+	for _, p := range live {
+		c.keys = append(c.keys, p.key)
+		c.args = append(c.args, p.sp.header...)
+		c.args = append(c.args, itoa(p.req.Cost), "0")
+		if s.clientTime {
+			c.args = append(c.args, s.now(p.now))
+		}
+	}
+	res, err := s.exec(ctx, []call{c})
+	var v []int64
+	if err == nil {
+		if v, err = res[0].AsIntSlice(); err != nil {
+			err = fmt.Errorf("redisstore: reading decisions: %w", err)
+		} else if len(v) != 6*len(live) {
+			err = fmt.Errorf("redisstore: script returned %d values for %d decisions", len(v), len(live))
+		}
+	}
+	for j, p := range live {
+		switch {
+		case err != nil:
+			p.err = err
+		case v[6*j+5] == -1:
+			// The key's value could not be read; deciding it alone
+			// returns the script's full error.
+			p.d, p.err = s.decideAlone(p.ctx, p.now, p.req, p.sp, p.key)
+		case v[6*j+5] < 0 || v[6*j+5] >= int64(len(reasons)):
+			p.err = fmt.Errorf("redisstore: script returned reason code %d", v[6*j+5])
+		default:
+			p.d = decision(v[6*j:6*j+6], p.sp)
+		}
+		close(p.done)
+	}
+}
