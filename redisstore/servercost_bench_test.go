@@ -80,3 +80,73 @@ func BenchmarkServerCost(b *testing.B) {
 		})
 	}
 }
+
+// perKeyScripts are the floors a shared call is measured against: a script
+// that reads its keys and does nothing, and one that GETs and SETs each key
+// (the commands a decision makes), with no decision in Lua.
+var perKeyScripts = map[string]string{
+	"null":    `return #KEYS`,
+	"get-set": `for i = 1, #KEYS do local v = redis.call('GET', KEYS[i]); redis.call('SET', KEYS[i], 'xxxxxxxxxxxxxxxx', 'PX', 60000) end return #KEYS`,
+}
+
+// BenchmarkSharedCall measures redis-server CPU per key of one script call
+// carrying many keys, for the floors (perKeyScripts) and for the store's
+// shared decisions (op 'i') of fixed-window and bounded-log, at 1, 16 and
+// 128 keys per call over 10,000 keys. Run with
+//
+//	go test -run '^$' -bench BenchmarkSharedCall -benchtime 2000x ./redisstore/
+func BenchmarkSharedCall(b *testing.B) {
+	needRedis(b)
+	ctx := context.Background()
+	s := newStore(b, Options{})
+	client, err := s.connect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	shas := map[string]string{}
+	for name, src := range perKeyScripts {
+		if shas[name], err = client.Do(ctx, client.B().ScriptLoad().Script(src).Build()).ToString(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var seq atomic.Int64
+	for _, per := range []int{1, 16, 128} {
+		for _, name := range []string{"null", "get-set", "fixed-window", "bounded-log"} {
+			b.Run(name+"/keys-"+strconv.Itoa(per), func(b *testing.B) {
+				var sp *spec
+				switch name {
+				case "fixed-window":
+					sp, _ = s.specFor(mustAlg(b, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1000000, Window: time.Second}))
+				case "bounded-log":
+					sp, _ = s.specFor(mustAlg(b, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 1000000, Window: time.Second}))
+				}
+				build := func() rueidis.Completed {
+					keys := make([]string, per)
+					for i := range keys {
+						keys[i] = "{cost}:" + strconv.FormatInt(seq.Add(1)%10000, 10)
+					}
+					if sp == nil {
+						return client.B().Evalsha().Sha1(shas[name]).Numkeys(int64(per)).Key(keys...).Build()
+					}
+					args := []string{"i", ""}
+					for i := range keys {
+						keys[i] = s.key(sp, keys[i])
+						args = append(append(args, sp.header...), "1", "0")
+					}
+					return client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(per)).Key(keys...).Arg(args...).Build()
+				}
+				resetStats(b)
+				b.SetParallelism(4)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := client.Do(ctx, build()).Error(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric((serverCPU(b)-cpuBefore)*1e6/float64(b.N*per), "server-cpu-µs/key")
+			})
+		}
+	}
+}
