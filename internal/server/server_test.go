@@ -272,27 +272,30 @@ func TestRulesHotReload(t *testing.T) {
 	cfg := testConfig()
 	cfg.Rules = file
 	r := start(t, cfg)
-	wait := func(what string, ok func() bool) {
+	// editUntil makes an edit, and makes it again every 2 s until ok: the
+	// watcher starts in the background, and an edit made before it watches
+	// is seen only by the next one (2 s leaves the watcher's 100 ms of
+	// quiet before a reload, on a stalled machine too).
+	editUntil := func(what string, edit func(), ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !ok() {
+		deadline := time.Now().Add(30 * time.Second)
+		edit()
+		for again := time.Now().Add(2 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s; logs:\n%s", what, r.logs.String())
 			}
-			time.Sleep(20 * time.Millisecond)
+			if time.Now().After(again) {
+				edit()
+				again = time.Now().Add(2 * time.Second)
+			}
 		}
 	}
-	// The watcher starts in the background; give it a moment to be
-	// watching before the edit (the edit is then seen either by it or by
-	// the server's own load at start).
-	time.Sleep(300 * time.Millisecond)
-	write("7")
-	wait("reload to limit 7", func() bool {
+	editUntil("reload to limit 7", func() { write("7") }, func() bool {
 		_, body := httpGet(t, r.url("/v1/rules"))
 		return strings.Contains(body, `"limit":7`)
 	})
-	os.WriteFile(file, []byte("domain: d\nrules:\n  - name: r\n    limitt: 3\n"), 0o644)
-	wait("the bad file to be reported", func() bool { return strings.Contains(r.logs.String(), "reload failed") })
+	bad := func() { os.WriteFile(file, []byte("domain: d\nrules:\n  - name: r\n    limitt: 3\n"), 0o644) }
+	editUntil("the bad file to be reported", bad, func() bool { return strings.Contains(r.logs.String(), "reload failed") })
 	if _, body := httpGet(t, r.url("/v1/rules")); !strings.Contains(body, `"limit":7`) {
 		t.Fatalf("a bad file replaced the rules in force: %s", body)
 	}

@@ -34,7 +34,8 @@ var watchReady func()
 // chmod-ing) settle into one reload.
 const reloadDelay = 100 * time.Millisecond
 
-// Watch reloads the rule file at path into e whenever the file changes and
+// Watch puts the rules of the file at path in force in e once it watches
+// the file (if they load), then reloads them whenever the file changes and
 // whenever the process receives SIGHUP, until ctx is done. It watches the
 // file's directory, so editors that replace the file and Kubernetes
 // ConfigMap symlink swaps are seen; if path is a directory (see Load), any
@@ -75,8 +76,14 @@ func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) 
 	defer signal.Stop(hup)
 	// Hash what is there now, after the watch is in place (a change from
 	// here on is an event) and before saying ready: a change made right
-	// after ready must differ from this sum, or it would be skipped.
+	// after ready must differ from this sum, or it would be skipped. And
+	// put it in force: an edit made before the watch, after the caller
+	// loaded the rules, would otherwise be taken for the rules in force
+	// and never reloaded.
 	r.last, _ = contentSum(abs, r.isDir)
+	if set, err := rules.Load(path); err == nil {
+		e.Swap(set)
+	}
 	if watchReady != nil {
 		watchReady()
 	}

@@ -173,12 +173,29 @@ func TestWatchSIGHUP(t *testing.T) {
 	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
 	logs, stop := startWatch(t, path, e)
 	defer stop()
+	before := e.Set()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "SIGHUP reload", func() bool { return e.Set() != set })
+	waitFor(t, "SIGHUP reload", func() bool { return e.Set() != before })
 	if !strings.Contains(logs.String(), "trigger=SIGHUP") {
 		t.Fatalf("log: %s", logs.String())
+	}
+}
+
+// An edit made after the caller loaded the rules and before the watch was
+// in place is in force once Watch is ready: it is no event, and the same
+// content written again would change nothing.
+func TestWatchStartsFromTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, limitFile(3, ""))
+	set, _ := rules.Load(path)
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
+	writeFile(t, path, limitFile(7, ""))
+	_, stop := startWatch(t, path, e)
+	defer stop()
+	if got := allowedCount(t, e, one("member=u1"), 10); got != 7 {
+		t.Fatalf("%d allowed, want 7: the file's limit is not in force", got)
 	}
 }
 
