@@ -19,10 +19,14 @@ func TestLimitListener(t *testing.T) {
 	}
 	var mu sync.Mutex
 	reasons := map[string]int{}
+	// handled says what the listener did with each connection, in order:
+	// a refusal's reason, or "accepted" (after an eviction's reason).
+	handled := make(chan string, 16)
 	ln := newLimitListener(raw, "test", 4, 3, slog.New(slog.NewTextHandler(io.Discard, nil)), func(r string) {
 		mu.Lock()
 		reasons[r]++
 		mu.Unlock()
+		handled <- r
 	})
 	defer ln.Close()
 	go func() {
@@ -30,8 +34,12 @@ func TestLimitListener(t *testing.T) {
 			if _, err := ln.Accept(); err != nil {
 				return // the server side holds every accepted connection
 			}
+			handled <- "accepted"
 		}
 	}()
+	// dial connects from 127.0.0.ip and returns once the listener has
+	// accepted or refused the connection, so that connections are taken in
+	// the order they are dialled, however slow the machine.
 	dial := func(ip byte) net.Conn {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, ip)}}
 		c, err := d.Dial("tcp", raw.Addr().String())
@@ -39,8 +47,16 @@ func TestLimitListener(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		time.Sleep(20 * time.Millisecond) // accepted in order
-		return c
+		for timeout := time.After(30 * time.Second); ; {
+			select {
+			case r := <-handled:
+				if r != evictedForNewClient { // an eviction is followed by the newcomer's accept
+					return c
+				}
+			case <-timeout:
+				t.Fatal("the listener neither accepted nor refused a connection in 30 s")
+			}
+		}
 	}
 	closed := func(c net.Conn) bool {
 		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
