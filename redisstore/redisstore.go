@@ -9,6 +9,8 @@
 //
 // A Store implements store.Store (Decide, DecideOne, Release) and
 // store.Syncer (Sync, one round trip per Redis node for any number of keys).
+// New dials Redis as Options say; NewWithClient uses a rueidis client the
+// application already holds.
 //
 // Keys have the form
 //
@@ -128,6 +130,7 @@ type Store struct {
 	dialErr    error      // its error
 	dialing    bool       // an attempt is in flight
 	closed     bool
+	borrowed   bool   // the client is the caller's: Close leaves it open
 	addr       string // Options.Address(): no password
 	cluster    bool
 	clientTime bool
@@ -156,20 +159,8 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if len(o.Addrs) == 0 {
 		return nil, errors.New("redisstore: Options.Addrs is empty: give at least one host:port")
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if strings.ContainsAny(o.Prefix, "{}") {
-		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would change the Cluster hash tag", o.Prefix)
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.TTLSlack <= 0 {
-		o.TTLSlack = time.Second
-		if o.ClientTime {
-			o.TTLSlack = time.Minute
-		}
+	if err := o.fillKeyOptions(); err != nil {
+		return nil, err
 	}
 	copt := rueidis.ClientOption{
 		InitAddress:       o.Addrs,
@@ -199,9 +190,6 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	if o.ReconnectEvery <= 0 {
 		o.ReconnectEvery = time.Second
-	}
-	if o.SlotsPerLimit < 0 || o.SlotsPerLimit > 16384 {
-		return nil, fmt.Errorf("redisstore: SlotsPerLimit must be between 1 and 16384, got %d", o.SlotsPerLimit)
 	}
 	s := &Store{copt: copt, every: o.ReconnectEvery, addr: o.Address(), cluster: o.Cluster, clientTime: o.ClientTime, spread: o.SlotsPerLimit,
 		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
@@ -329,7 +317,7 @@ func (s *Store) Close() error {
 	s.dialMu.Lock()
 	defer s.dialMu.Unlock()
 	s.closed = true
-	if c := s.conn.Swap(nil); c != nil {
+	if c := s.conn.Swap(nil); c != nil && !s.borrowed {
 		(*c).Close()
 	}
 	return nil
