@@ -15,7 +15,11 @@ type shard struct {
 	now      int64 // the newest time seen, Unix ns
 	rng      uint64
 	tables   []*table // by limit.id
-	scratch  []int64  // all zero between uses
+	live     []*table // the tables in tables, in no order
+	// orphans summarize what the keys of retired limits had used, by
+	// kind of limit (see retire.go).
+	orphans map[orphanKind]*orphanSummary
+	scratch []int64 // all zero between uses
 	// chargeScratch holds a charged copy of a state being decided.
 	chargeScratch []int64
 	// evictScratch holds an evicted key's state while it is summarized
@@ -49,6 +53,8 @@ func (sh *shard) newTable(l *limit) *table {
 	t := newTable(sh, l)
 	t.shardIdx = idx
 	sh.tables[l.id] = t
+	t.liveIdx = len(sh.live)
+	sh.live = append(sh.live, t)
 	t.publish()
 	sh.ensureScratch(l.words)
 	return t
@@ -124,10 +130,7 @@ func (sh *shard) pickTable() *table {
 		return nil
 	}
 	r := int(sh.rand() % uint64(sh.n))
-	for _, t := range sh.tables {
-		if t == nil {
-			continue
-		}
+	for _, t := range sh.live {
 		if r < t.n {
 			return t
 		}
@@ -148,8 +151,8 @@ func (sh *shard) enforceBytes(keep uint64) {
 			vage   time.Duration
 		)
 		for range 8 {
-			t := sh.tables[int(sh.rand()%uint64(len(sh.tables)))]
-			if t == nil || t.bigLive == 0 {
+			t := sh.live[int(sh.rand()%uint64(len(sh.live)))]
+			if t.bigLive == 0 {
 				continue
 			}
 			if sl := t.bigSlot(int(sh.rand()%uint64(t.cap)), keep); sl >= 0 {
@@ -189,8 +192,8 @@ func (t *table) bigSlot(sl int, keep uint64) int {
 // anyBig returns a table and slot whose state is out of line and whose
 // hash is not keep, or nil.
 func (sh *shard) anyBig(keep uint64) (*table, int) {
-	for _, t := range sh.tables {
-		if t != nil && t.bigLive > 0 {
+	for _, t := range sh.live {
+		if t.bigLive > 0 {
 			if sl := t.bigSlot(0, keep); sl >= 0 {
 				return t, sl
 			}

@@ -207,14 +207,17 @@ func (sh *shard) record(t *table, sl int) {
 	}
 	now := max(sh.now, 0)
 	t.sketch.Add(uint64(t.slots[sl*t.stride])&^metaMask, used, now+int64(hold))
+	t.sketchUntil = max(t.sketchUntil, now+int64(hold))
 }
 
-// chargeOf returns what t's sketch charges hash h at now.
+// chargeOf returns what t's sketch and the shard's orphan summary for
+// t's kind charge hash h at now.
 func (t *table) chargeOf(h uint64, now int64) int64 {
+	c := t.sh.orphanCharge(t.l, h, now)
 	if t.sketch == nil {
-		return 0
+		return c
 	}
-	return t.sketch.Charge(h, now)
+	return min(c+t.sketch.Charge(h, now), algorithm.MaxTime)
 }
 
 // chargeFor returns what the sketch charges the key in slot sl at now,

@@ -108,9 +108,12 @@ type Options struct {
 	// slightly before the store as a whole holds MaxKeys keys. Zero means
 	// DefaultMaxKeys. Store.MaxKeys reports the bound in force.
 	MaxKeys int
-	// MaxBytes bounds the memory of the store's tables, out-of-line states
-	// and eviction summary, over all limits together, in bytes. Each shard
-	// may use MaxBytes/Shards. Zero means no bound in bytes (MaxKeys still
+	// MaxBytes bounds the memory of the store's tables, out-of-line states,
+	// eviction summary and limits, over all limits together, in bytes. A
+	// sixteenth is set aside for the limits (each distinct
+	// algorithm.Config is accounted 768 bytes plus 10 per shard, 1.4 KiB
+	// with 64 shards; at least 256 limits are kept: see retire.go), and
+	// each shard may use an equal share of the rest. Zero means no bound in bytes (MaxKeys still
 	// applies). The Go runtime's own overhead (garbage not yet collected,
 	// allocator slack) comes on top; see docs/operations.md.
 	MaxBytes int64
@@ -119,15 +122,23 @@ type Options struct {
 // Store is an in-memory store.Store and store.Syncer. It is safe for
 // concurrent use. The zero value is not usable; call New.
 type Store struct {
-	seed      maphash.Seed
-	shards    []shard
-	shift     uint // shard index = hash >> shift
-	maxKeys   int
-	maxBytes  int64
-	recent    atomic.Pointer[limitCache]
-	limitsMu  sync.Mutex
-	limits    map[algorithm.Config]*limit
-	batchPool sync.Pool // *batch
+	seed     maphash.Seed
+	shards   []shard
+	shift    uint // shard index = hash >> shift
+	maxKeys  int
+	maxBytes int64
+	recent   atomic.Pointer[limitCache]
+	limitsMu sync.Mutex
+	// The registry of limits (limits.go, retire.go), under limitsMu.
+	limits        map[algorithm.Config]*limit
+	freeIDs       []int // ids of retired limits, for reuse
+	nextID        int
+	misses        int // look-ups that missed the cache since it was made
+	maxLimits     int // the most limits the registry holds (pinned ones aside)
+	retireAt      int // the registry's size that starts a retirement pass
+	retiredLimits int64
+	limitBytes    int64     // what a limit is accounted (limitBase and its index slots)
+	batchPool     sync.Pool // *batch
 }
 
 var (
@@ -157,15 +168,25 @@ func New(o Options) *Store {
 		maxBytes: max(0, o.MaxBytes),
 		limits:   make(map[algorithm.Config]*limit),
 	}
+	// Limits are bounded by the bytes set aside for them, or else by a
+	// share of the keys (a limit holds at least one key to be kept).
+	s.limitBytes = limitBase + indexSlotBytes*int64(n)
+	s.maxLimits = max(minLimits, maxKeys/64)
+	limitRoom := int64(0)
+	if s.maxBytes > 0 {
+		limitRoom = s.maxBytes / limitReserve
+		s.maxLimits = max(minLimits, int(limitRoom/s.limitBytes))
+	}
+	s.retireAt = min(s.maxLimits, minRetirePass)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.maxKeys = perShard
 		sh.maxBytes = -1
 		if s.maxBytes > 0 {
-			// The summaries' room is set aside from the start, so making
-			// them later cannot push the shard over its share.
+			// The summaries' and the limits' room is set aside from the
+			// start, so making them later cannot push the store over.
 			sh.sketchRoom = s.maxBytes / int64(n) / sketchReserve
-			sh.maxBytes = s.maxBytes/int64(n) - sh.sketchRoom
+			sh.maxBytes = s.maxBytes/int64(n) - sh.sketchRoom - limitRoom/int64(n)
 		}
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 | 1
 		sh.idx = i
@@ -216,6 +237,9 @@ func (s *Store) Stats() Stats {
 		st.Charged += sh.charged
 		sh.mu.Unlock()
 	}
+	s.limitsMu.Lock()
+	st.Bytes += int64(len(s.limits)) * s.limitBytes
+	s.limitsMu.Unlock()
 	return st
 }
 
@@ -229,12 +253,10 @@ func (s *Store) Sweep(now int64) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, t := range sh.tables {
-			if t != nil {
-				n += t.advance(now)
-				n += t.sweepAll()
-				t.shrink()
-			}
+		for _, t := range sh.live {
+			n += t.advance(now)
+			n += t.sweepAll()
+			t.shrink()
 		}
 		sh.mu.Unlock()
 	}
@@ -294,6 +316,15 @@ func (s *Store) decideHashed(d *algorithm.Decision, l *limit, a algorithm.Algori
 	}
 	sh := s.shardOf(h)
 	sh.mu.Lock()
+	if l.retired.Load() { // rare: retired since it was resolved
+		sh.mu.Unlock()
+		var err error
+		if l, err = s.lockLive(sh, l, a); err != nil {
+			*d = algorithm.Decision{} // a's own Config and Words: cannot fail
+			return
+		}
+		dir = l.directFor(a)
+	}
 	if dir == nil || !sh.decideDirect(d, l, dir, now, h, cost) {
 		sh.decideLocked(d, l, a, now, h, cost)
 	}
@@ -491,7 +522,7 @@ func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
 	if a == nil {
 		return nil, store.ErrNoAlgorithm
 	}
-	l, err := s.limitFor(a)
+	l, err := s.limitSlow(a, a.Config(), true) // pinned: never retired
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +604,9 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 			return err
 		}
 		sh := s.shardOf(h)
-		sh.mu.Lock()
+		if l, err = s.lockLive(sh, l, a); err != nil {
+			return err
+		}
 		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
 			t := sh.tables[l.id]
 			t.advance(now)
@@ -607,7 +640,9 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 		}
 		clear(b.State)
 		sh := s.shardOf(h)
-		sh.mu.Lock()
+		if l, err = s.lockLive(sh, l, b.Algorithm); err != nil {
+			return err
+		}
 		t := sh.table(l)
 		t.advance(now)
 		sl := t.find(h)
@@ -688,13 +723,22 @@ func (s *Store) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, re
 func (s *Store) decideBatch(now int64, reqs []store.Request, out []algorithm.Decision, id algorithm.LeaseID) error {
 	b := s.batchPool.Get().(*batch)
 	defer s.batchPool.Put(b)
-	if err := b.resolve(s, reqs); err != nil {
-		return err
-	}
 	// Lock each involved shard once, in index order, which rules out
-	// deadlock between concurrent multi-shard decisions.
-	for _, si := range b.locked {
-		s.shards[si].mu.Lock()
+	// deadlock between concurrent multi-shard decisions; resolve again if a
+	// limit was retired before the locks were taken.
+	for {
+		if err := b.resolve(s, reqs); err != nil {
+			return err
+		}
+		for _, si := range b.locked {
+			s.shards[si].mu.Lock()
+		}
+		if !b.anyRetired() {
+			break
+		}
+		for _, si := range b.locked {
+			s.shards[si].mu.Unlock()
+		}
 	}
 	defer func() {
 		for _, si := range b.locked {
@@ -731,7 +775,9 @@ func (s *Store) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseI
 			return released, err
 		}
 		sh := s.shardOf(h)
-		sh.mu.Lock()
+		if l, err = s.lockLive(sh, l, reqs[i].Algorithm); err != nil {
+			return released, err
+		}
 		if l.id < len(sh.tables) && sh.tables[l.id] != nil {
 			t := sh.tables[l.id]
 			t.advance(now)
@@ -783,6 +829,16 @@ func (b *batch) resolve(s *Store, reqs []store.Request) error {
 	slices.Sort(b.locked)
 	b.locked = slices.Compact(b.locked)
 	return nil
+}
+
+// anyRetired reports whether a limit of b's items was retired.
+func (b *batch) anyRetired() bool {
+	for i := range b.items {
+		if b.items[i].l.retired.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // load copies each distinct (limit, key) state into b.words (a new key's

@@ -65,7 +65,10 @@ type table struct {
 	freeRefs  []int64   // unused indexes of big
 	bigLive   int       // big entries in use
 	sketch    *sketch   // the eviction summary, made on first eviction
-	shardIdx  int       // the shard's index in the store
+	// sketchUntil is the latest time a use added to sketch counts until.
+	sketchUntil int64
+	liveIdx     int // the table's index in shard.live
+	shardIdx    int // the shard's index in the store
 }
 
 // slotView is what Bound.Prefetch reads of a table without the shard's
