@@ -26,11 +26,11 @@ func TestCompatFlags(t *testing.T) {
 }
 
 func TestCompatRefusesBeforeStarting(t *testing.T) {
-	env := map[string]string{"USE_STATSD": "true"}
+	env := map[string]string{"USE_DOG_STATSD": "true"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	err := runCompat(lookup, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "USE_STATSD=true: statsd is not sent") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("USE_STATSD=true: %v, want one line naming it", err)
+	if err == nil || !strings.Contains(err.Error(), "USE_DOG_STATSD=true: DogStatsD is not sent") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("USE_DOG_STATSD=true: %v, want one line naming it", err)
 	}
 	if err := runReference([]string{"serve"}, lookup, io.Discard); err == nil || !strings.Contains(err.Error(), "takes no arguments") {
 		t.Fatalf("ratelimit serve: %v", err)

@@ -171,7 +171,8 @@ func TestParseSettings(t *testing.T) {
 	}{
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "BACKEND_TYPE=memcache: only the redis backend"},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS"}, `CONFIG_TYPE: "GRPC_XDS" is not one of file, grpc_xds_sotw`},
-		{map[string]string{"USE_STATSD": "true"}, "USE_STATSD=true: statsd is not sent"},
+		{map[string]string{"USE_DOG_STATSD": "true"}, "USE_DOG_STATSD=true: DogStatsD is not sent"},
+		{map[string]string{"USE_PROMETHEUS": "true"}, "USE_STATSD and USE_PROMETHEUS are both true"},
 		{map[string]string{"PORT": "x"}, `PORT: "x" is not a whole number`},
 		{map[string]string{"REDIS_TYPE": "ring"}, `REDIS_TYPE: "ring" is not one of single, cluster, sentinel`},
 		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "onlymaster"}, "REDIS_URL: a sentinel address is"},

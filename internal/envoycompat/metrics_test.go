@@ -53,7 +53,7 @@ func TestPrometheusStats(t *testing.T) {
 	for range 3 {
 		call(t, s, 10, desc("generic", "p")) // 20 per minute: 10, 20, then 30
 	}
-	families, err := s.stats.reg.Gather()
+	families, err := s.stats.prom.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,10 @@ func TestRedisTypes(t *testing.T) {
 			defer c.Close()
 			clk := &clock{}
 			clk.t.Store(t0)
-			s := NewService(set, cfg, c, nil, clk.now)
+			s, err := NewService(set, cfg, c, nil, clk.now)
+			if err != nil {
+				t.Fatal(err)
+			}
 			r := call(t, s, 3, desc("generic", "a"), desc("named", "b"))
 			if r.Statuses[0].LimitRemaining != 17 || r.Statuses[1].LimitRemaining != 2 {
 				t.Fatalf("%v", r)

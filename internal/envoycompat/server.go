@@ -138,7 +138,10 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		}
 		s.clients = append(s.clients, perSecond)
 	}
-	s.svc = NewService(set, cfg, client, perSecond, nil)
+	if s.svc, err = NewService(set, cfg, client, perSecond, nil); err != nil {
+		s.closeClients()
+		return nil, err
+	}
 	s.healthy = !set.HealthyWithAtLeastOneConfigLoaded || cfg != nil && !cfg.Empty()
 
 	s.health = health.NewServer()
@@ -169,9 +172,9 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		fmt.Fprintln(w, "/debug/pprof/trace: trace endpoint")
 	})
 	s.debug = &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
-	if s.svc.stats != nil {
+	if st := s.svc.stats; st != nil && st.prom != nil {
 		pmux := http.NewServeMux()
-		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(s.svc.stats.reg, promhttp.HandlerOpts{}))
+		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(st.prom.reg, promhttp.HandlerOpts{}))
 		s.prom = &http.Server{Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
 	}
 
@@ -193,6 +196,9 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 func (s *Server) newGRPC() error {
 	opts := []grpc.ServerOption{rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
 		MaxConnectionAge: s.set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: s.set.GrpcMaxConnectionAgeGrace})}
+	if s.svc.stats != nil {
+		opts = append(opts, grpc.UnaryInterceptor(s.svc.stats.interceptor(s.set.statsdOn())))
+	}
 	if s.set.GrpcTLS.Use {
 		c, certs, err := grpcServerTLS(s.set.GrpcTLS, s.log)
 		if err != nil {
@@ -318,6 +324,7 @@ func (s *Server) Reload() error {
 // running rules; when they do not, the running rules stay.
 func (s *Server) apply(files []File) error {
 	cfg, err := LoadConfig(files, s.set.MergeDomainConfig, s.set.Wildcards)
+	s.svc.countConfigLoad(err)
 	if err != nil {
 		return err
 	}
@@ -351,6 +358,13 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.certs != nil {
 		stopCerts := s.certs.watch(ctx)
 		defer stopCerts()
+	}
+	if s.set.statsdOn() && s.svc.stats != nil {
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { newStatsdSink(s.set.Stats, s.svc.stats, s.log).run(sctx); close(done) }()
+		// Stopped last: the final flush sends the calls served while stopping.
+		defer func() { stop(); <-done }()
 	}
 	var err error
 	select {

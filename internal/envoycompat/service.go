@@ -32,7 +32,7 @@ type Service struct {
 	client    rueidis.Client
 	perSecond rueidis.Client // nil: client counts every unit
 	local     *localCache    // nil without LOCAL_CACHE_SIZE_IN_BYTES
-	stats     *stats         // nil without USE_PROMETHEUS
+	stats     *stats         // nil without a stats sink
 	now       func() int64   // Unix seconds
 
 	jitterMu sync.Mutex
@@ -41,8 +41,9 @@ type Service struct {
 
 // NewService returns a Service deciding with cfg on client (and perSecond
 // for limits with unit SECOND, when not nil). now gives Unix seconds (nil:
-// the system clock).
-func NewService(set Settings, cfg *Config, client, perSecond rueidis.Client, now func() int64) *Service {
+// the system clock). A PROMETHEUS_MAPPER_YAML that does not load is an
+// error.
+func NewService(set Settings, cfg *Config, client, perSecond rueidis.Client, now func() int64) (*Service, error) {
 	if now == nil {
 		now = func() int64 { return time.Now().Unix() }
 	}
@@ -51,11 +52,36 @@ func NewService(set Settings, cfg *Config, client, perSecond rueidis.Client, now
 	if set.LocalCacheSizeInBytes > 0 {
 		s.local = newLocalCache(set.LocalCacheSizeInBytes)
 	}
-	if set.UsePrometheus {
-		s.stats = newStats(set.NearLimitRatio)
+	if set.promOn() {
+		m, err := loadMapper(set.Stats.MapperYAML)
+		if err != nil {
+			return nil, err
+		}
+		if set.Stats.MapperYAML == "" && set.Stats.ResponseTimeMS {
+			m.unscale()
+		}
+		s.stats = newStats(set.NearLimitRatio, m)
+	} else if set.statsdOn() {
+		s.stats = newStats(set.NearLimitRatio, nil)
 	}
 	s.config.Store(cfg)
-	return s
+	if cfg != nil {
+		s.countConfigLoad(nil)
+	}
+	return s, nil
+}
+
+// countConfigLoad counts a load of the rules that succeeded (err nil) or
+// failed, in the reference's config_load_success and config_load_error.
+func (s *Service) countConfigLoad(err error) {
+	if s.stats == nil {
+		return
+	}
+	if err != nil {
+		s.stats.configLoadError.add(1)
+	} else {
+		s.stats.configLoadSuccess.add(1)
+	}
 }
 
 // SetConfig replaces the rule files the service decides with.
@@ -70,18 +96,26 @@ var (
 	errNoConfig         = errors.New("no rate limit configuration loaded")
 )
 
+// serviceError counts err in the reference's should_rate_limit.service_error.
+func (s *Service) serviceError(err error) error {
+	if s.stats != nil {
+		s.stats.serviceError.add(1)
+	}
+	return err
+}
+
 // ShouldRateLimit decides one request.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
-		return nil, errEmptyDomain
+		return nil, s.serviceError(errEmptyDomain)
 	}
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
-		return nil, errEmptyDescriptors
+		return nil, s.serviceError(errEmptyDescriptors)
 	}
 	cfg := s.config.Load()
 	if cfg == nil {
-		return nil, errNoConfig
+		return nil, s.serviceError(errNoConfig)
 	}
 	now := s.now()
 	n := len(descs)
@@ -191,8 +225,12 @@ func (s *Service) cacheKey(domain string, d *commonv3.RateLimitDescriptor, l *li
 	return b.String()
 }
 
-// redisError is a failure to count, reported as envoyproxy/ratelimit does.
-func redisError(err error) error {
+// redisError is a failure to count, reported and counted (in
+// should_rate_limit.redis_error) as envoyproxy/ratelimit does.
+func (s *Service) redisError(err error) error {
+	if s.stats != nil {
+		s.stats.redisError.add(1)
+	}
 	return status.Error(codes.Unknown, err.Error())
 }
 
@@ -216,11 +254,11 @@ func (s *Service) doLimit(ctx context.Context, req *rlsv3.RateLimitRequest, limi
 	}
 	addends, err := s.addends(ctx, keys, limits, hits, anyLocalOver)
 	if err != nil {
-		return nil, redisError(err)
+		return nil, s.redisError(err)
 	}
 	results, err := s.incr(ctx, keys, limits, localOver, addends)
 	if err != nil {
-		return nil, redisError(err)
+		return nil, s.redisError(err)
 	}
 	if s.stats != nil {
 		for i, l := range limits {
@@ -412,6 +450,9 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, limits []*limit, matches 
 	}
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT && s.set.GlobalShadowMode {
 		resp.OverallCode = rlsv3.RateLimitResponse_OK
+		if s.stats != nil {
+			s.stats.globalShadow.add(1)
+		}
 	}
 	if s.set.ResponseDynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(req, passed, limits, matches)

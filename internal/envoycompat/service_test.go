@@ -105,7 +105,11 @@ func newService(t *testing.T, rules string, start int64, tweak func(*Settings)) 
 	t.Cleanup(c.Close)
 	clk := &clock{}
 	clk.t.Store(start)
-	return NewService(set, cfg, c, nil, clk.now), clk
+	s, err := NewService(set, cfg, c, nil, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, clk
 }
 
 func mapLookup(m map[string]string) func(string) (string, bool) {
@@ -372,7 +376,10 @@ func TestRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s := NewService(set, cfg, c, nil, nil)
+	s, err := NewService(set, cfg, c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -9,11 +9,13 @@
 // service's own keys (prefix, domain, entries and window start, INCRBY and
 // EXPIRE with jitter), so old and new pods on one Redis enforce one limit.
 //
-// A setting it cannot honour (the memcache backend, statsd) stops the
-// start with one line naming it. With CONFIG_TYPE=GRPC_XDS_SOTW the rules
-// are pushed by an xDS server (Envoy Gateway's controller) instead of read
-// from files. With USE_PROMETHEUS it serves the per-limit stats under the
-// reference's metric names.
+// A setting it cannot honour (the memcache backend, DogStatsD, tracing)
+// stops the start with one line naming it. With CONFIG_TYPE=GRPC_XDS_SOTW
+// the rules are pushed by an xDS server (Envoy Gateway's controller)
+// instead of read from files. GRPC_SERVER_USE_TLS serves gRPC with TLS
+// (mutual with GRPC_CLIENT_TLS_CACERT). The stats go to statsd (USE_STATSD,
+// the default there and here) or to Prometheus (USE_PROMETHEUS) under the
+// names a statsd_exporter mapping gives them (PROMETHEUS_MAPPER_YAML).
 package envoycompat
 
 import (
@@ -74,8 +76,9 @@ type Settings struct {
 	// RedisPerSecond is set.
 	PerSecond RedisSettings
 
-	// UsePrometheus serves the per-limit stats on PrometheusAddr at
-	// PrometheusPath.
+	// Stats say where the stats go (statsd by default, as there).
+	Stats StatsSettings
+	// UsePrometheus serves the stats on PrometheusAddr at PrometheusPath.
 	UsePrometheus  bool
 	PrometheusAddr string
 	PrometheusPath string
@@ -282,9 +285,7 @@ func nonEmpty(v string) bool { return strings.TrimSpace(v) != "" }
 
 var refusals = []refusal{
 	{"BACKEND_TYPE", notEqualFold("redis"), "only the redis backend is served; memcache is not"},
-	{"USE_STATSD", isTrue, "statsd is not sent; set USE_STATSD=false (the default here) and scrape Floodgate's metrics instead"},
-	{"USE_DOG_STATSD", isTrue, "DogStatsD is not sent; set USE_DOG_STATSD=false"},
-	{"PROMETHEUS_MAPPER_YAML", nonEmpty, "a custom statsd mapping is not served; the metrics keep the default mapping's names"},
+	{"USE_DOG_STATSD", isTrue, "DogStatsD is not sent; set USE_DOG_STATSD=false and use plain statsd (USE_STATSD=true) or USE_PROMETHEUS=true"},
 	{"TRACING_ENABLED", isTrue, "tracing is not served in this mode; unset TRACING_ENABLED"},
 	{"MEMCACHE_HOST_PORT", nonEmpty, "the memcache backend is not served"},
 	{"MEMCACHE_SRV", nonEmpty, "the memcache backend is not served"},
@@ -304,7 +305,8 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 		}
 	}
 	rows := append(settings[:len(settings):len(settings)], xdsSettings...)
-	for _, st := range append(rows, grpcTLSSettings...) {
+	rows = append(rows, grpcTLSSettings...)
+	for _, st := range append(rows, statsSettings...) {
 		v, ok := lookup(st.name)
 		if !ok {
 			v = st.def
@@ -317,6 +319,9 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 		return s, err
 	}
 	if err := s.GrpcTLS.check(); err != nil {
+		return s, err
+	}
+	if err := checkStats(s); err != nil {
 		return s, err
 	}
 	// The per-second Redis shares the TLS files and choices.

@@ -268,7 +268,7 @@ func TestXDSNodeAndHeaders(t *testing.T) {
 	}
 }
 
-// writeCert writes a certificate for name signed by ca (self-signed when
+// writeCert writes a certificate for name (and 127.0.0.1) signed by ca (self-signed when
 // ca is nil) and its key as PEM files in dir; it returns the certificate
 // and key, and the files' paths.
 func writeCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, string, string) {
@@ -278,7 +278,7 @@ func writeCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecds
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{name}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
 	parent, signer := tmpl, key
 	if ca == nil {
