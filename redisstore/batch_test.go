@@ -247,3 +247,41 @@ func TestQueuedDecisionAbandoned(t *testing.T) {
 		t.Fatalf("EXISTS of the decided key = %q, %v; want 1", n, err)
 	}
 }
+
+// TestSharedCallMixedLimits decides requests of three limits, interleaved
+// and with keys named more than once, in shared calls, and requires what
+// the Go algorithms decide one request after another.
+func TestSharedCallMixedLimits(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	algs := []algorithm.Algorithm{
+		mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Second}),
+		mustAlg(t, algorithm.Config{Algorithm: algorithm.TokenBucket, Limit: 4, Window: time.Second, Capacity: 3}),
+		mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 6, Window: time.Second}),
+	}
+	refs := make([]*goRef, len(algs))
+	for i, a := range algs {
+		refs[i] = &goRef{alg: a, states: map[string][]int64{}}
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	now := t0
+	for step := range 60 {
+		n := 2 + rng.IntN(20)
+		nows := make([]int64, n)
+		reqs := make([]store.Request, n)
+		want := make([]algorithm.Decision, n)
+		for i := range n {
+			now += int64(rng.IntN(80)) * int64(time.Millisecond)
+			ai := rng.IntN(len(algs))
+			key := []string{"x", "y"}[rng.IntN(2)]
+			nows[i], reqs[i] = now, store.Request{Algorithm: algs[ai], Key: key, Cost: 1 + rng.Int64N(2)}
+			want[i] = micros(algs[ai].Decide(refs[ai].state(key), now, reqs[i].Cost))
+		}
+		got := sharedCall(t, s, nows, reqs)
+		for i := range n {
+			if got[i] != want[i] {
+				t.Fatalf("step %d, decision %d of %d (%s, key %s):\nredis %+v\ngo    %+v",
+					step, i, n, reqs[i].Algorithm.Config().Algorithm, reqs[i].Key, got[i], want[i])
+			}
+		}
+	}
+}

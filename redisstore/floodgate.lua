@@ -1193,38 +1193,40 @@ end
 -- decision made and, if allowed, the state written before the next key is
 -- read, so a key named twice sees its first decision. It lets the store
 -- put concurrent decisions for different callers in one call. ARGV[2] is
--- '' (the server's clock for every key) or 't': each key's cost and shadow
--- are then followed by its own time. A key whose stored value cannot be
--- read gets reason code -1 and nothing else happens to it.
+-- '' (the server's clock for every key) or 't' (each key's time follows its
+-- cost). Then groups of keys of one limit, in the order of KEYS: the
+-- limit's header (code, ttl_ms, words, nparams, params...) once, the
+-- number of keys in the group, and per key its cost (and time). A key
+-- whose stored value cannot be read gets reason code -1 and nothing else
+-- happens to it.
 if op == 'i' then
   local pertime = ARGV[2] ~= ''
-  local out, built = {}, {}
-  for i = 1, #KEYS do
-    local key = KEYS[i]
+  local out, i, nargs = {}, 0, #ARGV
+  while pos <= nargs do
     local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
-    local alg = built[code]
-    if not alg then
-      alg = build(code)
-      if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
-      built[code] = alg
-    end
+    local alg = build(code)
+    if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
     local P = {}
     for j = 1, np do P[j] = nextarg() end
-    local cost = nextarg()
-    nextarg() -- shadow: one request alone is written when allowed either way
-    if pertime then now = nextarg() end
-    if alg.fromstored then anchor = clamp(now) end
-    local s, _, valid = load(key, words, code, P, alg)
-    local n = #out
-    if not s then
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, -1
-    else
-      if alg.fix and not valid and alg.fix(P, s, words) then save(key, s, ttl, code, P, alg) end
-      local a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = a, rem, reset, retry, delay, reason
-      if a == 1 then save(key, s, ttl, code, P, alg) end
+    for _ = 1, nextarg() do
+      i = i + 1
+      local key = KEYS[i]
+      local cost = nextarg()
+      if pertime then now = nextarg() end
+      if alg.fromstored then anchor = clamp(now) end
+      local s, _, valid = load(key, words, code, P, alg)
+      local n = #out
+      if not s then
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, -1
+      else
+        if alg.fix and not valid and alg.fix(P, s, words) then save(key, s, ttl, code, P, alg) end
+        local a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = a, rem, reset, retry, delay, reason
+        if a == 1 then save(key, s, ttl, code, P, alg) end
+      end
     end
   end
+  if i ~= #KEYS then return redis.error_reply('floodgate: op i got ' .. #KEYS .. ' keys and ' .. i .. ' costs') end
   return out
 end
 

@@ -586,8 +586,8 @@ func decisions(r rueidis.RedisResult, rs []request, idx []int, out []algorithm.D
 	return nil
 }
 
-// DecideOne decides one request: alone in one EVALSHA when few calls are
-// in flight, else together with other concurrent DecideOne calls of its
+// DecideOne decides one request: alone in one EVALSHA when no call of its
+// hash slot is in flight, else together with other concurrent DecideOne calls of its
 // hash slot in one script call that decides each on its own (see batcher).
 func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
 	sp, err := s.specFor(req.Algorithm)
