@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -23,13 +24,22 @@ func getKey(t *testing.T, ctx context.Context, url, key string) (*http.Response,
 }
 
 // TestDirectRetriesConnectionClosedWhileIdle: the upstream closes idle
-// connections after 50 ms; a GET sent later on the pooled connection is
-// retried on a fresh one instead of failing.
+// connections after 50 ms; a GET sent once it has closed the pooled
+// connection is retried on a fresh one instead of failing.
 func TestDirectRetriesConnectionClosedWhileIdle(t *testing.T) {
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.URL.RequestURI())
 	}))
 	up.Config.IdleTimeout = 50 * time.Millisecond
+	closed := make(chan struct{}, 3)
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			select {
+			case closed <- struct{}{}:
+			default: // more closes than requests: the count below says so
+			}
+		}
+	}
 	up.Start()
 	defer up.Close()
 	gw := limited(t, up.URL+"/base", 1<<30, Transport{})
@@ -40,7 +50,11 @@ func TestDirectRetriesConnectionClosedWhileIdle(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 || body != "/base/x?q=1" {
 			t.Fatalf("request %d: %v %v %q", i, resp, err, body)
 		}
-		time.Sleep(150 * time.Millisecond)
+		select { // the upstream closes the idle connection, however late
+		case <-closed:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("request %d: the upstream did not close its idle connection in 30 s", i)
+		}
 	}
 	if st := gw.Upstreams()[0]; st.Opened != 3 {
 		t.Errorf("opened %d connections, want 3 (each closed by the upstream while idle)", st.Opened)
