@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
@@ -429,48 +430,52 @@ func TestBreakerStopsCallingThenProbes(t *testing.T) {
 }
 
 // TestStalledStoreCostsAtMostTheDeadline uses a store that hangs and ignores
-// its context: each decision still returns within the ceiling, the adaptive
+// its context, in a synctest bubble (the deadlines are exact, whatever the
+// load of the machine): each decision still returns within the ceiling, the adaptive
 // deadline climbs to the ceiling, the breaker opens after
 // DefaultBreakerFailures calls that reached it, and then no call waits.
 func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
-	shared := newFaultStore()
-	const floor, ceiling = 10 * time.Millisecond, 50 * time.Millisecond
-	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: floor, MaxDeadline: ceiling})
-	req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
-	if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil { // a first round trip measured
-		t.Fatal(err)
-	}
-	shared.startStall()
-	defer shared.endStall()
-	for i := 0; !n.Health().BreakerOpen; i++ {
-		if i == 20 {
-			t.Fatalf("breaker still closed after %d decisions on a stalled store: %+v", i, n.Health())
+	synctest.Test(t, func(t *testing.T) {
+		rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+		shared := newFaultStore()
+		shared.roundTrip = 2 * time.Millisecond // the first call learns it: the deadline starts at the floor
+		const floor, ceiling = 10 * time.Millisecond, 50 * time.Millisecond
+		n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: floor, MaxDeadline: ceiling})
+		req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
+		if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil { // a first round trip measured
+			t.Fatal(err)
 		}
-		start := time.Now()
-		d, err := n.DecideOne(ctx, time.Now().UnixNano(), req)
-		took := time.Since(start)
-		if err != nil || !d.Allowed {
-			t.Fatalf("decision %d during the stall: %+v, %v", i, d, err)
+		shared.startStall()
+		defer shared.endStall()
+		for i := 0; !n.Health().BreakerOpen; i++ {
+			if i == 20 {
+				t.Fatalf("breaker still closed after %d decisions on a stalled store: %+v", i, n.Health())
+			}
+			start := time.Now()
+			d, err := n.DecideOne(ctx, time.Now().UnixNano(), req)
+			took := time.Since(start)
+			if err != nil || !d.Allowed {
+				t.Fatalf("decision %d during the stall: %+v, %v", i, d, err)
+			}
+			// It does not wait for the store, which never answers (the
+			// bubble's clock: exact, whatever the load).
+			if took > ceiling {
+				t.Fatalf("decision %d took %v with a %v ceiling", i, took, ceiling)
+			}
 		}
-		// Generous slack for a loaded machine; the point is that it does not
-		// wait for the store, which never answers.
-		if took > ceiling+500*time.Millisecond {
-			t.Fatalf("decision %d took %v with a %v ceiling", i, took, ceiling)
+		h := n.Health()
+		calls := shared.calls.Load()
+		t.Logf("stalled store: %d calls, %d below the ceiling", calls-1, h.DeadlineMisses)
+		if h.StoreErrors != DefaultBreakerFailures || h.DeadlineMisses == 0 {
+			t.Fatalf("want %d failures at the ceiling after some misses below it: %+v", DefaultBreakerFailures, h)
 		}
-	}
-	h := n.Health()
-	calls := shared.calls.Load()
-	t.Logf("stalled store: %d calls, %d below the ceiling", calls-1, h.DeadlineMisses)
-	if h.StoreErrors != DefaultBreakerFailures || h.DeadlineMisses == 0 {
-		t.Fatalf("want %d failures at the ceiling after some misses below it: %+v", DefaultBreakerFailures, h)
-	}
-	for i := 0; i < 10; i++ {
-		n.DecideOne(ctx, time.Now().UnixNano(), req)
-	}
-	if c := shared.calls.Load(); c != calls {
-		t.Fatalf("%d calls reached the stalled store with the breaker open", c-calls)
-	}
+		for i := 0; i < 10; i++ {
+			n.DecideOne(ctx, time.Now().UnixNano(), req)
+		}
+		if c := shared.calls.Load(); c != calls {
+			t.Fatalf("%d calls reached the stalled store with the breaker open", c-calls)
+		}
+	})
 }
 
 // TestAllOrNothing checks that when one rule of a request rejects, the

@@ -25,6 +25,9 @@ type faultStore struct {
 	inner *memstore.Store
 	down  bool
 	stall chan struct{} // non-nil: calls block, ignoring their context, until it is closed
+	// roundTrip is how long each call takes before it is answered: under
+	// testing/synctest, a round trip of a known length on the bubble's clock.
+	roundTrip time.Duration
 
 	calls atomic.Int64 // calls that reached the store (successful or not)
 }
@@ -52,8 +55,11 @@ func (f *faultStore) wipe() { f.mu.Lock(); f.inner = memstore.New(memstore.Optio
 func (f *faultStore) enter() (*memstore.Store, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
-	down, stall, inner := f.down, f.stall, f.inner
+	down, stall, inner, roundTrip := f.down, f.stall, f.inner, f.roundTrip
 	f.mu.Unlock()
+	if roundTrip > 0 {
+		time.Sleep(roundTrip)
+	}
 	if stall != nil {
 		<-stall
 	}
