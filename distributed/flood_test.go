@@ -23,8 +23,10 @@ func TestDelayedFloodAndWipeKeepLedgerExact(t *testing.T) {
 	shared := newFaultStore()
 	const maxBytes = 2 << 20
 	const wipeAt = 200
+	// The store is in-process and never fails: a minute's sync deadline
+	// keeps a stalled machine from turning a slow push into an error.
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true,
-		MaxSyncKeys: 256, MaxBytes: maxBytes})
+		MaxSyncKeys: 256, MaxBytes: maxBytes, SyncDeadline: time.Minute})
 	allowed := map[string]int64{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	fk := 0

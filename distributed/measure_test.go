@@ -17,8 +17,10 @@ import (
 func TestDelayedAccountingCoversMeasuredHeap(t *testing.T) {
 	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
 	clk := newVClock()
+	// The store is in-process and never fails: a minute's sync deadline
+	// keeps a stalled machine from turning a slow push into an error.
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: newFaultStore(), Clock: clk.Now, ManualSync: true,
-		MaxPendingBytes: 1 << 30, MaxBytes: 1 << 30})
+		MaxPendingBytes: 1 << 30, MaxBytes: 1 << 30, SyncDeadline: time.Minute})
 	const keys = 100000
 	heap := func() int64 {
 		runtime.GC()
