@@ -825,16 +825,33 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 	return nil
 }
 
-// Acquire implements store.Leaser. A centralized node holds the lease in
-// the shared store, when that store holds leases; in every other case
-// (split and delayed nodes count locally, the store is unreachable or its
-// breaker open) it returns an error wrapping store.ErrNoLeases, and the
-// caller decides with Decide instead, under the rules' failure policies.
+// Acquire implements store.Leaser, when the shared store holds leases. A
+// centralized node decides every request in the shared store. Split and
+// delayed nodes decide the concurrency requests there too, under the
+// lease (a count of requests in flight cannot be split between nodes or
+// pushed later: its units come back when a request ends, on whichever node
+// that is), and the other requests on their local state; if the
+// concurrency requests are rejected, the others are decided without being
+// counted, and if the others are rejected, the lease is released. When the
+// store cannot hold the lease (it does not hold leases, is unreachable or
+// its breaker is open), or no request is a concurrency request on a split
+// or delayed node, Acquire returns an error wrapping store.ErrNoLeases, and
+// the caller decides with Decide instead, under the rules' failure
+// policies.
 func (n *Node) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
 	ls, ok := n.shared.(store.Leaser)
-	if n.arr != Centralized || !ok {
-		return fmt.Errorf("distributed: leases need the centralized arrangement over a store that holds them: %w", store.ErrNoLeases)
+	if !ok {
+		return fmt.Errorf("distributed: leases need a shared store that holds them: %w", store.ErrNoLeases)
 	}
+	if n.arr != Centralized {
+		return n.acquireConcurrency(ctx, now, id, ls, reqs, out)
+	}
+	return n.acquireShared(ctx, now, id, ls, reqs, out, true)
+}
+
+// acquireShared acquires reqs under lease id in the shared store, noting
+// the decisions as the keys' views if note is set.
+func (n *Node) acquireShared(ctx context.Context, now int64, id algorithm.LeaseID, ls store.Leaser, reqs []store.Request, out []algorithm.Decision, note bool) error {
 	if !n.br.allow(n.clock()) {
 		return fmt.Errorf("distributed: breaker open: %w", store.ErrNoLeases)
 	}
@@ -853,16 +870,128 @@ func (n *Node) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, req
 	}
 	n.storeOK()
 	copy(out, tmp)
-	n.noteViews(now, reqs, out)
+	if note {
+		n.noteViews(now, reqs, out)
+	}
 	return nil
 }
 
-// ReleaseLease implements store.Leaser: centralized nodes release in the
-// shared store; others hold no leases.
+// acquireConcurrency is Acquire on a split or delayed node: concurrency
+// requests in the shared store under lease id, the others locally.
+func (n *Node) acquireConcurrency(ctx context.Context, now int64, id algorithm.LeaseID, ls store.Leaser, reqs []store.Request, out []algorithm.Decision) error {
+	if err := checkReqs(reqs, out); err != nil {
+		return err
+	}
+	var conc, local []int
+	for i := range reqs {
+		if _, ok := reqs[i].Algorithm.(algorithm.Leaser); ok {
+			conc = append(conc, i)
+		} else {
+			local = append(local, i)
+		}
+	}
+	if len(conc) == 0 {
+		return fmt.Errorf("distributed: no concurrency request to hold a lease: %w", store.ErrNoLeases)
+	}
+	creqs, cout := pick(reqs, conc), make([]algorithm.Decision, len(conc))
+	if err := n.acquireShared(ctx, now, id, ls, creqs, cout, false); err != nil {
+		return err
+	}
+	held := allAllowed(creqs, cout)
+	if len(local) > 0 {
+		lreqs, lout := pick(reqs, local), make([]algorithm.Decision, len(local))
+		if err := n.decideHere(now, lreqs, lout, held); err != nil {
+			return err
+		}
+		if held && !allAllowed(lreqs, lout) {
+			// Rejected by a local limit: the concurrency units go back.
+			if _, err := n.ReleaseLease(ctx, now, id, creqs); err != nil {
+				return err
+			}
+			for i := range cout {
+				if cout[i].Allowed {
+					cout[i].Remaining += creqs[i].Cost
+				}
+			}
+		}
+		for j, i := range local {
+			out[i] = lout[j]
+		}
+	}
+	for j, i := range conc {
+		out[i] = cout[j]
+	}
+	return nil
+}
+
+// pick returns the requests of reqs at idx.
+func pick(reqs []store.Request, idx []int) []store.Request {
+	rs := make([]store.Request, len(idx))
+	for j, i := range idx {
+		rs[j] = reqs[i]
+	}
+	return rs
+}
+
+// allAllowed reports whether every request of reqs that is not Shadow was
+// allowed.
+func allAllowed(reqs []store.Request, out []algorithm.Decision) bool {
+	for i := range reqs {
+		if !out[i].Allowed && !reqs[i].Shadow {
+			return false
+		}
+	}
+	return true
+}
+
+// decideHere decides reqs on a split or delayed node's local state, as
+// Decide does; unless count is set, nothing is counted (a closed request
+// decided after them makes the decision keep nothing).
+func (n *Node) decideHere(now int64, reqs []store.Request, out []algorithm.Decision, count bool) error {
+	rs := reqs
+	var howOf func(*store.Request) how
+	if n.arr == Split {
+		rs = append([]store.Request(nil), reqs...)
+		for i := range rs {
+			a, err := n.splitAlg(rs[i].Algorithm)
+			if err != nil {
+				return err
+			}
+			rs[i].Algorithm = a
+		}
+		howOf = func(*store.Request) how { return howSplitOwn }
+	} else {
+		down := n.br.isOpen()
+		howOf = func(r *store.Request) how {
+			if down {
+				return policyHow(r.OnFailure)
+			}
+			return howView
+		}
+	}
+	if count {
+		return n.decideLocal(now, rs, out, howOf)
+	}
+	all := append(append(make([]store.Request, 0, len(rs)+1), rs...), rs[0])
+	all[len(rs)].Shadow = false
+	closed := &all[len(rs)]
+	tmp := make([]algorithm.Decision, len(all))
+	err := n.decideLocal(now, all, tmp, func(r *store.Request) how {
+		if r == closed {
+			return howClosed
+		}
+		return howOf(r)
+	})
+	copy(out, tmp)
+	return err
+}
+
+// ReleaseLease implements store.Leaser: every arrangement holds leases in
+// the shared store (see Acquire), and releases them there.
 func (n *Node) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
 	ls, ok := n.shared.(store.Leaser)
-	if n.arr != Centralized || !ok {
-		return false, fmt.Errorf("distributed: leases need the centralized arrangement over a store that holds them: %w", store.ErrNoLeases)
+	if !ok {
+		return false, fmt.Errorf("distributed: leases need a shared store that holds them: %w", store.ErrNoLeases)
 	}
 	var held bool
 	var mu sync.Mutex // held is written by a call that may outlive the wait
