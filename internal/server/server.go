@@ -9,10 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -438,8 +439,8 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			log := slog.New(reloadHandler{s.log.Handler(), s.rec, s.engine})
-			if err := reload.Watch(ctx, s.cfg.Rules, s.engine, log); err != nil {
+			o := reload.Options{Log: s.log, Signals: []os.Signal{syscall.SIGHUP}, OnReload: s.countReload}
+			if err := reload.Watch(ctx, s.cfg.Rules, s.engine, o); err != nil {
 				s.log.Error("rules: cannot watch the rule file; edits will not be picked up", "file", s.cfg.Rules, "err", err)
 			}
 		}()
@@ -696,39 +697,13 @@ func (o *observed) Release(ctx context.Context, req rules.Request, lease string)
 
 func (o *observed) Set() *rules.Set { return o.engine.Set() }
 
-// reloadHandler counts rule reloads in metrics from the watcher's log
-// records, and passes every record on.
-type reloadHandler struct {
-	slog.Handler
-	rec    *metrics.Recorder
-	engine *rules.Engine
-}
-
-func (h reloadHandler) Handle(ctx context.Context, r slog.Record) error {
-	switch {
-	case r.Message == "rules: reloaded":
-		h.rec.RuleReload(true)
-		h.rec.RulesLoaded(h.engine.Set())
-	case strings.HasPrefix(r.Message, "rules: reload failed"):
-		h.rec.RuleReload(false)
+// countReload counts a rule reload attempt in metrics, and the rules it
+// put in force.
+func (s *Server) countReload(r reload.Reload) {
+	s.rec.RuleReload(r.Err == nil)
+	if r.Set != nil {
+		s.rec.RulesLoaded(r.Set)
 	}
-	if !h.Handler.Enabled(ctx, r.Level) {
-		return nil
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h reloadHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	// Reload records must reach Handle to be counted, whatever the level.
-	return true
-}
-
-func (h reloadHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return reloadHandler{h.Handler.WithAttrs(as), h.rec, h.engine}
-}
-
-func (h reloadHandler) WithGroup(name string) slog.Handler {
-	return reloadHandler{h.Handler.WithGroup(name), h.rec, h.engine}
 }
 
 // streamWorkers is the number of gRPC stream workers: enough for 32 calls

@@ -299,9 +299,18 @@ func TestRulesHotReload(t *testing.T) {
 	if _, body := httpGet(t, r.url("/v1/rules")); !strings.Contains(body, `"limit":7`) {
 		t.Fatalf("a bad file replaced the rules in force: %s", body)
 	}
+	// The watcher runs (it reported the bad file): the next good file is a
+	// reload, and the watcher's OnReload hook counts both outcomes.
+	editUntil("reload to limit 9", func() { write("9") }, func() bool {
+		_, body := httpGet(t, r.url("/v1/rules"))
+		return strings.Contains(body, `"limit":9`)
+	})
 	_, body := httpGet(t, r.url("/metrics"))
-	if !strings.Contains(body, "reload") {
-		t.Fatalf("no reload metrics:\n%.3000s", body)
+	for _, series := range []string{`floodgate_rule_reloads_total{result="success"} `, `floodgate_rule_reloads_total{result="failure"} `} {
+		i := strings.Index(body, series)
+		if i < 0 || strings.HasPrefix(body[i+len(series):], "0\n") {
+			t.Fatalf("%sis missing or 0 after a good and a bad reload:\n%.3000s", series, body)
+		}
 	}
 }
 

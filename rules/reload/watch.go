@@ -1,6 +1,7 @@
 // Package reload keeps a rule engine's rules in step with the rule file (or
-// directory) they came from: it reloads on every change and on SIGHUP, and
-// keeps the rules in force when the new file does not parse. It is apart
+// directory) they came from: it reloads on every change (and, if asked, on
+// signals such as SIGHUP), and keeps the rules in force when the new file
+// does not parse. It is apart
 // from package rules so that programs that only decide (the middleware, a
 // library user) do not link a file watcher.
 package reload
@@ -23,32 +24,55 @@ import (
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
-// The log messages of a reload, "rules: reloaded" and "rules: reload
-// failed; ...", are matched by the server to count reloads; keep them.
-
 // watchReady, when set (by tests), is called once Watch receives file
-// events and SIGHUP.
+// events and signals.
 var watchReady func()
 
 // reloadDelay lets a burst of file events (an editor writing, renaming and
 // chmod-ing) settle into one reload.
 const reloadDelay = 100 * time.Millisecond
 
+// Options configures Watch. The zero value logs to slog.Default, takes no
+// signal and calls no hook.
+type Options struct {
+	// Log receives a line per reload ("rules: reloaded" at info level,
+	// "rules: reload failed; the rules in force stay" at error level with
+	// the reason); nil means slog.Default().
+	Log *slog.Logger
+	// Signals reload the rules, even unchanged, when the process receives
+	// one of them. None by default; a server usually passes syscall.SIGHUP.
+	// Watch stops relaying them to the process when it returns.
+	Signals []os.Signal
+	// OnReload, if set, is called after every reload attempt (not for the
+	// rules Watch puts in force as it starts), from Watch's goroutine.
+	OnReload func(Reload)
+}
+
+// Reload is one reload attempt, as Options.OnReload receives it.
+type Reload struct {
+	// Trigger is "file changed" or the signal's name.
+	Trigger string
+	// Set is the rule set now in force, or nil if Err is set.
+	Set *rules.Set
+	// Err says why the file did not load; the rules in force stay.
+	Err error
+}
+
 // Watch puts the rules of the file at path in force in e once it watches
 // the file (if they load), then reloads them whenever the file changes and
-// whenever the process receives SIGHUP, until ctx is done. It watches the
+// whenever the process receives one of o.Signals, until ctx is done. It watches the
 // file's directory, so editors that replace the file and Kubernetes
 // ConfigMap symlink swaps are seen; if path is a directory (see Load), any
 // change to its rule files reloads them all. A file that fails to parse leaves the
 // rules in force unchanged and is logged with the reason; an unchanged file
 // is not reloaded. Watch returns nil when ctx ends, or an error if it cannot
 // start watching.
-func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) error {
+func Watch(ctx context.Context, path string, e *rules.Engine, o Options) error {
 	if e == nil {
 		return errors.New("reload: Watch needs an engine")
 	}
-	if log == nil {
-		log = slog.Default()
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -63,7 +87,7 @@ func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) 
 		return fmt.Errorf("rules: watch %s: %w", path, err)
 	}
 	defer w.Close()
-	r := &reloader{path: path, abs: abs, isDir: st.IsDir(), e: e, log: log}
+	r := &reloader{path: path, abs: abs, isDir: st.IsDir(), e: e, log: o.Log, hook: o.OnReload}
 	dir := filepath.Dir(abs)
 	if r.isDir {
 		dir = abs
@@ -71,9 +95,11 @@ func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) 
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("rules: watch %s: %w", dir, err)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	sig := make(chan os.Signal, 1)
+	if len(o.Signals) > 0 {
+		signal.Notify(sig, o.Signals...)
+		defer signal.Stop(sig)
+	}
 	// Hash what is there now, after the watch is in place (a change from
 	// here on is an event) and before saying ready: a change made right
 	// after ready must differ from this sum, or it would be skipped. And
@@ -87,7 +113,7 @@ func Watch(ctx context.Context, path string, e *rules.Engine, log *slog.Logger) 
 	if watchReady != nil {
 		watchReady()
 	}
-	return r.run(ctx, w, hup)
+	return r.run(ctx, w, sig)
 }
 
 // reloader is one Watch: the file it watches and the content it last
@@ -97,12 +123,13 @@ type reloader struct {
 	isDir     bool
 	e         *rules.Engine
 	log       *slog.Logger
+	hook      func(Reload)
 	last      [32]byte
 }
 
-// run reloads on SIGHUP, and once file events have settled for
+// run reloads on a signal, and once file events have settled for
 // reloadDelay, until ctx ends or the watcher closes.
-func (r *reloader) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.Signal) error {
+func (r *reloader) run(ctx context.Context, w *fsnotify.Watcher, sig <-chan os.Signal) error {
 	base := filepath.Base(r.abs)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -111,8 +138,8 @@ func (r *reloader) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.S
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-hup:
-			r.reload("SIGHUP", true)
+		case s := <-sig:
+			r.reload(signalName(s), true)
 		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
@@ -141,7 +168,7 @@ func (r *reloader) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.S
 func (r *reloader) reload(why string, force bool) {
 	sum, err := contentSum(r.abs, r.isDir)
 	if err != nil {
-		r.log.Error("rules: reload failed; the rules in force stay", "file", r.path, "trigger", why, "err", err)
+		r.failed(why, err)
 		return
 	}
 	if sum == r.last && !force {
@@ -150,11 +177,31 @@ func (r *reloader) reload(why string, force bool) {
 	set, err := rules.Load(r.path)
 	r.last = sum // a bad file is reported once, not on every event
 	if err != nil {
-		r.log.Error("rules: reload failed; the rules in force stay", "file", r.path, "trigger", why, "err", err)
+		r.failed(why, err)
 		return
 	}
 	r.e.Swap(set)
 	r.log.Info("rules: reloaded", "file", r.path, "trigger", why, "domain", set.Domain(), "rules", set.Len())
+	if r.hook != nil {
+		r.hook(Reload{Trigger: why, Set: set})
+	}
+}
+
+// failed reports a reload that left the rules in force.
+func (r *reloader) failed(why string, err error) {
+	r.log.Error("rules: reload failed; the rules in force stay", "file", r.path, "trigger", why, "err", err)
+	if r.hook != nil {
+		r.hook(Reload{Trigger: why, Err: err})
+	}
+}
+
+// signalName is "SIGHUP" for syscall.SIGHUP (whose String is "hangup"),
+// and the signal's String for the others.
+func signalName(s os.Signal) string {
+	if s == syscall.SIGHUP {
+		return "SIGHUP"
+	}
+	return s.String()
 }
 
 // contentSum hashes the rule file, or every rule file of the directory with

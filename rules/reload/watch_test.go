@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,14 +99,21 @@ rules:
 
 func startWatch(t *testing.T, path string, e *rules.Engine) (*syncbuf.Buffer, func()) {
 	t.Helper()
+	return startWatchWith(t, path, e, Options{})
+}
+
+// startWatchWith starts Watch with o, logging to the returned buffer, and
+// returns once it watches.
+func startWatchWith(t *testing.T, path string, e *rules.Engine, o Options) (*syncbuf.Buffer, func()) {
+	t.Helper()
 	logs := &syncbuf.Buffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
+	o.Log = slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
 	watchReady = func() { close(ready) }
-	go func() { done <- Watch(ctx, path, e, log) }()
-	// Wait until the watcher sees events and SIGHUP before the test acts.
+	go func() { done <- Watch(ctx, path, e, o) }()
+	// Wait until the watcher sees events and signals before the test acts.
 	select {
 	case <-ready:
 	case err := <-done:
@@ -151,7 +159,7 @@ func TestWatchReloadsAndKeepsOldRulesOnError(t *testing.T) {
 	if !strings.Contains(logs.String(), "rules.yaml:") || !strings.Contains(logs.String(), "limit must be a whole number") {
 		t.Fatalf("log does not say what is wrong:\n%s", logs.String())
 	}
-	// The server counts reloads by these messages; keep them stable.
+	// Operators search logs for these messages; keep them stable.
 	for _, msg := range []string{`msg="rules: reloaded"`, `msg="rules: reload failed; the rules in force stay"`} {
 		if !strings.Contains(logs.String(), msg) {
 			t.Fatalf("log lacks %s:\n%s", msg, logs.String())
@@ -171,7 +179,7 @@ func TestWatchSIGHUP(t *testing.T) {
 	writeFile(t, path, limitFile(3, ""))
 	set, _ := rules.Load(path)
 	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
-	logs, stop := startWatch(t, path, e)
+	logs, stop := startWatchWith(t, path, e, Options{Signals: []os.Signal{syscall.SIGHUP}})
 	defer stop()
 	before := e.Set()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
@@ -201,7 +209,7 @@ func TestWatchStartsFromTheFile(t *testing.T) {
 
 func TestWatchMissingDirectory(t *testing.T) {
 	e := rules.NewEngine(nil, memstore.New(memstore.Options{}))
-	err := Watch(context.Background(), filepath.Join(t.TempDir(), "no", "such", "rules.yaml"), e, nil)
+	err := Watch(context.Background(), filepath.Join(t.TempDir(), "no", "such", "rules.yaml"), e, Options{})
 	if err == nil {
 		t.Fatal("Watch of a missing directory did not fail")
 	}
@@ -357,5 +365,66 @@ func copyFixture(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWatchOnReload: the hook hears every reload attempt, the good file
+// with the set now in force and the bad one with the reason, so a program
+// can count reloads without reading the log.
+func TestWatchOnReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, limitFile(3, ""))
+	set, _ := rules.Load(path)
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
+	heard := make(chan Reload, 8)
+	_, stop := startWatchWith(t, path, e, Options{OnReload: func(r Reload) { heard <- r }})
+	defer stop()
+
+	writeFile(t, path, limitFile(4, ""))
+	r := nextReload(t, heard)
+	if r.Err != nil || r.Set == nil || r.Set != e.Set() || r.Trigger != "file changed" {
+		t.Fatalf("good file: hook got %+v, want the set in force and trigger \"file changed\"", r)
+	}
+	writeFile(t, path, limitFile(3, "  - name: broken\n    limit: many\n"))
+	r = nextReload(t, heard)
+	if r.Err == nil || r.Set != nil || !strings.Contains(r.Err.Error(), "limit must be a whole number") {
+		t.Fatalf("bad file: hook got %+v, want the parse error", r)
+	}
+}
+
+// TestWatchSignalsAreOptIn: without Options.Signals, Watch takes no
+// signal. The test catches SIGHUP itself (so the process survives it),
+// sends it, then edits the file: the first reload is the edit's.
+func TestWatchSignalsAreOptIn(t *testing.T) {
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, syscall.SIGHUP)
+	defer signal.Stop(caught)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, limitFile(3, ""))
+	set, _ := rules.Load(path)
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
+	heard := make(chan Reload, 8)
+	_, stop := startWatchWith(t, path, e, Options{OnReload: func(r Reload) { heard <- r }})
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	<-caught
+	writeFile(t, path, limitFile(4, ""))
+	if r := nextReload(t, heard); r.Trigger != "file changed" {
+		t.Fatalf("first reload triggered by %q, want the file edit: Watch took a signal it was not given", r.Trigger)
+	}
+}
+
+// nextReload returns the next reload the hook heard, failing the test if
+// none comes within 20 s.
+func nextReload(t *testing.T, heard <-chan Reload) Reload {
+	t.Helper()
+	select {
+	case r := <-heard:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out waiting for a reload")
+		return Reload{}
 	}
 }
