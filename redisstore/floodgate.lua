@@ -1084,8 +1084,17 @@ local function packwords(s, used)
   return table.concat(parts)
 end
 
+-- fetched holds values read ahead with one MGET for ops 'i' and 's' (false
+-- for a missing key), kept equal to what save writes.
+local fetched = {}
+local function fetch()
+  local vals = redis.call('MGET', unpack(KEYS))
+  for i = 1, #KEYS do fetched[KEYS[i]] = vals[i] end
+end
+
 local function load(key, words, code, P, alg)
-  local v = redis.call('GET', key)
+  local v = fetched[key]
+  if v == nil then v = redis.call('GET', key) end
   local s = {}
   if not v then v = '' end
   if alg.fromstored and #v > 0 and (#v <= 20 or #v % 8 == 1 or #v % 8 == 5) then
@@ -1142,6 +1151,7 @@ local function save(key, s, ttl, code, P, alg)
   else
     redis.call('SET', key, stored)
   end
+  if fetched[key] ~= nil then fetched[key] = stored end
   return packed
 end
 
@@ -1202,6 +1212,7 @@ end
 if op == 'i' then
   local pertime = ARGV[2] ~= ''
   local out, i, nargs = {}, 0, #ARGV
+  fetch()
   while pos <= nargs do
     local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
     local alg = build(code)
@@ -1238,6 +1249,7 @@ if op == 'S' then
   replay = not once(rec, seq, chunk, nextarg())
   op = 's'
 end
+if op == 's' and #KEYS > 1 then fetch() end
 
 local out = {}
 local states, meta, dirty, built = {}, {}, {}, {}
