@@ -376,8 +376,7 @@ func TestRedisRestartWhileIdle(t *testing.T) {
 	if bad := burst(t, r, 400); bad != 0 {
 		t.Fatalf("%d of 400 calls rejected before the restart", bad)
 	}
-	rs.Restart()
-	time.Sleep(100 * time.Millisecond)
+	rs.Restart() // returns once the new redis-server answers
 	waitReady(t, r, 10*time.Second)
 	t.Logf("ready again; script reload rounds: %d", r.srv.redis.ScriptLoads())
 	before := r.srv.node.Health().StoreErrors
