@@ -28,10 +28,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{Options{Arrangement: Split, Deadline: -time.Second}, "must not be negative"},
 	}
 	for _, c := range cases {
-		_, err := New(c.o)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New(%+v) = %v, want an error containing %q", c.o, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := New(c.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New(%+v) = %v, want an error containing %q", c.o, err, c.want)
+			}
+		})
 	}
 }
 

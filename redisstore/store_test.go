@@ -273,10 +273,12 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("foreign value: err = %v", err)
 	}
 	for _, cost := range []int64{0, -1, 4, 1 << 62} {
-		d, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "cost", Cost: cost})
-		if err != nil || d.Allowed || d.Reason == "" {
-			t.Errorf("cost %d: %+v, %v", cost, d, err)
-		}
+		t.Run(fmt.Sprint("cost ", cost), func(t *testing.T) {
+			d, err := s.DecideOne(ctx, t0, store.Request{Algorithm: a, Key: "cost", Cost: cost})
+			if err != nil || d.Allowed || d.Reason == "" {
+				t.Errorf("cost %d: %+v, %v", cost, d, err)
+			}
+		})
 	}
 }
 

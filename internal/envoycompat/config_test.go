@@ -1,6 +1,7 @@
 package envoycompat
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,20 +99,22 @@ func TestLookup(t *testing.T) {
 		{WildcardsTrailing, []entry{{"m", "fooXbarYbaz"}}, 0},
 		{WildcardsTrailing, []entry{{"k", "extra"}}, 2},
 	} {
-		c, err := LoadConfig([]File{{Name: "config.w", Text: []byte(lookupRules)}}, false, tc.wild)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tc.wild == WildcardsTrailing && !slices.Equal(c.Literal, []string{"config.w: w.m_foo*bar*baz", "config.w: w.lit_a*b"}) {
-			t.Errorf("literal stars %q", c.Literal)
-		}
-		got := uint32(0)
-		if l := c.lookup("w", tc.entries).limit; l != nil {
-			got = l.perUnit
-		}
-		if got != tc.want {
-			t.Errorf("wildcards %d, %v: limit %d per second, want %d", tc.wild, tc.entries, got, tc.want)
-		}
+		t.Run(fmt.Sprint(tc.wild, tc.entries), func(t *testing.T) {
+			c, err := LoadConfig([]File{{Name: "config.w", Text: []byte(lookupRules)}}, false, tc.wild)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wild == WildcardsTrailing && !slices.Equal(c.Literal, []string{"config.w: w.m_foo*bar*baz", "config.w: w.lit_a*b"}) {
+				t.Errorf("literal stars %q", c.Literal)
+			}
+			got := uint32(0)
+			if l := c.lookup("w", tc.entries).limit; l != nil {
+				got = l.perUnit
+			}
+			if got != tc.want {
+				t.Errorf("wildcards %d, %v: limit %d per second, want %d", tc.wild, tc.entries, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -180,9 +183,11 @@ func TestParseSettings(t *testing.T) {
 		{map[string]string{"SHADOW_MODE": "maybe"}, `SHADOW_MODE: "maybe" is not true or false`},
 		{map[string]string{"FLOODGATE_WILDCARDS": "some"}, `FLOODGATE_WILDCARDS: "some": want trailing`},
 	} {
-		if _, err := ParseSettings(mapLookup(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: %v, want %q", tc.env, err, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			if _, err := ParseSettings(mapLookup(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: %v, want %q", tc.env, err, tc.want)
+			}
+		})
 	}
 	s, err = ParseSettings(mapLookup(map[string]string{"USE_STATSD": "false", "REDIS_TYPE": "Cluster", "LIMIT_RESPONSE_HEADERS_ENABLED": "1"}))
 	if err != nil || s.Redis.Type != "cluster" || !s.HeadersEnabled || s.Wildcards != WildcardsTrailing {

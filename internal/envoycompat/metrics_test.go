@@ -42,9 +42,11 @@ descriptors:
 		{[]entry{{"det", "x"}}, "s.det_x"},
 		{[]entry{{"parent", "p"}, {"child", "c"}}, "s.parent_p.child"},
 	} {
-		if got := c.lookupStats("s", tc.entries, true).stats; got != tc.want {
-			t.Errorf("%v: stats name %q, want %q", tc.entries, got, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			if got := c.lookupStats("s", tc.entries, true).stats; got != tc.want {
+				t.Errorf("%v: stats name %q, want %q", tc.entries, got, tc.want)
+			}
+		})
 	}
 }
 
