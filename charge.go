@@ -78,7 +78,8 @@ func (l *Limiter) settle(ctx context.Context, key string, n int64) (Decision, er
 		return Decision{}, ErrChargeUnsupported
 	}
 	now := l.now()
-	b := []store.SyncBatch{{Algorithm: l.alg, Key: key}}
+	alg := l.cur.Load().alg
+	b := []store.SyncBatch{{Algorithm: alg, Key: key}}
 	if n > 0 {
 		b[0].Events = []store.Event{{Time: now, Cost: n}}
 	}
@@ -86,10 +87,10 @@ func (l *Limiter) settle(ctx context.Context, key string, n int64) (Decision, er
 		return Decision{}, err
 	}
 	state := b[0].State
-	if len(state) < l.alg.Words() {
-		state = make([]int64, l.alg.Words())
+	if len(state) < alg.Words() {
+		state = make([]int64, alg.Words())
 	}
-	d := l.alg.Peek(state, now, 1)
+	d := alg.Peek(state, now, 1)
 	if d.Allowed {
 		d.Remaining = min(d.Remaining+1, d.Limit) // the peeked unit is not taken
 	}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,9 +48,9 @@ type Allower interface {
 
 // Limiter enforces one limit for many keys. It is safe for concurrent use.
 type Limiter struct {
-	alg   algorithm.Algorithm
+	cur   atomic.Pointer[limits] // the limit in force; SetLimit swaps it
+	setMu sync.Mutex             // serializes SetLimit
 	store store.Store
-	mem   *memstore.Bound  // store bound to alg, when it is a memory store
 	clock func() time.Time // nil: start plus the monotonic time since
 	start time.Time
 	unix0 int64 // start in Unix nanoseconds
@@ -85,39 +86,35 @@ func WithClock(now func() time.Time) Option {
 // New returns a limiter for limit, or an error naming what is wrong with it
 // (an unknown algorithm, a limit below 1, a window that is not positive).
 func New(limit Limit, opts ...Option) (*Limiter, error) {
-	alg, err := algorithm.New(limit)
-	if err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	l := &Limiter{alg: alg, start: start, unix0: start.UnixNano()}
+	l := &Limiter{start: start, unix0: start.UnixNano()}
 	for _, o := range opts {
 		o(l)
 	}
 	if l.store == nil {
 		l.store = memstore.New(memstore.Options{})
 	}
-	if m, ok := l.store.(*memstore.Store); ok {
-		if l.mem, err = m.Bind(alg); err != nil {
-			return nil, err
-		}
+	c, err := l.bind(limit)
+	if err != nil {
+		return nil, err
 	}
+	l.cur.Store(c)
 	return l, nil
 }
 
 // Limit returns the limit the limiter enforces, with defaults filled in.
-func (l *Limiter) Limit() Limit { return l.alg.Config() }
+func (l *Limiter) Limit() Limit { return l.cur.Load().alg.Config() }
 
 // Allow reports whether one request for key may proceed now, and counts it
 // if so. It is AllowN(ctx, key, 1). Keys are any strings (any bytes). The
 // in-memory store keeps only a hash of them; a Redis store keeps them in
 // its key names.
 func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
-	if l.mem != nil {
+	if c := l.cur.Load(); c.mem != nil && c.olds == nil {
 		// Start fetching the key's state before reading the clock, so the
 		// two overlap.
-		k := l.mem.Prefetch(key)
-		l.mem.DecideHashedInto(&d, l.now(), k, 1)
+		k := c.mem.Prefetch(key)
+		c.mem.DecideHashedInto(&d, l.now(), k, 1)
 		return d, nil
 	}
 	return l.AllowN(ctx, key, 1)
@@ -128,13 +125,17 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 // grant, is rejected with a Reason saying so. An error means the store
 // could not decide; the memory store never fails.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	if l.mem != nil {
+	c := l.cur.Load()
+	if c.olds != nil {
+		return l.allowChanging(ctx, c, key, n)
+	}
+	if c.mem != nil {
 		var d Decision
-		k := l.mem.Prefetch(key)
-		l.mem.DecideHashedInto(&d, l.now(), k, n)
+		k := c.mem.Prefetch(key)
+		c.mem.DecideHashedInto(&d, l.now(), k, n)
 		return d, nil
 	}
-	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: l.alg, Key: key, Cost: n})
+	return l.store.DecideOne(ctx, l.now(), store.Request{Algorithm: c.alg, Key: key, Cost: n})
 }
 
 // Wait blocks until a request of cost n for key is allowed, counts it, and
@@ -216,14 +217,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 // A store that holds no leases (see store.Leaser) counts the units
 // anonymously, and the Lease releases them by key.
 func (l *Limiter) Acquire(ctx context.Context, key string, n int64) (*Lease, error) {
-	if l.alg.Name() != algorithm.Concurrency {
+	alg := l.cur.Load().alg
+	if alg.Name() != algorithm.Concurrency {
 		d, err := l.AllowN(ctx, key, n)
 		if err != nil {
 			return nil, err
 		}
 		return NewLease(d, nil), nil
 	}
-	reqs := []store.Request{{Algorithm: l.alg, Key: key, Cost: n}}
+	reqs := []store.Request{{Algorithm: alg, Key: key, Cost: n}}
 	if ls, ok := l.store.(store.Leaser); ok {
 		id := algorithm.NewLeaseID()
 		out := make([]Decision, 1)

@@ -622,6 +622,28 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 	return nil
 }
 
+// Reset forgets key's state under a (store.Resetter): its next request
+// starts with the whole allowance. Under memory pressure the eviction
+// summary may still charge the key for uses of evicted keys that share
+// its summary cells, as it charges any new key.
+func (s *Store) Reset(ctx context.Context, a algorithm.Algorithm, key string) error {
+	l, h, err := s.resolve("key", 0, a, key)
+	if err != nil {
+		return err
+	}
+	sh := s.shardOf(h)
+	if l, err = s.lockLive(sh, l, a); err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if l.id < len(sh.tables) && sh.tables[l.id] != nil {
+		if t := sh.tables[l.id]; t.find(h) >= 0 {
+			t.remove(t.find(h))
+		}
+	}
+	return nil
+}
+
 // Sync merges each batch's events into the store with Algorithm.Record (at
 // each event's own time) and sets the batch's State to a copy of the merged
 // state. A batch without events only reads. It is the shared-store side of

@@ -84,6 +84,15 @@ type Leaser interface {
 	ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []Request) (bool, error)
 }
 
+// Resetter is a Store that can forget a key's state under one limit, so
+// that the key's next request starts with the whole allowance. The memory
+// and Redis stores are Resetters.
+type Resetter interface {
+	// Reset forgets the state of key under a. A key the store does not
+	// hold is no error.
+	Reset(ctx context.Context, a algorithm.Algorithm, key string) error
+}
+
 // Errors every store returns (perhaps wrapped) for a malformed call.
 var (
 	// ErrNoAlgorithm is returned for a request whose Algorithm is nil.
