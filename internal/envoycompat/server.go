@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -195,7 +196,11 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 // TLS when GRPC_SERVER_USE_TLS asks for it.
 func (s *Server) newGRPC() error {
 	opts := []grpc.ServerOption{rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
-		MaxConnectionAge: s.set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: s.set.GrpcMaxConnectionAgeGrace})}
+		MaxConnectionAge: s.set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: s.set.GrpcMaxConnectionAgeGrace}),
+		// Calls run on long-lived workers (32 per CPU, as in serve's own
+		// mode) instead of a new goroutine each, whose stack grows anew
+		// on every call.
+		grpc.NumStreamWorkers(uint32(32 * runtime.GOMAXPROCS(0)))}
 	if s.svc.stats != nil {
 		opts = append(opts, grpc.UnaryInterceptor(s.svc.stats.interceptor(s.set.statsdOn())))
 	}

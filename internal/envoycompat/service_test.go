@@ -82,7 +82,7 @@ var prefixes atomic.Int64
 
 // newService returns a service on the shared Redis with its own key prefix,
 // rules and clock (starting at start, Unix seconds), and a settings tweak.
-func newService(t *testing.T, rules string, start int64, tweak func(*Settings)) (*Service, *clock) {
+func newService(t testing.TB, rules string, start int64, tweak func(*Settings)) (*Service, *clock) {
 	t.Helper()
 	set, err := ParseSettings(mapLookup(map[string]string{
 		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(),
