@@ -32,6 +32,9 @@ type limitListener struct {
 	mu      sync.Mutex
 	open    int
 	clients map[string][]*limitedConn // oldest first
+	// peakOpen and peakClient are the most connections held at once, in
+	// all and from one address.
+	peakOpen, peakClient int
 
 	refusals *ratelog.Every // one log record every 10 s at most
 }
@@ -98,6 +101,8 @@ func (l *limitListener) admit(c *limitedConn) (victim *limitedConn, reason strin
 	}
 	l.open++
 	l.clients[c.client] = append(mine, c)
+	l.peakOpen = max(l.peakOpen, l.open)
+	l.peakClient = max(l.peakClient, len(mine)+1)
 	return victim, ""
 }
 
@@ -144,6 +149,14 @@ func (l *limitListener) Open() int {
 	return l.open
 }
 
+// Peaks returns the most connections the listener has held at once, in all
+// and from one client address.
+func (l *limitListener) Peaks() (open, perClient int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.peakOpen, l.peakClient
+}
+
 // limitedConn gives its place back to the listener when closed.
 type limitedConn struct {
 	net.Conn
@@ -175,7 +188,9 @@ func (s *Server) limitConns(name string, ln net.Listener) net.Listener {
 	for _, reason := range []string{refusedListenerFull, refusedClientFull, evictedForNewClient} {
 		s.refused.WithLabelValues(name, reason) // at 0 from the start
 	}
-	return newLimitListener(ln, name, c.MaxConns, c.MaxConnsPerClient, s.log, func(reason string) {
+	ll := newLimitListener(ln, name, c.MaxConns, c.MaxConnsPerClient, s.log, func(reason string) {
 		s.refused.WithLabelValues(name, reason).Inc()
 	})
+	s.capped[name] = ll
+	return ll
 }

@@ -66,7 +66,8 @@ type Server struct {
 	inflight    inflight             // requests being served, for the shutdown report
 	admission   *grpcguard.Admission // the gRPC listener's call bounds
 	refusedOnce sync.Once
-	refused     *prometheus.CounterVec // connections refused by a cap
+	refused     *prometheus.CounterVec    // connections refused by a cap
+	capped      map[string]*limitListener // listeners under connection caps, by name
 }
 
 // Listener names, for Addr.
@@ -87,7 +88,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		log = slog.New(maskingHandler{log.Handler()})
 	}
 	cfg.FitMemory(ContainerMemoryLimit()) // store bounds left at 0 (serve has done it already)
-	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{}}
+	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{},
+		capped: map[string]*limitListener{}}
 	var err error
 	if s.tls, err = loadListenerTLS(cfg); err != nil {
 		return nil, err
