@@ -89,8 +89,8 @@ const (
 	// array) plus indexSlotBytes per shard (its entry in every shard's
 	// table index, with the index's slack); TestLimitBytesCoverMeasuredHeap
 	// measures both.
-	limitBase      = 768
-	indexSlotBytes = 10
+	limitBase      = 1024
+	indexSlotBytes = 16
 	// limitReserve: a store bounded in bytes sets aside 1/limitReserve
 	// of them for its limits.
 	limitReserve = 16
