@@ -4,9 +4,12 @@
 // bodies"), and reports when the server closed each; or it attacks a gRPC
 // listener with raw HTTP/2 frames: streams opened and reset at once
 // ("rapid reset") or streams whose request message never comes ("held
-// streams"); or it checks /healthz and an RLS call at a fixed interval and
-// reports their latencies; or it serves as a gateway upstream that reads
-// bodies. It prints one JSON object. It is a measuring tool, not part of
+// streams"); or it sends RLS calls that each carry a new limit override
+// value ("override flood") and asks victims at their limit again; or it
+// tries to free another client's concurrency slot through /v1/release
+// ("foreign release"); or it checks /healthz and an RLS call at a fixed
+// interval and reports their latencies; or it serves as a gateway upstream
+// that reads bodies. It prints one JSON object. It is a measuring tool, not part of
 // Floodgate.
 package main
 
@@ -31,18 +34,24 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "attack", "attack, check, upstream, rapid-reset or held-streams")
+	mode := flag.String("mode", "attack", "attack, check, upstream, rapid-reset, held-streams, override-flood or foreign-release")
 	target := flag.String("target", "", "attack: host:port of the HTTP listener; rapid-reset, held-streams: of the gRPC listener")
 	path := flag.String("path", "/v1/check", "attack: request path")
 	n := flag.Int("n", 1000, "attack: connections to open")
 	from := flag.String("from", "127.0.0.2", "attack: comma-separated source addresses, used in turn")
 	hold := flag.Duration("hold", time.Minute, "attack: how long to wait for the server to close them; check: how long to check")
-	httpURL := flag.String("http", "", "check: base URL of the http listener (empty: RLS calls only)")
-	grpcAddr := flag.String("grpc", "", "check: host:port of the gRPC listener")
+	httpURL := flag.String("http", "", "check, foreign-release: base URL of the http listener (check: empty for RLS calls only)")
+	grpcAddr := flag.String("grpc", "", "check, override-flood: host:port of the gRPC listener")
 	every := flag.Duration("every", 100*time.Millisecond, "check: interval")
 	listen := flag.String("listen", "", "upstream: host:port to serve on")
 	conns := flag.Int("conns", 4, "rapid-reset, held-streams: connections")
 	streams := flag.Int("streams", 1024, "held-streams: streams per connection")
+	domain := flag.String("domain", "attack", "override-flood, foreign-release: the rules' domain")
+	overrides := flag.Int("overrides", 100000, "override-flood: distinct override values to send")
+	workers := flag.Int("workers", 8, "override-flood: concurrent callers")
+	victims := flag.Int("victims", 100, "override-flood: victims put at their limit first")
+	victimLimit := flag.Int("victim-limit", 5, "override-flood: the rules' limit for client=victim-N")
+	job := flag.String("job", "x", "foreign-release: value of the job descriptor a concurrency rule of limit 1 counts")
 	flag.Parse()
 	var out any
 	switch *mode {
@@ -54,6 +63,10 @@ func main() {
 		out = heldStreams(*target, strings.Split(*from, ","), *conns, *streams, *hold)
 	case "check":
 		out = check(*httpURL, *grpcAddr, *every, *hold)
+	case "override-flood":
+		out = overrideFlood(*grpcAddr, *domain, *overrides, *workers, *victims, *victimLimit)
+	case "foreign-release":
+		out = foreignRelease(*httpURL, *domain, *job)
 	case "upstream":
 		http.ListenAndServe(*listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
