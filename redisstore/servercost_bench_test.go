@@ -128,10 +128,10 @@ func BenchmarkSharedCall(b *testing.B) {
 					if sp == nil {
 						return client.B().Evalsha().Sha1(shas[name]).Numkeys(int64(per)).Key(keys...).Build()
 					}
-					args := []string{"i", ""}
+					args := append(append([]string{"i", ""}, sp.header...), strconv.Itoa(per))
 					for i := range keys {
 						keys[i] = s.key(sp, keys[i])
-						args = append(append(args, sp.header...), "1", "0")
+						args = append(args, "1")
 					}
 					return client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(per)).Key(keys...).Arg(args...).Build()
 				}
