@@ -7,7 +7,7 @@ import (
 
 // BenchmarkDecide measures one decision on one key's state, with traffic at
 // twice the limit's rate so that both accepts and rejects occur, L = 600 per
-// minute as in the reference design.
+// minute as in the baseline.
 func BenchmarkDecide(b *testing.B) {
 	for _, c := range testConfigs(600, time.Minute) {
 		b.Run(c.Algorithm, func(b *testing.B) {

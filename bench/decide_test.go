@@ -3,7 +3,7 @@
 // of Floodgate's go.mod.
 //
 // Every benchmark decides one request on a key that already exists, with
-// 200,000 keys (the reference design's tracked-client count) visited in a scattered
+// 200,000 keys (the baseline's tracked-client count) visited in a scattered
 // order: a random permutation, fixed by seed, with each parallel goroutine
 // starting at its own offset. Visiting keys in the order they were inserted
 // would keep the limiter's working set in cache and flatter every

@@ -19,7 +19,7 @@ import (
 	"github.com/floodgate-dev/floodgate/store"
 )
 
-// BenchmarkArrangementsRedis offers the reference design's edge load to 8 nodes sharing
+// BenchmarkArrangementsRedis offers the baseline's edge load to 8 nodes sharing
 // a real redis-server: 200,000 keys, 40,000 decisions per second (open
 // loop, spread over the nodes), plus one hot client at 90/s on its own key.
 // Each arrangement runs for a fixed time (FLOODGATE_BENCH_SECONDS, default

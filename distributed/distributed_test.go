@@ -85,7 +85,7 @@ func TestSplitConfigNeverGrantsMoreThanTheWhole(t *testing.T) {
 	}
 }
 
-// lcgNode is the reference design's generator: s = s*1103515245+12345, node floor(s/2^32*n).
+// lcgNode is the baseline's generator: s = s*1103515245+12345, node floor(s/2^32*n).
 type lcgNode uint32
 
 func (g *lcgNode) next(n int) int {
@@ -144,7 +144,7 @@ func delayedNodes(t *testing.T, shared *faultStore, clk *vclock, count int, extr
 	return nodes
 }
 
-// TestDelayedKeepsThePromise runs the reference design's scale for one key: 8 delayed
+// TestDelayedKeepsThePromise runs the baseline's scale for one key: 8 delayed
 // nodes syncing every 200ms, a bounded-log rule of 600 per 60s. A client at
 // 90/s for two minutes gets at most 1.1 x 600 in any 60 s; a client at 10/s
 // is never rejected.

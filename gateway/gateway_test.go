@@ -92,7 +92,7 @@ rules:
 		t.Fatalf("3rd /loan/ request: %d, want 429", resp.StatusCode)
 	}
 	// /loan-bulk/list routes to the loan service but is outside the rule's
-	// prefix: not limited (the gateway study's gap).
+	// prefix: not limited (the gateway example's gap).
 	if resp := get("/loan-bulk/list"); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "loan" {
 		t.Fatalf("/loan-bulk/list: %d from %q", resp.StatusCode, resp.Header.Get("X-Backend"))
 	}

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkDecideOne measures the store alone (no Limiter, no clock read)
 // deciding on known keys visited in a scattered order, at a hot-set size
-// that stays in cache and at the reference design's 200,000 keys. The find sub-benchmark
+// that stays in cache and at the baseline's 200,000 keys. The find sub-benchmark
 // is the table lookup alone: hash, probe, state read.
 func BenchmarkDecideOne(b *testing.B) {
 	for _, n := range []int{1_000, 200_000} {

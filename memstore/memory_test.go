@@ -45,7 +45,7 @@ func heapPerKey(t testing.TB, a algorithm.Algorithm, n, perKey int) (float64, in
 }
 
 // TestMemoryPerKey measures live heap per tracked key: at 200,000 keys (the
-// seed's tracked-client count) with one request each, and for bounded-log
+// baseline's tracked-client count) with one request each, and for bounded-log
 // also with every key at its limit (L = 600, e = 0.05; 20,000 keys). The
 // store's own bound is checked for states kept in the slot: a slot of
 // 8·(1+Words()) bytes at a load of at least 1/2 (the table grows by a

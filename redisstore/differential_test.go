@@ -33,7 +33,7 @@ var diffConfigs = []algorithm.Config{
 	{Algorithm: algorithm.Concurrency, Limit: 4},
 	{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
 	{Algorithm: algorithm.BoundedLog, Limit: 5, Window: 700 * time.Millisecond, Tolerance: 0.01},
-	// The reference design's limit (600 per 60 s) for the algorithms it compares.
+	// The baseline's limit (600 per 60 s) for the algorithms it compares.
 	{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute},
 	{Algorithm: algorithm.SlidingWindow, Limit: 600, Window: time.Minute, Slices: 12},
 	{Algorithm: algorithm.WeightedWindow, Limit: 600, Window: time.Minute},
@@ -198,7 +198,7 @@ func TestDifferentialRandom(t *testing.T) {
 	}
 }
 
-// TestDifferentialSeed replays the reference design's client (one window at 10 and at
+// TestDifferentialSeed replays the baseline's client (one window at 10 and at
 // 90 requests per second against 600 per 60 s, request i at i/rate seconds,
 // here rounded down to the millisecond) and its boundary burst, and requires
 // identical decisions and identical totals.
@@ -211,7 +211,7 @@ func TestDifferentialSeed(t *testing.T) {
 				t.Parallel() // separate keys; rueidis pipelines the calls
 				a := mustAlg(t, c)
 				st := make([]int64, a.Words())
-				key := fmt.Sprintf("seed-%d", rate)
+				key := fmt.Sprintf("baseline-%d", rate)
 				accepted := 0
 				// Past the end of the first window, into the second.
 				n := rate * 70

@@ -67,7 +67,7 @@ func TestCheckEffectiveCapFromCardinality(t *testing.T) {
 	}
 }
 
-// Counted from a trace, the gateway study's stream makes 5 member buckets: cap 100.
+// Counted from a trace, the gateway example's stream makes 5 member buckets: cap 100.
 func TestCheckBucketsFromTrace(t *testing.T) {
 	doc := checkJSON(t, "../../examples/gateway-prefix.yaml", "--trace", "../../examples/gateway-trace.csv")
 	r := ruleByName(t, doc, "loan-per-member")
@@ -90,7 +90,7 @@ func TestCheckBucketsFromTrace(t *testing.T) {
 	}
 }
 
-// The gateway study: the prefix /loan/ misses /loan-bulk/list; --strict fails.
+// The gateway example: the prefix /loan/ misses /loan-bulk/list; --strict fails.
 func TestCheckRoutes(t *testing.T) {
 	args := []string{"../../examples/gateway-prefix.yaml", "--routes", "../../examples/gateway-routes.txt"}
 	doc := checkJSON(t, args...)

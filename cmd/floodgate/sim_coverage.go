@@ -23,7 +23,7 @@ import (
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
-// The gateway study's services: the loan service's paths and the catalog's.
+// The gateway example's services: the loan service's paths and the catalog's.
 var (
 	coverageLoan    = []string{"/loan/borrow", "/loan/list", "/loan-bulk/list"}
 	coverageCatalog = []string{"/catalog/search"}
@@ -31,7 +31,7 @@ var (
 
 // The rule written into the gateway: one prefix, /loan/. The limit is far
 // above the traffic: what is measured is which requests are counted.
-const coverageGatewayRules = `# The gateway's rule, as the gateway study writes it: the one prefix /loan/.
+const coverageGatewayRules = `# The gateway's rule, as the gateway example writes it: the one prefix /loan/.
 domain: gateway
 rules:
   - name: loan-prefix
@@ -54,7 +54,7 @@ rules:
 `
 
 // In setup B the gateway carries a rule for a prefix no path has, as the
-// gateway study's gateway for B does: it forwards, and counts nothing.
+// gateway example's gateway for B does: it forwards, and counts nothing.
 const coverageNoneRules = `domain: gateway
 rules:
   - name: none-prefix
@@ -112,7 +112,7 @@ func newCountingChecker(file string) (*countingChecker, error) {
 	return &countingChecker{eng: rules.NewEngine(set, memstore.New(memstore.Options{}))}, nil
 }
 
-// coverageSources describe a request as the gateway study's services do: its path,
+// coverageSources describe a request as the gateway example's services do: its path,
 // and the client and member it names in headers.
 func coverageSources() []httplimit.Source {
 	hdr := func(key, name string) httplimit.Source {
@@ -225,7 +225,7 @@ func coverageSend(client *http.Client, u string) error {
 	return nil
 }
 
-// simCoverage runs the gateway study's coverage measurement: two setups of real
+// simCoverage runs the gateway example's coverage measurement: two setups of real
 // services behind the real gateway on loopback, A with the limit only at
 // the gateway (prefix /loan/), B with it only in the loan service's middle
 // layer; every path is requested through the gateway and directly, and each
@@ -299,7 +299,7 @@ func simCoverage() (coverageReport, error) {
 	return rep, nil
 }
 
-// runSimCoverage prints the gateway study's coverage table and what floodgate check
+// runSimCoverage prints the gateway example's coverage table and what floodgate check
 // says about the gateway's rule.
 func runSimCoverage(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("floodgate sim coverage", flag.ContinueOnError)
@@ -307,7 +307,7 @@ func runSimCoverage(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim coverage [--json]")
-		fmt.Fprintln(stderr, "\nRuns a published coverage measurement (the gateway study) with the real gateway and middleware on loopback,")
+		fmt.Fprintln(stderr, "\nRuns a coverage measurement of a worked gateway example with the real gateway and middleware on loopback,")
 		fmt.Fprintln(stderr, "then shows what `floodgate check --routes` reports for the gateway's rule.")
 		fs.PrintDefaults()
 	}
@@ -331,7 +331,7 @@ func runSimCoverage(args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(dir)
 	rulesFile, routesFile := filepath.Join(dir, "gateway.yaml"), filepath.Join(dir, "routes.txt")
 	var routes strings.Builder
-	routes.WriteString("# the gateway study: the loan service's three paths and the catalog's one\n")
+	routes.WriteString("# the gateway example: the loan service's three paths and the catalog's one\n")
 	for _, p := range append(append([]string{}, coverageLoan...), coverageCatalog...) {
 		fmt.Fprintf(&routes, "GET %s\n", p)
 	}

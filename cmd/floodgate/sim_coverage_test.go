@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// gatewayStudyCoverage is the gateway study's coverage table.
-const gatewayStudyCoverage = `-- coverage: which placement counts a request --
+// gatewayExampleCoverage is the gateway example's coverage table.
+const gatewayExampleCoverage = `-- coverage: which placement counts a request --
 path                access        gateway  middle layer
 /loan/borrow        gateway       counted       counted
 /loan/borrow        direct        skipped       counted
@@ -25,8 +25,8 @@ func TestSimCoverageReproducesGatewayStudy(t *testing.T) {
 	if err := runSimCoverage(nil, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	if !strings.HasPrefix(out.String(), gatewayStudyCoverage) {
-		t.Fatalf("table differs from the gateway study's:\n%s\nwant:\n%s", out.String(), gatewayStudyCoverage)
+	if !strings.HasPrefix(out.String(), gatewayExampleCoverage) {
+		t.Fatalf("table differs from the gateway example's:\n%s\nwant:\n%s", out.String(), gatewayExampleCoverage)
 	}
 	for _, want := range []string{
 		"GET  /loan-bulk/list  NOT COVERED by any rule",

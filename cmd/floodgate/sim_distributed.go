@@ -65,13 +65,13 @@ type distDoc struct {
 }
 
 // runSimDistributed drives N real limiter nodes (package distributed) under
-// a virtual clock through the reference design's distributed-counter experiment.
+// a virtual clock through the baseline's distributed-counter experiment.
 func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("floodgate sim distributed", flag.ContinueOnError)
 	var lf limitFlags
 	lf.register(fs, false)
 	fs.StringVar(&lf.algorithm, "algorithm", algorithm.FixedWindow,
-		"algorithm; fixed-window (one counter whose single window spans the run) is the reference design's global counter")
+		"algorithm; fixed-window (one counter whose single window spans the run) is the baseline's global counter")
 	nodes := fs.Int("nodes", 8, "limiter nodes: N")
 	rates := fs.String("rates", "10,90", "client rates in requests per second, comma-separated")
 	intervals := fs.String("intervals", "200ms,1s,2s,5s",
@@ -81,7 +81,7 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the tables as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim distributed [flags]")
-		fmt.Fprintln(stderr, "\nRuns the distributed-counter experiment of a published rate-limiter design (the\nreference design, whose tables it reproduces) with real limiter nodes under a")
+		fmt.Fprintln(stderr, "\nRuns the distributed-counter experiment of a published rate-limiter design (the\nbaseline, whose tables it reproduces) with real limiter nodes under a")
 		fmt.Fprintln(stderr, "virtual clock: one client sending --rates requests per second for one window,")
 		fmt.Fprintln(stderr, "each request sent to a node picked by a seeded generator, through the centralized,")
 		fmt.Fprintln(stderr, "split and delayed arrangements, then a sweep of delayed-sync intervals.")
@@ -259,7 +259,7 @@ func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 	return doc, nil
 }
 
-// lcg is the reference design's 32-bit linear congruential generator.
+// lcg is the baseline's 32-bit linear congruential generator.
 type lcg uint32
 
 // node advances the generator and returns floor(u·n) for u = s/2^32.
@@ -344,7 +344,7 @@ func simNodes(p distParams, sh *sharedStore, arr string, interval time.Duration,
 			ID:           fmt.Sprintf("%s-node%d", key, i),
 			Clock:        clock,
 			ManualSync:   true,
-			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the reference design
+			Refresh:      p.limit.Window, // every node refreshes its whole view each round, as in the baseline
 		})
 		if err != nil {
 			return nil, err
@@ -365,7 +365,7 @@ func syncDue(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, la
 	}
 	// Every due node pushes and pulls (one touch each); then all but
 	// the last pull again, so each sees the whole round's counts,
-	// as the reference design's model (one global snapshot per round) does.
+	// as the baseline's model (one global snapshot per round) does.
 	sh.counting.Store(true)
 	for _, k := range due {
 		if err := nodes[k].Sync(ctx); err != nil {
@@ -412,9 +412,9 @@ func (row *distRow) score(p distParams, accepted []sim.Event) {
 	row.Passes = float64(row.Busiest) <= 1.1*float64(limit)
 }
 
-// seedFigures are the reference design's published tables (its defaults): accepted
+// baselineFigures are the baseline's published tables (its defaults): accepted
 // per (rate, arrangement), and accepted per sync interval at 90/s.
-var seedFigures = struct {
+var baselineFigures = struct {
 	accepted  map[string]int
 	touches   map[string]int64
 	intervals map[time.Duration]int
@@ -432,57 +432,57 @@ var seedFigures = struct {
 	},
 }
 
-// seedDefaults reports whether p is the reference design's experiment.
-func seedDefaults(p distParams) bool {
+// baselineDefaults reports whether p is the baseline's experiment.
+func baselineDefaults(p distParams) bool {
 	return p.limit.Algorithm == algorithm.FixedWindow && p.limit.Limit == 600 &&
 		p.limit.Window == time.Minute && p.nodes == 8 && p.seed == 20260730
 }
 
-// distNotes explains how the figures are made and which differ from seed
+// distNotes explains how the figures are made and which differ from the baseline
 // 000's, and why.
 func distNotes(p distParams, doc distDoc) []string {
 	notes := []string{
 		fmt.Sprintf("Each arrangement runs %d real limiter nodes (package distributed) sharing one %s store under a virtual clock; "+
-			"request i is sent at floor(i*1e9/rate) ns to node floor(u*%d), u from the reference design's 32-bit LCG.", p.nodes, doc.Store, p.nodes),
+			"request i is sent at floor(i*1e9/rate) ns to node floor(u*%d), u from the baseline's 32-bit LCG.", p.nodes, doc.Store, p.nodes),
 		"Centralized touches are the shared store's decision calls, one per request. Split nodes enforce " +
 			fmt.Sprintf("floor(%d/%d) = %d each and never touch the store.", p.limit.Limit, p.nodes, distributed.SplitConfig(p.limit, p.nodes).Limit),
 		"Delayed touches are counted Sync calls: each node's push-and-pull when its interval has passed, plus its final push on Close. " +
-			"To make each round one global snapshot as in the reference design's model, every node but the last pulls once more after all have pushed; " +
+			"To make each round one global snapshot as in the baseline's model, every node but the last pulls once more after all have pushed; " +
 			"those refresh pulls (refresh_pulls in --json) are a simulator device and not counted.",
 	}
 	if p.limit.Algorithm == algorithm.FixedWindow {
 		notes = append(notes, fmt.Sprintf("fixed-window with a %v window aligned to virtual time zero: the run lasts one window, "+
-			"so the nodes share one global counter, which is the reference design's model.", p.limit.Window))
+			"so the nodes share one global counter, which is the baseline's model.", p.limit.Window))
 	}
-	if !seedDefaults(p) {
-		return append(notes, "The parameters differ from the reference design's (fixed-window, 600 per 60s, 8 nodes, seed 20260730), so its tables do not apply.")
+	if !baselineDefaults(p) {
+		return append(notes, "The parameters differ from the baseline's (fixed-window, 600 per 60s, 8 nodes, seed 20260730), so its tables do not apply.")
 	}
 	var diffs []string
 	for _, r := range doc.Arrangements {
 		k := fmt.Sprintf("%d/%s", r.Rate, r.Arrangement)
-		if want, ok := seedFigures.accepted[k]; ok && want != r.Accepted && p.intervals[0] == 200*time.Millisecond {
-			diffs = append(diffs, fmt.Sprintf("%s at %d/s accepted %d, rejected %d, overshoot %d (seed %d, %d, %d)",
+		if want, ok := baselineFigures.accepted[k]; ok && want != r.Accepted && p.intervals[0] == 200*time.Millisecond {
+			diffs = append(diffs, fmt.Sprintf("%s at %d/s accepted %d, rejected %d, overshoot %d (baseline %d, %d, %d)",
 				r.Arrangement, r.Rate, r.Accepted, r.Rejected, r.Overshoot, want, r.Requests-want, max(0, int64(want)-p.limit.Limit)))
 		}
-		if want, ok := seedFigures.touches[k]; ok && want != r.Touches && p.intervals[0] == 200*time.Millisecond {
-			diffs = append(diffs, fmt.Sprintf("%s at %d/s touched the store %d times (seed %d)", r.Arrangement, r.Rate, r.Touches, want))
+		if want, ok := baselineFigures.touches[k]; ok && want != r.Touches && p.intervals[0] == 200*time.Millisecond {
+			diffs = append(diffs, fmt.Sprintf("%s at %d/s touched the store %d times (baseline %d)", r.Arrangement, r.Rate, r.Touches, want))
 		}
 	}
 	if len(p.rates) > 0 && doc.Intervals != nil && doc.Intervals[0].Rate == 90 {
 		for _, r := range doc.Intervals {
 			iv := time.Duration(r.IntervalMS) * time.Millisecond
-			if want, ok := seedFigures.intervals[iv]; ok && want != r.Accepted {
-				diffs = append(diffs, fmt.Sprintf("delayed at %v accepted %d, overshoot %d, ratio x%.3f (seed %d, %d, x%.3f)",
+			if want, ok := baselineFigures.intervals[iv]; ok && want != r.Accepted {
+				diffs = append(diffs, fmt.Sprintf("delayed at %v accepted %d, overshoot %d, ratio x%.3f (baseline %d, %d, x%.3f)",
 					iv, r.Accepted, r.Overshoot, r.Ratio, want, max(0, int64(want)-p.limit.Limit), float64(want)/float64(p.limit.Limit)))
 			}
 		}
 	}
 	if len(diffs) == 0 {
-		return append(notes, "Every figure equals the reference design's tables.")
+		return append(notes, "Every figure equals the baseline's tables.")
 	}
 	return append(notes,
-		"Figures that differ from the reference design: "+strings.Join(diffs, "; ")+".",
-		"Why: the reference design keeps time in floating-point seconds (t = i/rate) and syncs when t - lastSync >= 0.2. At 90/s, 0.6 - 0.4 "+
+		"Figures that differ from the baseline: "+strings.Join(diffs, "; ")+".",
+		"Why: the baseline keeps time in floating-point seconds (t = i/rate) and syncs when t - lastSync >= 0.2. At 90/s, 0.6 - 0.4 "+
 			"evaluates to 0.19999999999999996, so from its third sync on each sync lands one request (11.1 ms) late and its nodes "+
 			"resync every 19 requests instead of every 18. The simulator keeps exact nanoseconds, syncing at 200 ms, 400 ms, 600 ms, ...; "+
 			"the blind stretches around the moment the count reaches the limit fall differently, which moves the delayed 200 ms figure "+

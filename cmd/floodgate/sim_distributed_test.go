@@ -24,11 +24,11 @@ func runSimDistJSON(t *testing.T, args ...string) distDoc {
 	return doc
 }
 
-// TestSimDistributedSeedTables holds the defaults to the reference design's three
+// TestSimDistributedBaselineTables holds the defaults to the baseline's three
 // tables. The one documented difference: with exact nanosecond time the
-// delayed 200 ms run accepts 612 where the reference design's floating-point time gives
+// delayed 200 ms run accepts 612 where the baseline's floating-point time gives
 // 609 (and so rejects 4788 and overshoots by 12).
-func TestSimDistributedSeedTables(t *testing.T) {
+func TestSimDistributedBaselineTables(t *testing.T) {
 	doc := runSimDistJSON(t)
 	type row struct {
 		acc, rej   int
@@ -43,7 +43,7 @@ func TestSimDistributedSeedTables(t *testing.T) {
 		{600, 0, 0, 0, 2400, "delayed"},
 		{600, 4800, 0, 0, 5400, "centralized"},
 		{600, 4800, 0, 0, 0, "split"},
-		{612, 4788, 12, 0, 2400, "delayed"}, // seed: 609, 4791, 9 (floating-point time)
+		{612, 4788, 12, 0, 2400, "delayed"}, // baseline: 609, 4791, 9 (floating-point time)
 	}
 	if len(doc.Arrangements) != len(want) {
 		t.Fatalf("%d arrangement rows, want %d", len(doc.Arrangements), len(want))
@@ -65,9 +65,9 @@ func TestSimDistributedSeedTables(t *testing.T) {
 		accRatio float64
 	}
 	wantSweep := []sweep{
-		{200, 612, 12, 1.02, 40, true, 0},  // seed: 609, 9, x1.015
-		{1000, 630, 30, 1.05, 8, true, 0},  // seed equal
-		{2000, 720, 120, 1.2, 4, false, 0}, // seed equal
+		{200, 612, 12, 1.02, 40, true, 0},  // baseline: 609, 9, x1.015
+		{1000, 630, 30, 1.05, 8, true, 0},  // baseline equal
+		{2000, 720, 120, 1.2, 4, false, 0}, // baseline equal
 		{5000, 900, 300, 1.5, 1.6, false, 0},
 	}
 	if len(doc.Intervals) != len(wantSweep) {
@@ -81,8 +81,8 @@ func TestSimDistributedSeedTables(t *testing.T) {
 		}
 	}
 	notes := strings.Join(doc.Notes, "\n")
-	for _, s := range []string{"accepted 612, rejected 4788, overshoot 12 (seed 609, 4791, 9)",
-		"accepted 612, overshoot 12, ratio x1.020 (seed 609, 9, x1.015)", "floating-point", "fixed-window"} {
+	for _, s := range []string{"accepted 612, rejected 4788, overshoot 12 (baseline 609, 4791, 9)",
+		"accepted 612, overshoot 12, ratio x1.020 (baseline 609, 9, x1.015)", "floating-point", "fixed-window"} {
 		if !strings.Contains(notes, s) {
 			t.Errorf("notes do not mention %q:\n%s", s, notes)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
-// The gateway study's key-selection measurement: the same 70-request stream and the
+// The gateway example's key-selection measurement: the same 70-request stream and the
 // same limit of 20 in one long fixed window, counted by four different keys,
 // each run through the real rule engine and memory store under a virtual
 // clock. A fifth run puts a per-member and a global limit together.
@@ -30,7 +30,7 @@ var keysMembers = []string{"u1", "u2", "u3", "u4", "u5"}
 // keysRequest is one request of the stream.
 type keysRequest struct{ client, member, path string }
 
-// keysStream builds the gateway study's stream: the batch client's member u5 sends 40
+// keysStream builds the gateway example's stream: the batch client's member u5 sends 40
 // requests to /loan/list; the mobile client's members u1, u2 and u3 send 12,
 // 8 and 4, each member's i-th request going to /loan/borrow, /loan/list,
 // /loan-bulk/list in turn (i mod 3); the web client's member u4 sends 6 to
@@ -165,7 +165,7 @@ func simKeys(ctx context.Context, global int64) (keysDoc, error) {
 	return doc, nil
 }
 
-// runSimKeys reproduces the gateway study's key-selection table through the rule
+// runSimKeys reproduces the gateway example's key-selection table through the rule
 // engine.
 func runSimKeys(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("floodgate sim keys", flag.ContinueOnError)
@@ -174,7 +174,7 @@ func runSimKeys(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the table as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: floodgate sim keys [--global N] [--members N] [--json]")
-		fmt.Fprintln(stderr, "\nRuns a published 70-request stream (the gateway study's) through the rule engine with a limit of 20 per")
+		fmt.Fprintln(stderr, "\nRuns a published 70-request stream (the gateway example's) through the rule engine with a limit of 20 per")
 		fmt.Fprintln(stderr, "bucket counted by one global bucket, client, member and client+path; then per member")
 		fmt.Fprintln(stderr, "and global together.")
 		fs.PrintDefaults()

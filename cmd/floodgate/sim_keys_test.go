@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// The four key choices reproduce the gateway study's table exactly, through the rule
+// The four key choices reproduce the gateway example's table exactly, through the rule
 // engine; the fifth shows per-member and global limits together.
-func TestSimKeysSeedTable(t *testing.T) {
+func TestSimKeysBaselineTable(t *testing.T) {
 	var out bytes.Buffer
 	if err := dispatch([]string{"sim", "keys", "--json"}, &out, &out); err != nil {
 		t.Fatalf("sim keys: %v\n%s", err, out.String())

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// TestSimWindowSeedTable runs the command with its defaults and holds the
-// fixed-window, sliding-window and token-bucket rows to the reference design's table.
-func TestSimWindowSeedTable(t *testing.T) {
+// TestSimWindowBaselineTable runs the command with its defaults and holds the
+// fixed-window, sliding-window and token-bucket rows to the baseline's table.
+func TestSimWindowBaselineTable(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := dispatch([]string{"sim", "window", "--json"}, &out, &errOut); err != nil {
 		t.Fatalf("sim window --json: %v (%s)", err, errOut.String())
@@ -48,14 +48,14 @@ func TestSimWindowSeedTable(t *testing.T) {
 			}
 			found++
 			if got := (row{r.Accepted, r.Rejected, r.Busiest}); got != w {
-				t.Errorf("%s/%s: accepted/rejected/busiest = %v, the reference design says %v", p.Name, r.Algorithm, got, w)
+				t.Errorf("%s/%s: accepted/rejected/busiest = %v, the baseline says %v", p.Name, r.Algorithm, got, w)
 			}
 			if r.Overshoot != r.Busiest-600 || r.Ratio != float64(int(float64(r.Busiest)/600*1000+0.5))/1000 {
 				t.Errorf("%s/%s: overshoot %d, ratio %v for busiest %d", p.Name, r.Algorithm, r.Overshoot, r.Ratio, r.Busiest)
 			}
 		}
 		if found != 3 {
-			t.Errorf("%s: found %d of the reference design's three algorithms", p.Name, found)
+			t.Errorf("%s: found %d of the baseline's three algorithms", p.Name, found)
 		}
 	}
 }

@@ -6,16 +6,16 @@ import (
 	"github.com/floodgate-dev/floodgate"
 )
 
-// BenchmarkRun measures the simulator's cost per simulated request: seed
-// 000's uniform 2x pattern (3,600 requests) through a fresh limiter for each
+// BenchmarkRun measures the simulator's cost per simulated request: the
+// baseline's uniform 2x pattern (3,600 requests) through a fresh limiter for each
 // algorithm in turn.
 func BenchmarkRun(b *testing.B) {
-	ps, err := Patterns(seedShape, "client")
+	ps, err := Patterns(baseShape, "client")
 	if err != nil {
 		b.Fatal(err)
 	}
 	reqs := ps[0].Requests
-	limits := Configs(floodgate.Limit{Limit: 600, Window: seedShape.Window, Slices: 12}, 60)
+	limits := Configs(floodgate.Limit{Limit: 600, Window: baseShape.Window, Slices: 12}, 60)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		if _, err := Run(ctx, limits[i%len(limits)], reqs); err != nil {
@@ -25,10 +25,10 @@ func BenchmarkRun(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reqs)), "ns/request")
 }
 
-// BenchmarkWorst measures one worst-case search (both objectives) at seed
-// 000's limit with the command's default budget.
+// BenchmarkWorst measures one worst-case search (both objectives) at the
+// baseline's limit with the command's default budget.
 func BenchmarkWorst(b *testing.B) {
-	c := floodgate.Limit{Algorithm: "sliding-window", Limit: 600, Window: seedShape.Window, Slices: 12}
+	c := floodgate.Limit{Algorithm: "sliding-window", Limit: 600, Window: baseShape.Window, Slices: 12}
 	runs := 0
 	for b.Loop() {
 		res, err := Worst(ctx, WorstConfig{Limit: c, Seed: 1, Budget: 300})

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Shape holds the parameters the reference design's request patterns are built from.
+// Shape holds the parameters the baseline's request patterns are built from.
 type Shape struct {
 	Limit    int64         // L: requests allowed per window
 	Window   time.Duration // W

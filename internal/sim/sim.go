@@ -9,7 +9,7 @@
 // Times are offsets from virtual time zero, which is always a window
 // boundary: fixed and sliding windows start there, as in the model of the
 // published rate-limiter design whose tables the simulator reproduces (the
-// reference design).
+// baseline).
 package sim
 
 import (

@@ -16,8 +16,8 @@ var ctx = context.Background()
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// seedShape is the reference design's model: 600 per 60 s, 12 slices, 180 s.
-var seedShape = Shape{Limit: 600, Window: time.Minute, Slices: 12, Duration: 180 * time.Second}
+// baseShape is the baseline's model: 600 per 60 s, 12 slices, 180 s.
+var baseShape = Shape{Limit: 600, Window: time.Minute, Slices: 12, Duration: 180 * time.Second}
 
 func TestBusiest(t *testing.T) {
 	W := ms(1000)
@@ -139,7 +139,7 @@ func TestRunLeakyAndConcurrency(t *testing.T) {
 }
 
 func TestPatterns(t *testing.T) {
-	ps, err := Patterns(seedShape, "c")
+	ps, err := Patterns(baseShape, "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +178,11 @@ func TestPatterns(t *testing.T) {
 	}
 }
 
-// TestSeedWindowTable runs the reference patterns through the real algorithms
+// TestBaselineWindowTable runs the reference patterns through the real algorithms
 // and holds the fixed-window, sliding-window and token-bucket rows to the
-// seed's table, and every algorithm to its documented bound.
-func TestSeedWindowTable(t *testing.T) {
-	tables, err := Window(ctx, seedShape, Configs(floodgate.Limit{Limit: 600, Window: time.Minute, Slices: 12}, 60))
+// baseline's table, and every algorithm to its documented bound.
+func TestBaselineWindowTable(t *testing.T) {
+	tables, err := Window(ctx, baseShape, Configs(floodgate.Limit{Limit: 600, Window: time.Minute, Slices: 12}, 60))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestSeedWindowTable(t *testing.T) {
 				}
 				if w, ok := want[tab.Name][r.Algorithm]; ok {
 					if got := (row{r.Accepted, r.Rejected, r.Busiest}); got != w {
-						t.Errorf("%s/%s: accepted/rejected/busiest = %v, the reference design says %v", tab.Name, r.Algorithm, got, w)
+						t.Errorf("%s/%s: accepted/rejected/busiest = %v, the baseline says %v", tab.Name, r.Algorithm, got, w)
 					}
 				}
 				switch r.Algorithm {
@@ -222,7 +222,7 @@ func TestSeedWindowTable(t *testing.T) {
 			}
 		})
 	}
-	// The reference design's point about the token bucket, in this package's measure:
+	// The baseline's point about the token bucket, in this package's measure:
 	// every rejection of the compliant "spaced" client is a false reject.
 	tb := tables[2].Results[4]
 	if tb.Algorithm != algorithm.TokenBucket || tb.FalseRejects != 1473 {

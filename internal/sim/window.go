@@ -29,7 +29,7 @@ type WindowTable struct {
 
 // Configs returns the limit for each algorithm in algorithm.Names() built from
 // base: base with Algorithm set, and Capacity set to bucket for
-// token-bucket only (the reference design's bucket of 60 tokens refilled at L/W per
+// token-bucket only (the baseline's bucket of 60 tokens refilled at L/W per
 // second). Every other parameter keeps base's value or the algorithm's
 // default.
 func Configs(base floodgate.Limit, bucket int64) []floodgate.Limit {

@@ -15,7 +15,7 @@ import (
 func worstLimit(name string) floodgate.Limit {
 	c := floodgate.Limit{Algorithm: name, Limit: 100, Window: 10 * time.Second, Slices: 10}
 	if name == algorithm.TokenBucket {
-		c.Capacity = 10 // the reference design's proportion: a tenth of the limit
+		c.Capacity = 10 // the baseline's proportion: a tenth of the limit
 	}
 	return c
 }
