@@ -63,7 +63,8 @@ func sharedCluster(t testing.TB) *redistest.Cluster {
 }
 
 // newStore returns a store on the shared server with a prefix of its own,
-// so tests do not see each other's keys.
+// so tests do not see each other's keys, and a minute's timeout unless o
+// sets one.
 func newStore(t testing.TB, o Options) *Store {
 	t.Helper()
 	needRedis(t)
@@ -72,6 +73,12 @@ func newStore(t testing.TB, o Options) *Store {
 	}
 	if o.Prefix == "" {
 		o.Prefix = "t" + fmt.Sprint(time.Now().UnixNano())
+	}
+	if o.Timeout == 0 {
+		// Not the default second: on a loaded machine a big sync or the
+		// first SCRIPT LOAD can take longer, and a slow answer is not what
+		// these tests look for (a fault test sets its own timeout).
+		o.Timeout = time.Minute
 	}
 	s, err := New(context.Background(), o)
 	if err != nil {
