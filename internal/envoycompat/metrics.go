@@ -35,7 +35,9 @@ type stats struct {
 	configLoadSuccess, configLoadError, redisError, serviceError, globalShadow *counter
 	// methods are, per gRPC method name, its calls and response times.
 	methods map[string]*methodStats
-	timers  []*timer
+	// notFound are, per unknown domain asked for, its domain_not_found.
+	notFound map[string]*counter
+	timers   []*timer
 }
 
 // methodStats are the reference's stats of one gRPC method:
@@ -124,7 +126,29 @@ func newStats(nearLimitRatio float32, m *mapper) *stats {
 	s.serviceError = s.newCounter("ratelimit.service.call.should_rate_limit.service_error")
 	s.globalShadow = s.newCounter("ratelimit.service.global_shadow_mode")
 	s.methods = map[string]*methodStats{}
+	s.notFound = map[string]*counter{}
 	return s
+}
+
+// domainNotFound is the counter ratelimit.service.rate_limit.<domain>.domain_not_found
+// of a domain no rule file has; past maxStatsNames domains, _other's.
+func (s *stats) domainNotFound(domain string) *counter {
+	s.mu.RLock()
+	c := s.notFound[domain]
+	s.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.notFound) >= maxStatsNames {
+		domain = "_other"
+	}
+	if c = s.notFound[domain]; c == nil {
+		c = s.newCounter("ratelimit.service.rate_limit." + sanitizeStatName(domain) + ".domain_not_found")
+		s.notFound[domain] = c
+	}
+	return c
 }
 
 // method returns the stats of the gRPC method named name.

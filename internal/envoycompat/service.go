@@ -123,7 +123,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	matches := make([]match, n)
 	unlimited := make([]bool, n)
 	replacing := map[string]bool{}
+	known := cfg.domains[req.GetDomain()] != nil
 	for i, d := range descs {
+		if !known {
+			// An unknown domain limits nothing, overrides included, as
+			// there; each descriptor counts in its domain_not_found.
+			if s.stats != nil {
+				s.stats.domainNotFound(req.GetDomain()).add(1)
+			}
+			continue
+		}
 		if o := d.GetLimit(); o != nil {
 			u := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
 			if unitSeconds(u) == 0 {

@@ -388,3 +388,21 @@ func TestRedisDown(t *testing.T) {
 		t.Fatalf("Redis down: %v, want an UNKNOWN error as envoyproxy/ratelimit answers", err)
 	}
 }
+
+// TestUnknownDomainOverride: a domain no rule file has limits nothing, not
+// even a request's override, as in the reference (whose config lookup
+// returns no limit for an unknown domain before it reads the override).
+func TestUnknownDomainOverride(t *testing.T) {
+	s, _ := newService(t, testRules, t0, nil)
+	d := desc("generic", "x")
+	d.Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
+	for range 2 {
+		r, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "nowhere", Descriptors: []*commonv3.RateLimitDescriptor{d}})
+		if err != nil || r.OverallCode != ok || r.Statuses[0].CurrentLimit != nil {
+			t.Fatalf("override in an unknown domain: %v %v, want OK without a limit", r, err)
+		}
+	}
+	if got := s.stats.domainNotFound("nowhere").n.Load(); got != 2 {
+		t.Fatalf("domain_not_found %d, want 2", got)
+	}
+}
