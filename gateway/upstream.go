@@ -19,6 +19,7 @@ type pool struct {
 	maxIdle     int
 	idleTimeout time.Duration
 	slots       chan struct{} // one token per open connection; nil: no cap
+	returned    chan struct{} // wakes one waiter at the cap when a connection is put back
 
 	mu     sync.Mutex
 	idle   []*upConn // most recently used last
@@ -47,12 +48,14 @@ func newPool(addr string, t Transport, c *connCounter) *pool {
 	}
 	if n := orDefault(t.MaxConns, DefaultMaxConns); n > 0 {
 		p.slots = make(chan struct{}, n)
+		p.returned = make(chan struct{}, 1)
 	}
 	return p
 }
 
 // get returns an idle connection, or dials one when none is idle and the
-// cap allows; at the cap it waits for a connection to come back or close.
+// cap allows; at the cap it waits, without polling, until a connection is
+// put back (returned) or closed (a slot frees), or ctx ends.
 func (p *pool) get(ctx context.Context) (*upConn, error) {
 	for {
 		if c := p.takeIdle(); c != nil {
@@ -68,11 +71,10 @@ func (p *pool) get(ctx context.Context) (*upConn, error) {
 				<-p.slots
 			}
 			return c, err
+		case <-p.returned:
+			// A connection was put back: take it if no one was faster.
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
-		case <-time.After(time.Millisecond):
-			// Poll the idle list again: a connection put back is not
-			// signalled, to keep put cheap.
 		}
 	}
 }
@@ -89,9 +91,26 @@ func (p *pool) takeIdle() *upConn {
 			continue
 		}
 		c.reused = true
+		if len(p.idle) > 0 {
+			p.wake() // more are idle: pass the wake-up on to the next waiter
+		}
 		return c
 	}
 	return nil
+}
+
+// wake tells one waiter at the cap that a connection is idle. The
+// one-token buffer keeps a wake-up sent before the waiter waits; takeIdle
+// passes it on while connections remain, so none sits idle while a caller
+// waits.
+func (p *pool) wake() {
+	if p.returned == nil {
+		return
+	}
+	select {
+	case p.returned <- struct{}{}:
+	default:
+	}
 }
 
 func (p *pool) dial(ctx context.Context) (*upConn, error) {
@@ -146,6 +165,7 @@ func (p *pool) put(c *upConn) {
 		p.reaper = time.AfterFunc(p.idleTimeout, p.reap)
 	}
 	p.mu.Unlock()
+	p.wake()
 }
 
 // close closes a connection that will not be used again.
