@@ -1,4 +1,4 @@
-package floodgate_test
+package redisstore_test
 
 import (
 	"context"
