@@ -2,11 +2,12 @@ module github.com/floodgate-dev/floodgate/bench
 
 go 1.26.0
 
-replace github.com/floodgate-dev/floodgate => ../
-
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/internal/server v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/sethvargo/go-limiter v0.7.1
@@ -30,4 +31,19 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace (
+	github.com/floodgate-dev/floodgate => ..
+	github.com/floodgate-dev/floodgate/distributed => ../distributed
+	github.com/floodgate-dev/floodgate/gateway => ../gateway
+	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
+	github.com/floodgate-dev/floodgate/httplimit => ../httplimit
+	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
+	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
+	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
+	github.com/floodgate-dev/floodgate/rls => ../rls
+	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient
+	github.com/floodgate-dev/floodgate/rules => ../rules
+	github.com/floodgate-dev/floodgate/scripts/kube-local => ../scripts/kube-local
 )

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,22 @@ import (
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
+
+var ctx = context.Background()
+
+// fixedClock returns a clock frozen at t and a function that moves it.
+func fixedClock(t time.Time) (func() time.Time, func(time.Duration)) {
+	var mu sync.Mutex
+	return func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return t
+		}, func(d time.Duration) {
+			mu.Lock()
+			t = t.Add(d)
+			mu.Unlock()
+		}
+}
 
 // leaseStores are the stores a concurrency limit's leases must behave the
 // same in: memory, and a real redis-server.

@@ -26,7 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/httpapi"
+	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
 )
 
 func main() {

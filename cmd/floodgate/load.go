@@ -12,7 +12,7 @@ import (
 	"runtime/pprof"
 	"strings"
 
-	"github.com/floodgate-dev/floodgate/internal/loadgen"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/loadgen"
 )
 
 // loadOutput is how load reports: as JSON, and where to write its own CPU

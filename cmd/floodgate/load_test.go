@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/floodgate-dev/floodgate/internal/loadgen"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/loadgen"
 )
 
 // TestLoadCommandJSON runs "floodgate load" against a small /v1/check server

@@ -28,7 +28,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/floodgate-dev/floodgate/internal/httpapi"
+	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
 	"github.com/floodgate-dev/floodgate/rls"
 )
 

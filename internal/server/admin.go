@@ -12,9 +12,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/floodgate-dev/floodgate/internal/httpapi"
-	"github.com/floodgate-dev/floodgate/internal/metrics"
-	"github.com/floodgate-dev/floodgate/internal/statuspage"
+	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
+	"github.com/floodgate-dev/floodgate/internal/server/metrics"
+	"github.com/floodgate-dev/floodgate/internal/server/statuspage"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 

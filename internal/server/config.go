@@ -17,7 +17,7 @@ import (
 	"github.com/floodgate-dev/floodgate/internal/urlpath"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/floodgate-dev/floodgate/internal/tracing"
+	"github.com/floodgate-dev/floodgate/internal/server/tracing"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/floodgate-dev/floodgate/internal/ratelog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate-dev/floodgate/internal/grpcguard"
+	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
 )
 
 // limitListener caps the connections a listener holds open: at most max in

@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/floodgate-dev/floodgate/internal/grpcguard"
+	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
 )
 
 // grpcGuards returns the gRPC server options that bound calls and stream

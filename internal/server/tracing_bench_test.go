@@ -6,8 +6,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/floodgate-dev/floodgate/internal/metrics"
-	"github.com/floodgate-dev/floodgate/internal/tracing"
+	"github.com/floodgate-dev/floodgate/internal/server/metrics"
+	"github.com/floodgate-dev/floodgate/internal/server/tracing"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
 )

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/floodgate-dev/floodgate/internal/tracing"
+	"github.com/floodgate-dev/floodgate/internal/server/tracing"
 )
 
 // otlpReceiver is an OTLP/HTTP traces endpoint: it decodes what the

@@ -9,6 +9,7 @@ package testmain
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -27,7 +28,7 @@ func Run(m *testing.M) {
 // Setup discards the default logger's output, for a TestMain that does
 // more than Run.
 func Setup() {
-	slog.SetDefault(slog.New(slog.DiscardHandler))
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // Check returns code, the status of m.Run, or 1 if the tests passed but

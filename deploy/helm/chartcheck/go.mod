@@ -2,7 +2,10 @@ module github.com/floodgate-dev/floodgate/deploy/helm/chartcheck
 
 go 1.26.0
 
-require helm.sh/helm/v3 v3.22.0
+require (
+	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
+	helm.sh/helm/v3 v3.22.0
+)
 
 require (
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
@@ -16,6 +19,7 @@ require (
 	github.com/evanphx/json-patch v5.9.11+incompatible // indirect
 	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect
 	github.com/fatih/color v1.13.0 // indirect
+	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000 // indirect
 	github.com/go-errors/errors v1.4.2 // indirect
 	github.com/go-gorp/gorp/v3 v3.1.0 // indirect
 	github.com/google/btree v1.1.3 // indirect
@@ -64,7 +68,6 @@ require (
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
-	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
@@ -120,4 +123,17 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/floodgate-dev/floodgate => ../../..
+replace (
+	github.com/floodgate-dev/floodgate => ../../..
+	github.com/floodgate-dev/floodgate/distributed => ../../../distributed
+	github.com/floodgate-dev/floodgate/gateway => ../../../gateway
+	github.com/floodgate-dev/floodgate/grpclimit => ../../../grpclimit
+	github.com/floodgate-dev/floodgate/httplimit => ../../../httplimit
+	github.com/floodgate-dev/floodgate/internal/envoycompat => ../../../internal/envoycompat
+	github.com/floodgate-dev/floodgate/internal/server => ../../../internal/server
+	github.com/floodgate-dev/floodgate/redisstore => ../../../redisstore
+	github.com/floodgate-dev/floodgate/rls => ../../../rls
+	github.com/floodgate-dev/floodgate/rlsclient => ../../../rlsclient
+	github.com/floodgate-dev/floodgate/rules => ../../../rules
+	github.com/floodgate-dev/floodgate/scripts/kube-local => ../../../scripts/kube-local
+)

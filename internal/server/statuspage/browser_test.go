@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/metrics"
+	"github.com/floodgate-dev/floodgate/internal/server/metrics"
 	"github.com/floodgate-dev/floodgate/internal/testtier"
 	"github.com/floodgate-dev/floodgate/rules"
 )

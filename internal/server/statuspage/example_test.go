@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/metrics"
-	"github.com/floodgate-dev/floodgate/internal/statuspage"
+	"github.com/floodgate-dev/floodgate/internal/server/metrics"
+	"github.com/floodgate-dev/floodgate/internal/server/statuspage"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
 )

@@ -21,7 +21,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/internal/syncbuf"
 
-	"github.com/floodgate-dev/floodgate/internal/httpapi"
+	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
 )
 
 // counter is the tests' rate limiter: each distinct descriptor list may pass

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/httpapi"
+	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
 )
 
 // httpCaller posts to the JSON API's /v1/check. A 429 answer, or a 200 whose

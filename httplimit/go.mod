@@ -1,0 +1,24 @@
+module github.com/floodgate-dev/floodgate/httplimit
+
+go 1.26.0
+
+require (
+	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
+)
+
+require go.yaml.in/yaml/v3 v3.0.6 // indirect
+
+replace (
+	github.com/floodgate-dev/floodgate => ..
+	github.com/floodgate-dev/floodgate/distributed => ../distributed
+	github.com/floodgate-dev/floodgate/gateway => ../gateway
+	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
+	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
+	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
+	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
+	github.com/floodgate-dev/floodgate/rls => ../rls
+	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient
+	github.com/floodgate-dev/floodgate/rules => ../rules
+	github.com/floodgate-dev/floodgate/scripts/kube-local => ../scripts/kube-local
+)
