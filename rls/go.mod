@@ -35,5 +35,4 @@ replace (
 	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
 	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient
 	github.com/floodgate-dev/floodgate/rules => ../rules
-	github.com/floodgate-dev/floodgate/scripts/kube-local => ../scripts/kube-local
 )

@@ -12,6 +12,7 @@ require (
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_model v0.6.3
 	github.com/redis/rueidis v1.0.79
 	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc
@@ -29,7 +30,6 @@ require (
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
@@ -49,5 +49,4 @@ replace (
 	github.com/floodgate-dev/floodgate/rls => ../../rls
 	github.com/floodgate-dev/floodgate/rlsclient => ../../rlsclient
 	github.com/floodgate-dev/floodgate/rules => ../../rules
-	github.com/floodgate-dev/floodgate/scripts/kube-local => ../../scripts/kube-local
 )

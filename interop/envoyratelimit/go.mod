@@ -90,5 +90,4 @@ replace (
 	github.com/floodgate-dev/floodgate/rls => ../../rls
 	github.com/floodgate-dev/floodgate/rlsclient => ../../rlsclient
 	github.com/floodgate-dev/floodgate/rules => ../../rules
-	github.com/floodgate-dev/floodgate/scripts/kube-local => ../../scripts/kube-local
 )
