@@ -208,7 +208,9 @@ func TestReleaseThroughServer(t *testing.T) {
 	if d, _ := c.Allow(ctx, "s"); d.Allowed {
 		t.Fatalf("a third slot after one release: %+v", d)
 	}
-	noHTTP, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", EntryKey: "stream"})
+	// The same timeout as c: with the default 100 ms a loaded machine sent
+	// the acquire to the failure policy, a lease with nothing to release.
+	noHTTP, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", EntryKey: "stream", Timeout: 2 * time.Second})
 	defer noHTTP.Close()
 	if err := leases[1].Release(ctx); err != nil {
 		t.Fatal(err)
