@@ -169,8 +169,6 @@ func DefaultErr() error {
 	return err
 }
 
-// DefaultFile returns the text of the built-in rule file.
-func DefaultFile() []byte { return bytes.Clone(defaultRules) }
 
 // Load reads and parses the rule file at path. If path is a directory,
 // every *.yaml and *.yml file in it (not in subdirectories, not dot-files)
