@@ -169,7 +169,6 @@ func DefaultErr() error {
 	return err
 }
 
-
 // Load reads and parses the rule file at path. If path is a directory,
 // every *.yaml and *.yml file in it (not in subdirectories, not dot-files)
 // is loaded, in name order, each holding one domain, as envoyproxy/ratelimit
