@@ -42,7 +42,7 @@ func NewWithClient(ctx context.Context, c rueidis.Client, o Options) (*Store, er
 	o.Addrs = slices.Sorted(maps.Keys(c.Nodes()))
 	s := &Store{borrowed: true, addr: o.Address(), cluster: o.Cluster, clientTime: o.ClientTime, spread: o.SlotsPerLimit,
 		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
-	if err := ping(ctx, c, s.timeout); err != nil {
+	if err := ping(ctx, c, setupTimeout(s.timeout)); err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", s.addr, err)
 	}
 	if err := s.prepare(ctx, c); err != nil {

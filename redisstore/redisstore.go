@@ -251,7 +251,7 @@ func (s *Store) dial(ctx context.Context) (rueidis.Client, error) {
 		c.Close()
 		return nil, fmt.Errorf("redisstore: Options.Cluster is set but %s is not a Redis Cluster", s.addr)
 	}
-	if err := ping(ctx, c, s.timeout); err != nil {
+	if err := ping(ctx, c, setupTimeout(s.timeout)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redisstore: %s: %w", s.addr, err)
 	}

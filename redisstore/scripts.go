@@ -60,13 +60,21 @@ const reloadTimeout = 5 * time.Second
 // prepare readies a client for decisions: the script loaded on every node
 // and, outside Cluster, every pipelined connection open.
 func (s *Store) prepare(ctx context.Context, c rueidis.Client) error {
-	if err := loadScript(ctx, c, s.timeout); err != nil {
+	if err := loadScript(ctx, c, setupTimeout(s.timeout)); err != nil {
 		return err
 	}
 	if s.cluster {
 		return nil
 	}
-	return warmConnections(ctx, c, s.prefix, s.timeout)
+	return warmConnections(ctx, c, s.prefix, setupTimeout(s.timeout))
+}
+
+// setupTimeout bounds each setup call of a connection (PING, SCRIPT LOAD,
+// warming): the store's Timeout, but never less than reloadTimeout. A
+// Timeout tuned for decisions (a few hundred milliseconds) must not fail a
+// start on a machine that is briefly busy; decisions keep their Timeout.
+func setupTimeout(timeout time.Duration) time.Duration {
+	return max(timeout, reloadTimeout)
 }
 
 // reload loads the script again on every node of c after NOSCRIPT, once
