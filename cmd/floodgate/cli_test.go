@@ -168,7 +168,7 @@ func TestBinaryExitStatusAndVersion(t *testing.T) {
 		{[]string{"-h"}, 0, "usage: floodgate COMMAND"},
 		{[]string{"load", "-h"}, 0, "usage: floodgate load"},
 		{[]string{"serve", "--rules", "nothere.yaml"}, 2, "floodgate: --rules: rule file nothere.yaml"},
-		{[]string{"version"}, 0, "module    github.com/floodgate-dev/floodgate\nrevision  "},
+		{[]string{"version"}, 0, "module    github.com/floodgate-dev/floodgate/cmd/floodgate\nrevision  "},
 		{[]string{"--version"}, 0, "\ngo        go1."},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 	} {
