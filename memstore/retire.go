@@ -262,7 +262,7 @@ func (k *Sketch) fold(src *Sketch, now int64) {
 					continue
 				}
 				q := min((v*src.quantum+k.quantum-1)/k.quantum, sumMax)
-				lo, hi := i, i+1
+				var lo, hi int
 				if k.rowBits >= src.rowBits {
 					lo, hi = i<<(k.rowBits-src.rowBits), (i+1)<<(k.rowBits-src.rowBits)
 				} else {
