@@ -182,40 +182,46 @@ type Node struct {
 	sentinel sentinel // store reset detection (delayed)
 	out      *attempt // a failed push the store may have applied, to send again
 	// lostAtTime is when the store was last found to have lost its data
-	// (Unix ns, 0 never), under syncMu.
-	lostAtTime int64
-	lastGC     time.Time
+	// (Unix ns, 0 never).
+	lostAtTime atomic.Int64
+	// syncCount is the node's sync count the shared store showed at the
+	// last sync (the sentinel's): a read showing less finds a store that
+	// lost data.
+	syncCount atomic.Int64
+	lastGC    time.Time
 
 	once     store.OnceSyncer // syncer, pushing each batch list at most once
 	origin   string           // this node instance's name in store.SyncID
 	remember time.Duration    // store.SyncID.Remember
 
-	maxSyncKeys   int          // keys pushed per sync at most
-	syncKeys      int          // keys the next sync pushes at most, under syncMu
-	backoff       uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
-	maxPending    int64        // bound of pendingBytes
-	pending       atomic.Int64 // events not yet pushed
-	pendingBytes  atomic.Int64 // their size, as the queue accounts it
-	merged        atomic.Uint64
-	deferred      atomic.Uint64 // requests owed on their entry, the queue full
-	dropped       atomic.Uint64
-	droppedCost   atomic.Uint64
-	orphaned      atomic.Uint64 // queued events of keys evicted unpushed (pushed later)
-	orphanedCost  atomic.Uint64
-	keptViews     atomic.Uint64 // pulls below the node's own view, not taken
-	repushSkipped atomic.Uint64 // keys not pushed again after a store reset
-	repushLeft    atomic.Int64  // keys still to push again after a store reset
-	retain        retained      // pushed counts of evicted keys, for a push again
-	returning     retained      // pushed counts of evicted one-hit keys, taken back if they return
-	resends       atomic.Uint64
-	missed        atomic.Uint64 // store calls that missed an adaptive deadline
-	lateAnswers   atomic.Uint64 // syncs abandoned at their deadline that answered later
-	storeErrors   atomic.Uint64
-	syncs         atomic.Uint64
-	lastOK        atomic.Int64 // Unix ns of the last successful store exchange
-	errMu         sync.Mutex
-	lastErr       string
-	lastErrAt     time.Time
+	maxSyncKeys    int          // keys pushed per sync at most
+	syncKeys       int          // keys the next sync pushes at most, under syncMu
+	backoff        uint         // failed pushes in a row (at most maxSyncBackoff), under syncMu
+	maxPending     int64        // bound of pendingBytes
+	pending        atomic.Int64 // events not yet pushed
+	pendingBytes   atomic.Int64 // their size, as the queue accounts it
+	merged         atomic.Uint64
+	deferred       atomic.Uint64 // requests owed on their entry, the queue full
+	dropped        atomic.Uint64
+	droppedCost    atomic.Uint64
+	orphaned       atomic.Uint64 // queued events of keys evicted unpushed (pushed later)
+	orphanedCost   atomic.Uint64
+	keptViews      atomic.Uint64 // pulls below the node's own view, not taken
+	chargeReads    atomic.Uint64 // reads of shared counts for charge-only rejections
+	chargesSettled atomic.Uint64 // eviction charges those reads ended
+	repushSkipped  atomic.Uint64 // keys not pushed again after a store reset
+	repushLeft     atomic.Int64  // keys still to push again after a store reset
+	retain         retained      // pushed counts of evicted keys, for a push again
+	returning      retained      // pushed counts of evicted one-hit keys, taken back if they return
+	resends        atomic.Uint64
+	missed         atomic.Uint64 // store calls that missed an adaptive deadline
+	lateAnswers    atomic.Uint64 // syncs abandoned at their deadline that answered later
+	storeErrors    atomic.Uint64
+	syncs          atomic.Uint64
+	lastOK         atomic.Int64 // Unix ns of the last successful store exchange
+	errMu          sync.Mutex
+	lastErr        string
+	lastErrAt      time.Time
 
 	kick    chan struct{} // asks the loop to sync now
 	stop    chan struct{}
@@ -519,6 +525,11 @@ type Health struct {
 	// KeptViews counts pulls that showed a key below what this node knows
 	// was counted (the store lost data): the node kept its own view.
 	KeptViews uint64
+	// ChargeReads counts reads of the shared count made for requests that
+	// only a key's eviction-summary charge rejected (delayed), and
+	// ChargesSettled the charges those reads ended: the key was then
+	// decided on its shared count.
+	ChargeReads, ChargesSettled uint64
 	// RepushSkipped counts keys whose counts were not pushed again after
 	// the store lost its data: keys counted once, and keys beyond the
 	// bound of the push again (see docs/distributed.md).
@@ -580,6 +591,8 @@ func (n *Node) Health() Health {
 		OrphanedEvents:  n.orphaned.Load(),
 		OrphanedCost:    n.orphanedCost.Load(),
 		KeptViews:       n.keptViews.Load(),
+		ChargeReads:     n.chargeReads.Load(),
+		ChargesSettled:  n.chargesSettled.Load(),
 		RepushSkipped:   n.repushSkipped.Load(),
 		RepushPending:   n.repushLeft.Load(),
 		SyncResends:     n.resends.Load(),
@@ -770,12 +783,20 @@ func (n *Node) Decide(ctx context.Context, now int64, reqs []store.Request, out 
 		return n.decideSplit(now, reqs, out)
 	case Delayed:
 		down := n.br.isOpen()
-		return n.decideLocal(now, reqs, out, func(r *store.Request) how {
+		howOf := func(r *store.Request) how {
 			if down {
 				return policyHow(r.OnFailure)
 			}
 			return howView
-		})
+		}
+		if err := n.decideLocal(now, reqs, out, howOf); err != nil || down {
+			return err
+		}
+		if allAllowed(reqs, out) || !n.settleRejected(ctx, now, reqs, out) {
+			return nil
+		}
+		// A read settled a charge that alone rejected: decide again.
+		return n.decideLocal(now, reqs, out, howOf)
 	default:
 		return n.decideCentral(ctx, now, reqs, out)
 	}

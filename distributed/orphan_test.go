@@ -85,7 +85,7 @@ func evictionFlood(t *testing.T, wipe bool) {
 		t.Errorf("flood: Redis holds %d for %d allowed requests", total, fl.allowed.Load())
 	}
 	n.syncMu.Lock()
-	seen := n.lostAtTime != 0
+	seen := n.lostAtTime.Load() != 0
 	n.syncMu.Unlock()
 	if wipe && !seen {
 		t.Error("the node never found that the store lost its data: the wipe was not seen, the test proves nothing")

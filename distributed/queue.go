@@ -136,7 +136,7 @@ func (n *Node) orphanEvents(s *shard, e *entry) {
 		cost += ev.Cost
 	}
 	s.orphans = append(s.orphans, &orphan{alg: e.alg, key: e.key, events: e.events})
-	s.orphansQueued++
+	s.orphanQueued(e.key, e.alg.Config())
 	n.orphaned.Add(uint64(len(e.events)))
 	n.orphanedCost.Add(uint64(cost))
 	e.events = nil
@@ -147,7 +147,7 @@ func (n *Node) unqueueOrphan(o *orphan) {
 	n.pendingBytes.Add(-(int64(len(o.events))*eventBytes + queuedKeyBytes + int64(len(o.key))))
 	s := &n.table.shards[n.table.shardOf(o.key)]
 	s.mu.Lock()
-	s.orphansPushed++
+	s.orphanPushed(o.key, o.alg.Config())
 	s.mu.Unlock()
 }
 

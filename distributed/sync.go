@@ -141,7 +141,9 @@ func (n *Node) send(ctx context.Context, now time.Time, a *attempt, final bool) 
 	// A push again checks the store too: a store that loses its data again
 	// while the node pushes its counts again must be found, or what the
 	// node pushed since the first loss stays lost.
-	if a.sentinelAt >= 0 && n.sentinel.check(a.batches[a.sentinelAt].State, now.UnixNano()) {
+	lost := a.sentinelAt >= 0 && n.sentinel.check(a.batches[a.sentinelAt].State, now.UnixNano())
+	n.syncCount.Store(n.sentinel.expected)
+	if lost {
 		// This sync's events reached the store; everything pushed before it
 		// is gone.
 		n.log.Warn("floodgate: shared store lost its counts (restart without persistence?); pushing this node's counts again",
@@ -421,10 +423,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 // the key's idle time after the store was found to have lost data (its
 // earlier lives' counts may be gone from it). The caller holds s's lock.
 func (n *Node) settleCharge(s *shard, e *entry, now int64) {
-	if e.charge == 0 || s.orphansPushed < e.orphanMark {
-		return
-	}
-	if n.lostAtTime != 0 && now-n.lostAtTime <= int64(e.alg.IdleAfter()) {
+	if e.charge == 0 || s.hasOrphan(e) || n.storeLostRecently(e.alg, now) {
 		return
 	}
 	e.charge = 0
@@ -506,7 +505,7 @@ const maxRepushKeys = 1 << 16
 // them gets a fresh allowance here.
 func (n *Node) lost(seq uint64, now int64) {
 	n.sentinel.repush, n.sentinel.lostAt = true, seq
-	n.lostAtTime = now
+	n.lostAtTime.Store(now)
 	type owed struct {
 		e    *entry
 		many bool // more than one request counted

@@ -74,9 +74,6 @@ type entry struct {
 	// node drops it once a pull gives the key's shared count (see
 	// Node.settleCharge).
 	charge int64
-	// orphanMark is the shard's orphansQueued when the entry was made:
-	// an earlier life's count on the orphan list is among those.
-	orphanMark uint64
 
 	// Centralized only: the last decision the shared store made, the
 	// "last known global view" a failure falls back on.
@@ -102,12 +99,10 @@ type shard struct {
 	fresh []*entry // dirty entries never synced, with one event (see entry.fresh)
 	nears []*entry // entries that have been near their limit
 	// orphans are queued events of evicted keys, still to push (delayed).
-	// orphansQueued counts those ever made, orphansPushed those pushed;
-	// syncs push them in the order they were made (an attempt that fails
-	// is sent again before anything new), so every orphan made before
-	// another is pushed first.
-	orphans                      []*orphan
-	orphansQueued, orphansPushed uint64
+	// orphanKeys counts them by key and limit (see table.orphanKey) from
+	// when they are queued until their push succeeds, in flight included.
+	orphans    []*orphan
+	orphanKeys map[uint64]uint32
 	// sketches are the shard's eviction summary (see bound.go).
 	sketches    map[sketchKind]*memstore.Sketch
 	sketchBytes int64
@@ -155,7 +150,7 @@ func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64)
 	k := entryKey{key: key, cfg: alg.Config()}
 	e := s.m[k]
 	if e == nil && create {
-		e = &entry{alg: alg, key: key, orphanMark: s.orphansQueued}
+		e = &entry{alg: alg, key: key}
 		size := sizeOf(e)
 		s.t.makeRoom(s, size, now)
 		s.m[k] = e

@@ -211,6 +211,8 @@ func run(o options) error {
 	fmt.Printf("pending 0 after %v; resends %v, merged %v, dropped %d, orphaned %v, evictions %v, keys tracked %v\n",
 		time.Since(drainStart).Round(time.Millisecond), m["floodgate_sync_resends_total"], m["floodgate_sync_merged_total"],
 		dropped, m["floodgate_sync_orphaned_total"], m["floodgate_node_evictions_total"], m["floodgate_keys_tracked"])
+	fmt.Printf("eviction summary: %v keys charged, %v reads of Redis's count for requests only the charge rejected, %v charges settled by them\n",
+		m["floodgate_node_summary_charged_total"], m["floodgate_node_summary_reads_total"], m["floodgate_node_summary_settled_total"])
 
 	counts, err := redisCounts(o.redis, o.prefix)
 	if err != nil {

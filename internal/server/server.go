@@ -629,6 +629,8 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		SyncLateAnswers:     nh.SyncLateAnswers,
 		SyncDeferred:        nh.DeferredEvents,
 		SummaryCharged:      nh.EvictedCharged,
+		SummaryReads:        nh.ChargeReads,
+		SummarySettled:      nh.ChargesSettled,
 		SyncMerged:          nh.MergedEvents,
 		SyncDropped:         nh.DroppedEvents,
 		SyncOrphaned:        nh.OrphanedEvents,

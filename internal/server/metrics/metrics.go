@@ -117,8 +117,13 @@ type StoreHealth struct {
 	// SyncDeferred counts accepted requests that found the pending queue
 	// full and waited on their key for room (see SyncDropped for those
 	// lost).
-	SyncDeferred      uint64        `json:"sync_deferred,omitempty"`
-	SummaryCharged    uint64        `json:"summary_charged,omitempty"`
+	SyncDeferred   uint64 `json:"sync_deferred,omitempty"`
+	SummaryCharged uint64 `json:"summary_charged,omitempty"`
+	// SummaryReads counts reads of Redis's count made for requests only
+	// the summary's charge rejected, and SummarySettled the charges they
+	// ended (the request then decided on Redis's count).
+	SummaryReads      uint64        `json:"summary_reads,omitempty"`
+	SummarySettled    uint64        `json:"summary_settled,omitempty"`
 	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
 	PendingBytes      int64         `json:"pending_bytes,omitempty"`
 	Evictions         uint64        `json:"evictions,omitempty"`

@@ -75,6 +75,10 @@ var storeDelayed = []storeSeries{
 		func(h StoreHealth) float64 { return float64(h.SyncLateAnswers) }),
 	series("floodgate_node_summary_charged_total", "Keys this node's eviction summary charged when they were created (returning evicted keys, and new keys whose cells they share).", prometheus.CounterValue,
 		func(h StoreHealth) float64 { return float64(h.SummaryCharged) }),
+	series("floodgate_node_summary_reads_total", "Reads of the shared store's count made for requests that only a key's eviction-summary charge rejected.", prometheus.CounterValue,
+		func(h StoreHealth) float64 { return float64(h.SummaryReads) }),
+	series("floodgate_node_summary_settled_total", "Eviction-summary charges ended by a read of the shared store's count, the request then decided on that count.", prometheus.CounterValue,
+		func(h StoreHealth) float64 { return float64(h.SummarySettled) }),
 }
 
 var breakerStateDesc = prometheus.NewDesc("floodgate_store_breaker_state",
