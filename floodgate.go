@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -205,7 +206,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // it is allowed, Lease.Release gives back what a concurrency limit took
 // when the request ends. Only that Lease can give those units back, once;
 // unreleased, they come back when the lease expires (the limit's Window,
-// else algorithm.DefaultLeaseTTL), so a caller that crashed does not hold
+// else lease.DefaultTTL), so a caller that crashed does not hold
 // its slot for ever. For other algorithms Release does nothing.
 //
 //	lease, err := lim.Acquire(ctx, key, 1)
@@ -227,7 +228,7 @@ func (l *Limiter) Acquire(ctx context.Context, key string, n int64) (*Lease, err
 	}
 	reqs := []store.Request{{Algorithm: alg, Key: key, Cost: n}}
 	if ls, ok := l.store.(store.Leaser); ok {
-		id := algorithm.NewLeaseID()
+		id := lease.New()
 		out := make([]Decision, 1)
 		switch err := ls.Acquire(ctx, l.now(), id, reqs, out); {
 		case err == nil:

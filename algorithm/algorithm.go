@@ -161,6 +161,8 @@ type Config struct {
 }
 
 // Bounds New enforces, so that no decision's arithmetic can overflow int64.
+// It also bounds a sliding window's Slices (1024), the sliding log's Limit
+// and a bounded log's entries (100,000).
 const (
 	// MaxLimit is the largest Limit, Capacity and Burst New accepts.
 	MaxLimit = 1<<32 - 1
@@ -168,15 +170,15 @@ const (
 	// spans (a token bucket's refill time, GCRA's burst tolerance) may be at
 	// most twice as long.
 	MaxWindow = 366 * 24 * time.Hour
-	// MaxLogSize is the largest Limit the sliding log accepts (it keeps one
+	// maxLogSize is the largest Limit the sliding log accepts (it keeps one
 	// timestamp per unit) and the most entries a bounded log may need.
-	MaxLogSize = 100_000
-	// MaxSlices is the most slices a sliding window may have.
-	MaxSlices = 1024
-	// MaxTime is the latest time, in nanoseconds, the algorithms handle
-	// (about the year 2116). Later times are treated as MaxTime, and times
+	maxLogSize = 100_000
+	// maxSlices is the most slices a sliding window may have.
+	maxSlices = 1024
+	// maxTime is the latest time, in nanoseconds, the algorithms handle
+	// (about the year 2116). Later times are treated as maxTime, and times
 	// before 0 as 0.
-	MaxTime = int64(1) << 62
+	maxTime = int64(1) << 62
 )
 
 // ErrUnknown is returned by New for an algorithm name not in Names.

@@ -79,9 +79,9 @@ func TestNewDefaultsAndErrors(t *testing.T) {
 		{Config{Algorithm: FixedWindow, Limit: 1, Window: 0}, "window must be positive"},
 		{Config{Algorithm: FixedWindow, Limit: 1, Window: MaxWindow + 1}, "longer than the maximum"},
 		{Config{Algorithm: Concurrency, Limit: 1, Window: -1}, "must not be negative"},
-		{Config{Algorithm: SlidingWindow, Limit: 1, Window: time.Second, Slices: MaxSlices + 1}, "slices must be"},
+		{Config{Algorithm: SlidingWindow, Limit: 1, Window: time.Second, Slices: maxSlices + 1}, "slices must be"},
 		{Config{Algorithm: SlidingWindow, Limit: 1, Window: 5, Slices: 12}, "too short"},
-		{Config{Algorithm: SlidingLog, Limit: MaxLogSize + 1, Window: time.Second}, "use bounded-log"},
+		{Config{Algorithm: SlidingLog, Limit: maxLogSize + 1, Window: time.Second}, "use bounded-log"},
 		{Config{Algorithm: TokenBucket, Limit: 1, Window: time.Second, Rate: math.NaN()}, "rate must be"},
 		{Config{Algorithm: TokenBucket, Limit: 1, Window: time.Second, Rate: -1}, "rate must be"},
 		{Config{Algorithm: TokenBucket, Limit: 1, Window: time.Second, Rate: 1e10}, "out of range"},
@@ -220,10 +220,10 @@ func TestClockBackwards(t *testing.T) {
 }
 
 // TestHugeGapsAndExtremeTimes checks that times far apart, negative or past
-// MaxTime neither panic nor break the rules, and that a long-idle key is
+// maxTime neither panic nor break the rules, and that a long-idle key is
 // back to a full allowance.
 func TestHugeGapsAndExtremeTimes(t *testing.T) {
-	times := []int64{math.MinInt64, -1, 0, 1, int64(MaxWindow), 1 << 61, MaxTime - 1, MaxTime, math.MaxInt64}
+	times := []int64{math.MinInt64, -1, 0, 1, int64(MaxWindow), 1 << 61, maxTime - 1, maxTime, math.MaxInt64}
 	for _, c := range testConfigs(5, time.Hour) {
 		a := mustNew(t, c)
 		s := make([]int64, a.Words())

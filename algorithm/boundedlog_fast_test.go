@@ -74,20 +74,20 @@ func TestBoundedLogUsedWords(t *testing.T) {
 	})
 }
 
-// TestLogPrefix runs random traffic (late Records, bad costs, damaged words
+// TestDirectPrefix runs random traffic (late Records, bad costs, damaged words
 // included) through Decide on a whole state and, first, through
-// LogPrefix.DecideInto on its first 3 or 7 words when the rest are zero:
+// bounded-log's Direct.DecideInto on its first 3 or 7 words when the rest are zero:
 // when DecideInto decides, its decision and writes must be Decide's; when
 // it does not, it must have changed nothing.
-func TestLogPrefix(t *testing.T) {
+func TestDirectPrefix(t *testing.T) {
 	total := 0
 	forEachSeed(t, BoundedLog, func(t *testing.T, rng *rand.Rand, a Algorithm) {
-		x, ok := LogPrefixOf(a)
-		if !ok {
-			t.Fatal("no LogPrefix for bounded-log")
+		x, ok := directOf(a)
+		if !ok || !x.Prefix() {
+			t.Fatal("no prefix Direct form for bounded-log")
 		}
-		if _, ok := LogPrefixOf(mustNew(t, Config{Algorithm: FixedWindow, Limit: 5, Window: 1e9})); ok {
-			t.Fatal("a LogPrefix for fixed-window")
+		if f, _ := directOf(mustNew(t, Config{Algorithm: FixedWindow, Limit: 5, Window: 1e9})); f.Prefix() {
+			t.Fatal("a prefix Direct form for fixed-window")
 		}
 		c := a.Config()
 		s := make([]int64, a.Words())

@@ -38,7 +38,7 @@ func newBucket(c Config, limit, capacity, interval int64) *bucket {
 // -diff and reset_after = tat - now.
 // repairTAT zeroes a bucket state no bucket could have written.
 func repairTAT(s []int64) {
-	if s[0] < 0 || s[0] > MaxTime+maxAhead || s[1] < 0 || s[1] > MaxTime {
+	if s[0] < 0 || s[0] > maxTime+maxAhead || s[1] < 0 || s[1] > maxTime {
 		clear(s)
 	}
 }

@@ -36,13 +36,13 @@ const maxAhead = int64(4 * MaxWindow)
 // maxCount bounds counters fed by Record.
 const maxCount = int64(1) << 62
 
-// clampTime maps now into [0, MaxTime].
+// clampTime maps now into [0, maxTime].
 func clampTime(now int64) int64 {
 	if now < 0 {
 		return 0
 	}
-	if now > MaxTime {
-		return MaxTime
+	if now > maxTime {
+		return maxTime
 	}
 	return now
 }

@@ -1,10 +1,9 @@
 package algorithm
 
 import (
-	"crypto/rand"
-	"encoding/binary"
-	"errors"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/lease"
 )
 
 // concurrency counts requests in flight. Units are held two ways:
@@ -27,16 +26,6 @@ type concurrency struct {
 	maxLeases     int64
 }
 
-// DefaultLeaseTTL is how long a lease of a concurrency limit without a
-// Window lasts when it is not released.
-const DefaultLeaseTTL = time.Minute
-
-// MaxLeases is the most leases one key of a concurrency limit holds at
-// once (Params.MaxLeases is min(Limit, MaxLeases)): a request that would
-// take one more is rejected as over the limit until one is released or
-// expires.
-const MaxLeases = 1024
-
 const (
 	ccHeader = 3 // words before the first lease
 	ccLease  = 4 // words per lease
@@ -49,9 +38,9 @@ func newConcurrency(c Config) *concurrency {
 	}
 	ttl := c.Window
 	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
+		ttl = lease.DefaultTTL
 	}
-	n := min(c.Limit, MaxLeases)
+	n := min(c.Limit, lease.MaxPerKey)
 	a := &concurrency{
 		base:      base{cfg: c, words: ccHeader + ccLease*int(n), idle: idle},
 		limit:     c.Limit,
@@ -63,40 +52,6 @@ func newConcurrency(c Config) *concurrency {
 	return a
 }
 
-// LeaseID identifies a lease: two random halves of LeaseIDBits bits each
-// (the Redis script holds every state word as a double, exact below 2^53).
-// The zero LeaseID is no lease.
-type LeaseID struct{ Hi, Lo int64 }
-
-// LeaseIDBits is the width of each half of a LeaseID.
-const LeaseIDBits = 48
-
-// NewLeaseID returns a random LeaseID from crypto/rand: 96 bits a caller
-// cannot guess.
-func NewLeaseID() LeaseID {
-	var b [16]byte
-	for {
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		id := LeaseID{
-			Hi: int64(binary.LittleEndian.Uint64(b[:8]) >> (64 - LeaseIDBits)),
-			Lo: int64(binary.LittleEndian.Uint64(b[8:]) >> (64 - LeaseIDBits)),
-		}
-		if id.Valid() {
-			return id
-		}
-	}
-}
-
-// Valid reports whether id could have come from NewLeaseID: not zero, and
-// each half within LeaseIDBits bits.
-func (id LeaseID) Valid() bool {
-	const top = 1 << LeaseIDBits
-	return id != LeaseID{} && id.Hi >= 0 && id.Hi < top && id.Lo >= 0 && id.Lo < top
-}
-
-// ErrNoLease is returned by Leaser.Acquire for an invalid LeaseID.
-var ErrNoLease = errors.New("algorithm: invalid lease id")
-
 // Leaser is an algorithm that holds units under leases: the concurrency
 // algorithm. Stores find it with a type assertion.
 type Leaser interface {
@@ -104,24 +59,24 @@ type Leaser interface {
 	// allowed, holds them under lease id until ReleaseLease or until the
 	// lease expires (Params.LeaseTTL after now). Acquiring an id the state
 	// already holds adds cost to that lease.
-	Acquire(state []int64, now, cost int64, id LeaseID) Decision
+	Acquire(state []int64, now, cost int64, id lease.ID) Decision
 	// ReleaseLease gives back the units lease id holds and reports whether
 	// it held any: false for an id never acquired in this state, already
 	// released or expired, which changes nothing.
-	ReleaseLease(state []int64, now int64, id LeaseID) bool
+	ReleaseLease(state []int64, now int64, id lease.ID) bool
 }
 
 var _ Leaser = (*concurrency)(nil)
 
-// lease returns the words of lease i of s.
-func lease(s []int64, i int64) []int64 {
+// leaseWords returns the words of lease i of s.
+func leaseWords(s []int64, i int64) []int64 {
 	o := ccHeader + ccLease*i
 	return s[o : o+ccLease : o+ccLease]
 }
 
 // valid reports whether s could have been written by a.
 func (a *concurrency) valid(s []int64) bool {
-	return s[0] >= 0 && s[1] >= 0 && s[1] <= MaxTime && s[2] >= 0 && s[2] <= a.maxLeases
+	return s[0] >= 0 && s[1] >= 0 && s[1] <= maxTime && s[2] >= 0 && s[2] <= a.maxLeases
 }
 
 // look returns now (never before the last change), the units in flight
@@ -135,7 +90,7 @@ func (a *concurrency) look(s []int64, now int64) (t, n, live int64) {
 		n = s[0]
 	}
 	for i := int64(0); i < s[2]; i++ {
-		if l := lease(s, i); l[2] > now && l[3] > 0 {
+		if l := leaseWords(s, i); l[2] > now && l[3] > 0 {
 			n = addSat(n, l[3])
 			live++
 		}
@@ -156,7 +111,7 @@ func (a *concurrency) compact(s []int64, now int64) {
 		s[0] = 0
 	}
 	for i := int64(0); i < s[2]; {
-		if l := lease(s, i); l[2] <= now || l[3] < 1 {
+		if l := leaseWords(s, i); l[2] <= now || l[3] < 1 {
 			a.drop(s, i)
 			continue
 		}
@@ -167,8 +122,8 @@ func (a *concurrency) compact(s []int64, now int64) {
 // drop removes lease i, moving the last lease into its place.
 func (a *concurrency) drop(s []int64, i int64) {
 	last := s[2] - 1
-	copy(lease(s, i), lease(s, last))
-	clear(lease(s, last))
+	copy(leaseWords(s, i), leaseWords(s, last))
+	clear(leaseWords(s, last))
 	s[2] = last
 }
 
@@ -182,9 +137,9 @@ func (a *concurrency) leases(s []int64) int64 {
 }
 
 // find returns the index of lease id in s, or -1.
-func (a *concurrency) find(s []int64, id LeaseID) int64 {
+func (a *concurrency) find(s []int64, id lease.ID) int64 {
 	for i := range a.leases(s) {
-		if l := lease(s, i); l[0] == id.Hi && l[1] == id.Lo {
+		if l := leaseWords(s, i); l[0] == id.Hi && l[1] == id.Lo {
 			return i
 		}
 	}
@@ -200,7 +155,7 @@ func (a *concurrency) expiry(s []int64, now, last, anon int64) time.Duration {
 		e = last + a.window + 1 - now
 	}
 	for i := range a.leases(s) {
-		if l := lease(s, i); l[2] > now && l[3] > 0 && (e == 0 || l[2]-now < e) {
+		if l := leaseWords(s, i); l[2] > now && l[3] > 0 && (e == 0 || l[2]-now < e) {
 			e = l[2] - now
 		}
 	}
@@ -217,10 +172,10 @@ func (a *concurrency) anon(s []int64, now int64) int64 {
 
 // held returns the index of the lease id in s if it has not expired at
 // now, or -1.
-func (a *concurrency) held(s []int64, now int64, id LeaseID) int64 {
+func (a *concurrency) held(s []int64, now int64, id lease.ID) int64 {
 	i := a.find(s, id)
 	if i >= 0 {
-		if l := lease(s, i); l[2] <= now || l[3] < 1 {
+		if l := leaseWords(s, i); l[2] <= now || l[3] < 1 {
 			return -1
 		}
 	}
@@ -230,7 +185,7 @@ func (a *concurrency) held(s []int64, now int64, id LeaseID) int64 {
 // decide decides a request of cost at now and, if it is allowed and commit
 // is set, records it, under lease id unless id is zero. s changes only
 // when the request is recorded.
-func (a *concurrency) decide(s []int64, now, cost int64, id LeaseID, commit bool) Decision {
+func (a *concurrency) decide(s []int64, now, cost int64, id lease.ID, commit bool) Decision {
 	s = s[:a.words:a.words]
 	now, n, live := a.look(s, now)
 	last, anon := int64(0), int64(0)
@@ -242,7 +197,7 @@ func (a *concurrency) decide(s []int64, now, cost int64, id LeaseID, commit bool
 		d.ResetAfter, d.Reason = a.expiry(s, now, last, anon), r
 		return d
 	}
-	leased := id != (LeaseID{})
+	leased := id != (lease.ID{})
 	if n+cost > a.limit || (leased && live >= a.maxLeases && a.held(s, now, id) < 0) {
 		// Only a release or an expiry makes room.
 		d.ResetAfter, d.Reason = a.expiry(s, now, last, anon), ReasonOverLimit
@@ -261,10 +216,10 @@ func (a *concurrency) decide(s []int64, now, cost int64, id LeaseID, commit bool
 	case !leased:
 		s[0] += cost
 	case at >= 0:
-		l := lease(s, at)
+		l := leaseWords(s, at)
 		l[2], l[3] = now+a.ttl, l[3]+cost
 	default:
-		l := lease(s, s[2])
+		l := leaseWords(s, s[2])
 		l[0], l[1], l[2], l[3] = id.Hi, id.Lo, now+a.ttl, cost
 		s[2]++
 	}
@@ -274,12 +229,12 @@ func (a *concurrency) decide(s []int64, now, cost int64, id LeaseID, commit bool
 
 // Decide decides and, if allowed, holds the units anonymously.
 func (a *concurrency) Decide(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, LeaseID{}, true)
+	return a.decide(s, now, cost, lease.ID{}, true)
 }
 
 // Acquire decides and, if allowed, holds the units under lease id. An
 // invalid id is rejected as a bad cost would be.
-func (a *concurrency) Acquire(s []int64, now, cost int64, id LeaseID) Decision {
+func (a *concurrency) Acquire(s []int64, now, cost int64, id lease.ID) Decision {
 	if !id.Valid() {
 		return Decision{Limit: a.limit, Reason: ReasonBadCost}
 	}
@@ -288,7 +243,7 @@ func (a *concurrency) Acquire(s []int64, now, cost int64, id LeaseID) Decision {
 
 // Peek is Decide without changing the state.
 func (a *concurrency) Peek(s []int64, now, cost int64) Decision {
-	return a.decide(s, now, cost, LeaseID{}, false)
+	return a.decide(s, now, cost, lease.ID{}, false)
 }
 
 // Record counts cost units as in flight, anonymously, without checking.
@@ -315,7 +270,7 @@ func (a *concurrency) Release(s []int64, now, cost int64) {
 }
 
 // ReleaseLease gives back what lease id holds, once.
-func (a *concurrency) ReleaseLease(s []int64, now int64, id LeaseID) bool {
+func (a *concurrency) ReleaseLease(s []int64, now int64, id lease.ID) bool {
 	s = s[:a.words:a.words]
 	if !id.Valid() {
 		return false
@@ -342,48 +297,3 @@ func (a *concurrency) UsedWords(s []int64) int {
 
 // HalfWords reports false: lease ids and times need whole words.
 func (a *concurrency) HalfWords() bool { return false }
-
-// leaseHex is the length of a LeaseID's text: each half in 12 hex digits.
-const leaseHex = 2 * LeaseIDBits / 4
-
-// String returns id as 24 lower-case hex digits, the form ParseLeaseID reads.
-func (id LeaseID) String() string {
-	const digits = "0123456789abcdef"
-	var b [leaseHex]byte
-	for i, v := range [2]int64{id.Hi, id.Lo} {
-		for j := leaseHex/2 - 1; j >= 0; j-- {
-			b[i*leaseHex/2+j] = digits[v&15]
-			v >>= 4
-		}
-	}
-	return string(b[:])
-}
-
-// ErrLeaseSyntax is returned by ParseLeaseID for text that is no lease.
-var ErrLeaseSyntax = errors.New("a lease is 24 lower-case hex digits, as acquiring returned it")
-
-// ParseLeaseID reads a LeaseID written by LeaseID.String.
-func ParseLeaseID(s string) (LeaseID, error) {
-	if len(s) != leaseHex {
-		return LeaseID{}, ErrLeaseSyntax
-	}
-	var h [2]int64
-	for i := range leaseHex {
-		c := s[i]
-		var v byte
-		switch {
-		case c >= '0' && c <= '9':
-			v = c - '0'
-		case c >= 'a' && c <= 'f':
-			v = c - 'a' + 10
-		default:
-			return LeaseID{}, ErrLeaseSyntax
-		}
-		h[i/(leaseHex/2)] = h[i/(leaseHex/2)]<<4 | int64(v)
-	}
-	id := LeaseID{Hi: h[0], Lo: h[1]}
-	if !id.Valid() {
-		return LeaseID{}, ErrLeaseSyntax
-	}
-	return id, nil
-}

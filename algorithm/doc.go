@@ -7,8 +7,8 @@
 // (Unix time in production, virtual time in the simulator), and every call
 // passes it in. This lets the same code run in the memory store, in the
 // simulator under a virtual clock, and be mirrored by the Redis scripts. All
-// arithmetic is on integers; New rejects parameters (see MaxLimit, MaxWindow,
-// MaxLogSize) for which it could overflow.
+// arithmetic is on integers; New rejects parameters (see MaxLimit and
+// MaxWindow) for which it could overflow.
 //
 // # Common rules
 //
@@ -22,7 +22,8 @@
 // If now is earlier than the latest time the state has seen (callers with
 // skewed clocks), the algorithms decide as if it were that latest time, or
 // the start of the newest window or slice: a clock going back never frees
-// allowance. Times before 0 count as 0 and times after MaxTime as MaxTime.
+// allowance. Times before 0 count as 0 and times after 2^62 (about the year
+// 2116) as 2^62.
 // A state whose header no algorithm could have written (a corrupted one) is
 // reset to the zero state, even by Peek, rather than read out of bounds.
 //
@@ -54,7 +55,7 @@
 //
 // sliding-log (L + 2 words): one timestamp per accepted unit; exact, the
 // busiest window is at most L and a request that keeps the trailing W within
-// L is never rejected. L is at most MaxLogSize. ResetAfter is the time until
+// L is never rejected. L is at most 100,000. ResetAfter is the time until
 // the newest timestamp leaves the window.
 //
 // token-bucket (2 words): capacity C (default L) refilled at Rate units per
@@ -80,13 +81,13 @@
 // requests of cost 1 could still join the queue (at most L). ResetAfter is
 // the time until the queue is empty.
 //
-// concurrency (Words() = 3 + 4·min(L, MaxLeases)): at most L units in
+// concurrency (Words() = 3 + 4·min(L, lease.MaxPerKey)): at most L units in
 // flight. Acquire (see Leaser) holds a request's units under a lease id;
 // only ReleaseLease with that id gives them back, once, and a lease not
-// released expires W after it was taken (DefaultLeaseTTL if W is zero),
+// released expires W after it was taken (lease.DefaultTTL if W is zero),
 // however busy the key. Decide holds units anonymously: Release gives them
 // back, and if W is positive a state nobody has touched for longer than W
-// counts as empty. A key holds at most min(L, MaxLeases) leases. ResetAfter
+// counts as empty. A key holds at most min(L, lease.MaxPerKey) leases. ResetAfter
 // (and RetryAfter when rejected) is the time until the first units come
 // back by themselves, or zero if none will.
 //
@@ -114,8 +115,9 @@
 // unchanged for Decide, and for merged late events keeps the overcount
 // above.
 //
-// Params (ParamsOf) gives every algorithm's parameters in the form stores
-// consume: derived values (emission interval, bounded-log's m and
-// capacity), the state's length and which words hold times, and the
-// argument list of the Redis script (Params.ScriptArgs).
+// Params gives every algorithm's parameters in the form stores consume:
+// derived values (emission interval, bounded-log's m and capacity), the
+// state's length and which words hold times. Direct decides the counting
+// algorithms and bounded-log's light keys without the interface call, for
+// a store's hot path. Leases are identified by package lease's IDs.
 package algorithm

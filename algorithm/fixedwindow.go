@@ -8,7 +8,7 @@ import "time"
 type fixedWindow struct {
 	base
 	limit, window int64
-	lastWindow    int64 // MaxTime / window: the last window number a state can hold
+	lastWindow    int64 // maxTime / window: the last window number a state can hold
 }
 
 func newFixedWindow(c Config) *fixedWindow {
@@ -16,7 +16,7 @@ func newFixedWindow(c Config) *fixedWindow {
 		base:       base{cfg: c, words: 2, idle: c.Window},
 		limit:      c.Limit,
 		window:     int64(c.Window),
-		lastWindow: MaxTime / int64(c.Window),
+		lastWindow: maxTime / int64(c.Window),
 	}
 	a.withParams(Params{})
 	return a

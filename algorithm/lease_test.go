@@ -3,6 +3,8 @@ package algorithm
 import (
 	"testing"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/lease"
 )
 
 func leaser(t *testing.T, c Config) (Algorithm, Leaser) {
@@ -21,18 +23,18 @@ func TestLeaseReleaseNeedsTheLease(t *testing.T) {
 	a, l := leaser(t, Config{Algorithm: Concurrency, Limit: 2, Window: time.Minute})
 	s := make([]int64, a.Words())
 	now := int64(time.Second)
-	mine, theirs := NewLeaseID(), NewLeaseID()
+	mine, theirs := lease.New(), lease.New()
 	if !l.Acquire(s, now, 1, mine).Allowed || !l.Acquire(s, now, 1, theirs).Allowed {
 		t.Fatal("two leases under a limit of 2 were not both allowed")
 	}
 	if d := a.Decide(s, now, 1); d.Allowed || d.Remaining != 0 {
 		t.Fatalf("a third request: %+v", d)
 	}
-	stranger := NewLeaseID()
+	stranger := lease.New()
 	for _, tc := range []struct {
 		name string
-		id   LeaseID
-	}{{"never acquired", stranger}, {"zero", LeaseID{}}, {"out of range", LeaseID{Hi: 1 << LeaseIDBits, Lo: 1}}} {
+		id   lease.ID
+	}{{"never acquired", stranger}, {"zero", lease.ID{}}, {"out of range", lease.ID{Hi: 1 << lease.Bits, Lo: 1}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if l.ReleaseLease(s, now, tc.id) {
 				t.Errorf("releasing a lease %s reported true", tc.name)
@@ -62,19 +64,19 @@ func TestLeaseReleaseNeedsTheLease(t *testing.T) {
 func TestLeaseExpiresOnABusyKey(t *testing.T) {
 	for _, tc := range []struct {
 		window, ttl time.Duration
-	}{{10 * time.Second, 10 * time.Second}, {0, DefaultLeaseTTL}} {
+	}{{10 * time.Second, 10 * time.Second}, {0, lease.DefaultTTL}} {
 		t.Run("window "+tc.window.String(), func(t *testing.T) {
 			a, l := leaser(t, Config{Algorithm: Concurrency, Limit: 2, Window: tc.window})
 			s := make([]int64, a.Words())
 			now := int64(time.Second)
-			crashed := NewLeaseID()
+			crashed := lease.New()
 			if !l.Acquire(s, now, 1, crashed).Allowed {
 				t.Fatal("first lease refused")
 			}
 			// Others come and go every second; one slot is left for them.
 			for i := 1; int64(i)*int64(time.Second) < int64(tc.ttl); i++ {
 				at := now + int64(i)*int64(time.Second)
-				id := NewLeaseID()
+				id := lease.New()
 				if d := l.Acquire(s, at, 1, id); !d.Allowed {
 					t.Fatalf("window %v: at %ds the free slot was refused: %+v", tc.window, i, d)
 				}
@@ -96,57 +98,23 @@ func TestLeaseExpiresOnABusyKey(t *testing.T) {
 	}
 }
 
-// Leases are bounded per key: past MaxLeases the request is refused, and
+// Leases are bounded per key: past lease.MaxPerKey the request is refused, and
 // the state stays within Words.
 func TestLeasesBounded(t *testing.T) {
 	a, l := leaser(t, Config{Algorithm: Concurrency, Limit: 5000, Window: time.Minute})
-	if p, _ := ParamsOf(a); p.MaxLeases != MaxLeases || a.Words() != ccHeader+ccLease*MaxLeases {
+	if p, _ := paramsOf(a); p.MaxLeases != lease.MaxPerKey || a.Words() != ccHeader+ccLease*lease.MaxPerKey {
 		t.Fatalf("params %+v, words %d", p, a.Words())
 	}
 	s := make([]int64, a.Words())
-	for i := range MaxLeases {
-		if !l.Acquire(s, 1, 1, NewLeaseID()).Allowed {
+	for i := range lease.MaxPerKey {
+		if !l.Acquire(s, 1, 1, lease.New()).Allowed {
 			t.Fatalf("lease %d refused", i)
 		}
 	}
-	if d := l.Acquire(s, 1, 1, NewLeaseID()); d.Allowed || d.Reason != ReasonOverLimit {
-		t.Fatalf("lease %d: %+v", MaxLeases+1, d)
+	if d := l.Acquire(s, 1, 1, lease.New()); d.Allowed || d.Reason != ReasonOverLimit {
+		t.Fatalf("lease %d: %+v", lease.MaxPerKey+1, d)
 	}
 	if d := a.Decide(s, 1, 1); !d.Allowed {
 		t.Fatalf("an anonymous request under the limit: %+v", d)
 	}
-}
-
-// LeaseID's text round-trips and nothing else parses.
-func TestLeaseIDText(t *testing.T) {
-	for range 100 {
-		id := NewLeaseID()
-		got, err := ParseLeaseID(id.String())
-		if err != nil || got != id {
-			t.Fatalf("%v -> %q -> %v, %v", id, id.String(), got, err)
-		}
-	}
-	for _, bad := range []string{"", "0", "000000000000000000000000", "ABCDEF000000000000000001",
-		"g00000000000000000000001", "0000000000000000000000001", " 00000000000000000000001"} {
-		if _, err := ParseLeaseID(bad); err == nil {
-			t.Errorf("ParseLeaseID(%q) accepted it", bad)
-		}
-	}
-}
-
-func FuzzParseLeaseID(f *testing.F) {
-	f.Add("00000000000100000000000a")
-	f.Add("ffffffffffffffffffffffff")
-	f.Add("000000000000000000000000")
-	f.Add("zz")
-	f.Add(NewLeaseID().String())
-	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseLeaseID(s)
-		if err != nil {
-			return
-		}
-		if !id.Valid() || id.String() != s {
-			t.Fatalf("ParseLeaseID(%q) = %v, which writes %q", s, id, id.String())
-		}
-	})
 }

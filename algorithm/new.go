@@ -26,9 +26,9 @@ func newAlgorithm(c Config) (Algorithm, error) {
 	case WeightedWindow:
 		return newWeightedWindow(c), nil
 	case SlidingLog:
-		if c.Limit > MaxLogSize {
+		if c.Limit > maxLogSize {
 			return nil, fmt.Errorf("%s: limit %d is above %d (it keeps one timestamp per unit); use bounded-log",
-				c.Algorithm, c.Limit, MaxLogSize)
+				c.Algorithm, c.Limit, maxLogSize)
 		}
 		return newSlidingLog(c), nil
 	case LeakyBucket:
@@ -51,8 +51,8 @@ func checkedSlidingWindow(c Config) (Algorithm, error) {
 	if c.Slices == 0 {
 		c.Slices = 12
 	}
-	if c.Slices < 1 || c.Slices > MaxSlices {
-		return nil, fmt.Errorf("%s: slices must be between 1 and %d, got %d", c.Algorithm, MaxSlices, c.Slices)
+	if c.Slices < 1 || c.Slices > maxSlices {
+		return nil, fmt.Errorf("%s: slices must be between 1 and %d, got %d", c.Algorithm, maxSlices, c.Slices)
 	}
 	if int64(c.Window) < int64(c.Slices) {
 		return nil, fmt.Errorf("%s: window %v is too short for %d slices", c.Algorithm, c.Window, c.Slices)
@@ -119,9 +119,9 @@ func checkedBoundedLog(c Config) (Algorithm, error) {
 	if c.Tolerance == 0 {
 		c.Tolerance = 0.05
 	}
-	if _, size := boundedLogSize(c.Limit, c.Tolerance); size > MaxLogSize {
+	if _, size := boundedLogSize(c.Limit, c.Tolerance); size > maxLogSize {
 		return nil, fmt.Errorf("%s: limit %d with tolerance %v needs %d entries, more than %d; raise the tolerance",
-			c.Algorithm, c.Limit, c.Tolerance, size, MaxLogSize)
+			c.Algorithm, c.Limit, c.Tolerance, size, maxLogSize)
 	}
 	return newBoundedLog(c), nil
 }

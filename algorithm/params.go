@@ -1,16 +1,18 @@
 package algorithm
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Params is the parameter form of one of this package's algorithms: its
 // Config reduced to the numbers its decisions use, derived values included,
 // and the shape of its state. It is what a store that runs the algorithm
 // elsewhere (the Redis script of package redisstore) consumes, so that no
-// store has to recover an algorithm's private parameters. Params is
-// comparable, so stores may key tables by it.
+// store has to recover an algorithm's private parameters. Every algorithm
+// New returns has a method
+//
+//	Params() Params
+//
+// which a store finds with a type assertion. Params is comparable, so
+// stores may key tables by it.
 type Params struct {
 	// Name is the algorithm's name, one of Names.
 	Name string
@@ -35,24 +37,14 @@ type Params struct {
 	// entry holds. Entries is its capacity in entries.
 	EntryUnits, Entries int64
 	// LeaseTTL is how long a concurrency lease lasts when not released
-	// (Window, or DefaultLeaseTTL without one), and MaxLeases the most
-	// leases a key holds at once. Zero for the other algorithms.
+	// (Window, or lease.DefaultTTL without one), and MaxLeases the most
+	// leases a key holds at once (at most lease.MaxPerKey). Zero for the other algorithms.
 	LeaseTTL  time.Duration
 	MaxLeases int64
 	// Words is Algorithm.Words: the length of the state.
 	Words int
 	// IdleAfter is Algorithm.IdleAfter.
 	IdleAfter time.Duration
-}
-
-// ParamsOf returns the parameter form of a, and false if a is not one of
-// this package's algorithms (built by New).
-func ParamsOf(a Algorithm) (Params, bool) {
-	p, ok := a.(interface{ Params() Params })
-	if !ok {
-		return Params{}, false
-	}
-	return p.Params(), true
 }
 
 // Params returns the algorithm's parameter form.
@@ -66,60 +58,6 @@ func (b *base) withParams(p Params) {
 		p.Limit = b.cfg.Limit
 	}
 	b.p = p
-}
-
-// ScriptArgs returns the integer parameters the Redis script of package
-// redisstore takes for this algorithm, with every duration in units of
-// unit (the script counts time in microseconds). A window or delay that is
-// not a whole number of units is an error; an emission interval is rounded
-// up to the next whole unit, which only makes the bucket slower. The order,
-// per algorithm:
-//
-//	fixed-window, weighted-window, sliding-log: Limit, Window
-//	concurrency: Limit, Window, MaxLeases, LeaseTTL
-//	sliding-window: Limit, Window/Slices, Slices
-//	token-bucket, gcra: Limit, Capacity, Interval, Capacity*Interval
-//	leaky-bucket: Limit, Interval, MaxDelay
-//	bounded-log: Limit, Window, EntryUnits, Entries
-func (p Params) ScriptArgs(unit time.Duration) ([]int64, error) {
-	whole := func(what string, d time.Duration) (int64, error) {
-		if d%unit != 0 {
-			return 0, fmt.Errorf("%s: %s %v is not a whole number of %v", p.Name, what, d, unit)
-		}
-		return int64(d / unit), nil
-	}
-	w, err := whole("window", p.Window)
-	if err != nil {
-		return nil, err
-	}
-	iv := int64((p.Interval + unit - 1) / unit)
-	switch p.Name {
-	case FixedWindow, WeightedWindow, SlidingLog:
-		return []int64{p.Limit, w}, nil
-	case Concurrency:
-		ttl, err := whole("lease TTL", p.LeaseTTL)
-		if err != nil {
-			return nil, err
-		}
-		return []int64{p.Limit, w, p.MaxLeases, ttl}, nil
-	case SlidingWindow:
-		slice, err := whole("slice", p.Window/time.Duration(p.Slices))
-		if err != nil || p.Window%time.Duration(p.Slices) != 0 {
-			return nil, fmt.Errorf("%s: window %v does not split into %d slices of whole %v", p.Name, p.Window, p.Slices, unit)
-		}
-		return []int64{p.Limit, slice, int64(p.Slices)}, nil
-	case TokenBucket, GCRA:
-		return []int64{p.Limit, p.Capacity, iv, p.Capacity * iv}, nil
-	case LeakyBucket:
-		md, err := whole("max delay", p.MaxDelay)
-		if err != nil {
-			return nil, err
-		}
-		return []int64{p.Limit, iv, md}, nil
-	case BoundedLog:
-		return []int64{p.Limit, w, p.EntryUnits, p.Entries}, nil
-	}
-	return nil, fmt.Errorf("%w %q", ErrUnknown, p.Name)
 }
 
 // TimeWord reports whether word i of the algorithm's state holds a time or

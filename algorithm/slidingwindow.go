@@ -18,7 +18,7 @@ type slidingWindow struct {
 	limit     int64
 	slice     int64 // nanoseconds per slice
 	slices    int64
-	lastSlice int64  // MaxTime / slice: the last slice number a state can hold
+	lastSlice int64  // maxTime / slice: the last slice number a state can hold
 	bits      int64  // width of a count field: 16 or 32
 	perLog    int64  // log2 of the count fields per word (64/bits): 2 or 1
 	field     uint64 // largest count a field holds: 1<<bits - 1
@@ -48,7 +48,7 @@ func newSlidingWindow(c Config) *slidingWindow {
 		limit:     c.Limit,
 		slice:     int64(c.Window) / int64(c.Slices),
 		slices:    int64(c.Slices),
-		lastSlice: MaxTime / (int64(c.Window) / int64(c.Slices)),
+		lastSlice: maxTime / (int64(c.Window) / int64(c.Slices)),
 		bits:      bits,
 		perLog:    perLog,
 		field:     1<<bits - 1,
@@ -134,7 +134,7 @@ func (a *slidingWindow) sum(s []int64) int64 {
 	var acc uint64
 	if a.bits == 16 {
 		// Two 32-bit lanes, each the sum of two fields per word: at most
-		// MaxSlices/4 * 2 * (2^16-1) < 2^32, so no lane carries into the other.
+		// maxSlices/4 * 2 * (2^16-1) < 2^32, so no lane carries into the other.
 		const lanes = 0x0000ffff0000ffff
 		for _, w := range s[1:] {
 			u := uint64(w)
@@ -322,7 +322,7 @@ func (a *slidingWindow) DecideNarrow(s []int64, now, cost int64) (Decision, bool
 	if d < 0 || d >= 2*n.slice || d >= n.slice && n.slices == 1 {
 		return Decision{}, false
 	}
-	total := n.sum(s) // MaxSlices 16-bit counts: no lane carries
+	total := n.sum(s) // maxSlices 16-bit counts: no lane carries
 	p0 := int64(uint64(k0) % uint64(n.slices))
 	k, p := k0, p0
 	if d >= n.slice {

@@ -15,7 +15,7 @@ import "time"
 type weightedWindow struct {
 	base
 	limit, window int64
-	lastWindow    int64 // MaxTime / window: the last window number a state can hold
+	lastWindow    int64 // maxTime / window: the last window number a state can hold
 }
 
 func newWeightedWindow(c Config) *weightedWindow {
@@ -23,7 +23,7 @@ func newWeightedWindow(c Config) *weightedWindow {
 		base:       base{cfg: c, words: 3, idle: 2 * c.Window},
 		limit:      c.Limit,
 		window:     int64(c.Window),
-		lastWindow: MaxTime / int64(c.Window),
+		lastWindow: maxTime / int64(c.Window),
 	}
 	a.withParams(Params{})
 	return a

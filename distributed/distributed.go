@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -859,7 +860,7 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 // or delayed node, Acquire returns an error wrapping store.ErrNoLeases, and
 // the caller decides with Decide instead, under the rules' failure
 // policies.
-func (n *Node) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+func (n *Node) Acquire(ctx context.Context, now int64, id lease.ID, reqs []store.Request, out []algorithm.Decision) error {
 	ls, ok := n.shared.(store.Leaser)
 	if !ok {
 		return fmt.Errorf("distributed: leases need a shared store that holds them: %w", store.ErrNoLeases)
@@ -872,7 +873,7 @@ func (n *Node) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, req
 
 // acquireShared acquires reqs under lease id in the shared store, noting
 // the decisions as the keys' views if note is set.
-func (n *Node) acquireShared(ctx context.Context, now int64, id algorithm.LeaseID, ls store.Leaser, reqs []store.Request, out []algorithm.Decision, note bool) error {
+func (n *Node) acquireShared(ctx context.Context, now int64, id lease.ID, ls store.Leaser, reqs []store.Request, out []algorithm.Decision, note bool) error {
 	if !n.br.allow(n.clock()) {
 		return fmt.Errorf("distributed: breaker open: %w", store.ErrNoLeases)
 	}
@@ -899,7 +900,7 @@ func (n *Node) acquireShared(ctx context.Context, now int64, id algorithm.LeaseI
 
 // acquireConcurrency is Acquire on a split or delayed node: concurrency
 // requests in the shared store under lease id, the others locally.
-func (n *Node) acquireConcurrency(ctx context.Context, now int64, id algorithm.LeaseID, ls store.Leaser, reqs []store.Request, out []algorithm.Decision) error {
+func (n *Node) acquireConcurrency(ctx context.Context, now int64, id lease.ID, ls store.Leaser, reqs []store.Request, out []algorithm.Decision) error {
 	if err := checkReqs(reqs, out); err != nil {
 		return err
 	}
@@ -1009,7 +1010,7 @@ func (n *Node) decideHere(now int64, reqs []store.Request, out []algorithm.Decis
 
 // ReleaseLease implements store.Leaser: every arrangement holds leases in
 // the shared store (see Acquire), and releases them there.
-func (n *Node) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+func (n *Node) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []store.Request) (bool, error) {
 	ls, ok := n.shared.(store.Leaser)
 	if !ok {
 		return false, fmt.Errorf("distributed: leases need a shared store that holds them: %w", store.ErrNoLeases)

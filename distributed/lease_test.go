@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -20,14 +21,14 @@ func TestLeasesCentralizedOverRedis(t *testing.T) {
 	now := time.Now().UnixNano()
 	reqs := []store.Request{{Algorithm: alg, Key: "job", Cost: 1}}
 	out := make([]algorithm.Decision, 1)
-	id := algorithm.NewLeaseID()
+	id := lease.New()
 	if err := a.Acquire(ctx, now, id, reqs, out); err != nil || !out[0].Allowed {
 		t.Fatalf("acquire through node a: %+v %v", out[0], err)
 	}
-	if err := b.Acquire(ctx, now, algorithm.NewLeaseID(), reqs, out); err != nil || out[0].Allowed {
+	if err := b.Acquire(ctx, now, lease.New(), reqs, out); err != nil || out[0].Allowed {
 		t.Fatalf("a second holder through node b: %+v %v, want rejected", out[0], err)
 	}
-	if held, err := b.ReleaseLease(ctx, now, algorithm.NewLeaseID(), reqs); held || err != nil {
+	if held, err := b.ReleaseLease(ctx, now, lease.New(), reqs); held || err != nil {
 		t.Fatalf("release of a lease never taken: %v %v", held, err)
 	}
 	if held, err := b.ReleaseLease(ctx, now, id, reqs); !held || err != nil {
@@ -55,9 +56,9 @@ func TestLeasesSplitAndDelayedOverRedis(t *testing.T) {
 			now := time.Now().UnixNano()
 			job := "job-" + arr
 			reqs := []store.Request{{Algorithm: conc, Key: job, Cost: 1}}
-			acquire := func(n *Node, rs []store.Request) (algorithm.LeaseID, []algorithm.Decision) {
+			acquire := func(n *Node, rs []store.Request) (lease.ID, []algorithm.Decision) {
 				t.Helper()
-				id := algorithm.NewLeaseID()
+				id := lease.New()
 				out := make([]algorithm.Decision, len(rs))
 				if err := n.Acquire(ctx, now, id, rs, out); err != nil {
 					t.Fatalf("acquire: %v", err)
@@ -74,7 +75,7 @@ func TestLeasesSplitAndDelayedOverRedis(t *testing.T) {
 			if _, out = acquire(a, reqs); out[0].Allowed {
 				t.Fatalf("third holder allowed over a limit of 2 held on two nodes: %+v", out[0])
 			}
-			if held, err := b.ReleaseLease(ctx, now, algorithm.NewLeaseID(), reqs); held || err != nil {
+			if held, err := b.ReleaseLease(ctx, now, lease.New(), reqs); held || err != nil {
 				t.Fatalf("release of a lease never taken: %v %v", held, err)
 			}
 			if held, err := b.ReleaseLease(ctx, now, first, reqs); !held || err != nil {

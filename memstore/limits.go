@@ -19,14 +19,16 @@ type limit struct {
 	idle  time.Duration // IdleAfter; 0 = never
 	alg   algorithm.Algorithm
 	full  int64 // units a zero state has available (for the eviction summary)
-	// direct is alg's Direct form, or nil if it has none.
+	// direct is alg's Direct form when that decides a whole state (the
+	// counting algorithms), or nil.
 	direct *algorithm.Direct
 	// used is alg's bound on its state's nonzero words, or nil if it has
 	// none (see table.put).
 	used interface{ UsedWords([]int64) int }
-	// prefix is alg's LogPrefix form (bounded-log), or nil: it decides a
-	// light key on the words kept in its slot (see decideLocked).
-	prefix *algorithm.LogPrefix
+	// prefix is alg's Direct form when that decides on a state's first
+	// words (bounded-log), or nil: it decides a light key on the words kept
+	// in its slot (see decideLocked).
+	prefix *algorithm.Direct
 	// whole is set when alg says its state words do not fit in 32-bit
 	// halves (HalfWords false): its tables are never packed in halves (see
 	// pack.go).
@@ -57,6 +59,21 @@ type limit struct {
 	live   bool
 	// fresh is set on limits registered since the last pass.
 	fresh bool
+}
+
+// directForms returns a's Direct form (algorithm.Direct) as whole when it
+// decides a whole state, as prefix when it decides on a state's first
+// words; both nil when a has none.
+func directForms(a algorithm.Algorithm) (whole, prefix *algorithm.Direct) {
+	x, ok := a.(interface{ Direct() algorithm.Direct })
+	if !ok {
+		return nil, nil
+	}
+	dir := x.Direct()
+	if dir.Prefix() {
+		return nil, &dir
+	}
+	return &dir, nil
 }
 
 // directFor returns a's Direct form when a is the algorithm l was made
@@ -195,13 +212,8 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config, pin bool)
 func newLimit(a algorithm.Algorithm, cfg algorithm.Config, words, id int) *limit {
 	l := &limit{id: id, words: words, idle: a.IdleAfter(), alg: a}
 	l.full = available(a.Peek(make([]int64, words), 0, 1))
-	if dir, ok := algorithm.DirectOf(a); ok {
-		l.direct = &dir
-	}
+	l.direct, l.prefix = directForms(a)
 	l.used, _ = a.(interface{ UsedWords([]int64) int })
-	if p, ok := algorithm.LogPrefixOf(a); ok {
-		l.prefix = &p
-	}
 	if hw, ok := a.(interface{ HalfWords() bool }); ok && !hw.HalfWords() {
 		l.whole = true
 	}

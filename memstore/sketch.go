@@ -3,8 +3,6 @@ package memstore
 import (
 	"math/bits"
 	"time"
-
-	"github.com/floodgate-dev/floodgate/algorithm"
 )
 
 // The eviction summary. Eviction must never hand out allowance, so when a
@@ -150,6 +148,10 @@ func (k *Sketch) sum(i int, shift uint, e uint64) uint64 {
 	return half & sumMax
 }
 
+// maxCharge caps the units a summary charges a key, as the algorithms cap
+// the counts Record merges (2^62), so that no sum of charges overflows.
+const maxCharge = int64(1) << 62
+
 // Charge returns the units the summary holds for hash h at time now: the
 // smallest over its cells of the sums of the epoch now falls in and the
 // next (uses that count past now lie in those two).
@@ -160,7 +162,7 @@ func (k *Sketch) Charge(h uint64, now int64) int64 {
 		i := k.index(h, r)
 		least = min(least, k.sum(i, uint(e&1)*halfBits, e)+k.sum(i, uint((e+1)&1)*halfBits, e+1))
 	}
-	return int64(min(least*k.quantum, uint64(algorithm.MaxTime)))
+	return int64(min(least*k.quantum, uint64(maxCharge)))
 }
 
 // usage returns the units the key in slot sl of t has used (what a fresh
@@ -217,7 +219,7 @@ func (t *table) chargeOf(h uint64, now int64) int64 {
 	if t.sketch == nil {
 		return c
 	}
-	return min(c+t.sketch.Charge(h, now), algorithm.MaxTime)
+	return min(c+t.sketch.Charge(h, now), maxCharge)
 }
 
 // chargeFor returns what the sketch charges the key in slot sl at now,

@@ -40,8 +40,8 @@
 // slot (a bounded-log key with at most m units in its window); a longer
 // one keeps its first two words there and the rest in a buffer of its own
 // sized to its length (see state.go). A bounded-log key whose state is
-// whole in the slot is decided there in the common case
-// (algorithm.LogPrefix); others are copied out, decided and stored back up
+// whole in the slot is decided there in the common case (bounded-log's
+// algorithm.Direct); others are copied out, decided and stored back up
 // to their last nonzero word, which the algorithm bounds (UsedWords) so
 // the store need not scan every word.
 //
@@ -88,6 +88,7 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -484,9 +485,9 @@ func (sh *shard) decideCharged(a algorithm.Algorithm, st []int64, c, now, cost i
 
 // decideLeased is decideCharged that holds the units under lease id when
 // id is not zero and a holds leases.
-func (sh *shard) decideLeased(a algorithm.Algorithm, st []int64, c, now, cost int64, id algorithm.LeaseID) algorithm.Decision {
+func (sh *shard) decideLeased(a algorithm.Algorithm, st []int64, c, now, cost int64, id lease.ID) algorithm.Decision {
 	la, ok := a.(algorithm.Leaser)
-	if !ok || id == (algorithm.LeaseID{}) {
+	if !ok || id == (lease.ID{}) {
 		return sh.decideCharged(a, st, c, now, cost)
 	}
 	if c <= 0 {
@@ -527,9 +528,7 @@ func (s *Store) Bind(a algorithm.Algorithm) (*Bound, error) {
 		return nil, err
 	}
 	b := &Bound{s: s, a: a, l: l, views: s.views(l)}
-	if dir, ok := algorithm.DirectOf(a); ok {
-		b.dir = &dir
-	}
+	b.dir, _ = directForms(a)
 	return b, nil
 }
 
@@ -725,24 +724,24 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 		out[0] = d
 		return err
 	}
-	return s.decideBatch(now, reqs, out, algorithm.LeaseID{})
+	return s.decideBatch(now, reqs, out, lease.ID{})
 }
 
 // Acquire implements store.Leaser: it is Decide, with the units of every
 // allowed concurrency request held under lease id.
-func (s *Store) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+func (s *Store) Acquire(ctx context.Context, now int64, id lease.ID, reqs []store.Request, out []algorithm.Decision) error {
 	if len(out) != len(reqs) {
 		return store.ErrOutLength
 	}
 	if !id.Valid() {
-		return algorithm.ErrNoLease
+		return lease.ErrInvalid
 	}
 	return s.decideBatch(now, reqs, out, id)
 }
 
 // decideBatch is Decide for any number of requests, holding concurrency
 // units under lease id unless it is zero.
-func (s *Store) decideBatch(now int64, reqs []store.Request, out []algorithm.Decision, id algorithm.LeaseID) error {
+func (s *Store) decideBatch(now int64, reqs []store.Request, out []algorithm.Decision, id lease.ID) error {
 	b := s.batchPool.Get().(*batch)
 	defer s.batchPool.Put(b)
 	// Lock each involved shard once, in index order, which rules out
@@ -785,7 +784,7 @@ func (s *Store) decideBatch(now int64, reqs []store.Request, out []algorithm.Dec
 // ReleaseLease implements store.Leaser: it gives back what lease id holds
 // in the keys of reqs whose algorithm holds leases, and reports whether
 // any did.
-func (s *Store) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+func (s *Store) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []store.Request) (bool, error) {
 	released := false
 	for i := range reqs {
 		a, ok := reqs[i].Algorithm.(algorithm.Leaser)

@@ -59,7 +59,7 @@ func TestBoundedLogRingFormatConverted(t *testing.T) {
 	s := newStore(t, Options{ClientTime: true})
 	ctx := context.Background()
 	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1})
-	p, _ := algorithm.ParamsOf(a)
+	p, _ := paramsOf(a)
 	size := int(p.Entries) // m = 2
 	us := t0 / 1000
 	ms := int64(1000)
@@ -346,7 +346,7 @@ func TestBoundedLogIntegerForms(t *testing.T) {
 // the newest time, the n firsts, the n - 1 deficits and the n - 1 gaps as
 // doubles, then the byte 'm'.
 func mergedDoubles(a algorithm.Algorithm, words []float64) string {
-	p, _ := algorithm.ParamsOf(a)
+	p, _ := paramsOf(a)
 	size := int(p.Entries)
 	n := int(int64(words[0]) & (1<<17 - 1))
 	w := slices.Clone(words[:2+n])
@@ -463,7 +463,7 @@ func sameState(a algorithm.Algorithm, got, want []int64) bool {
 	if slices.Equal(got, want) {
 		return true
 	}
-	p, _ := algorithm.ParamsOf(a)
+	p, _ := paramsOf(a)
 	if p.Name != algorithm.BoundedLog || len(got) != len(want) || len(got) < 3 {
 		return false
 	}
@@ -560,7 +560,7 @@ func TestBoundedLogDeadFirstIgnored(t *testing.T) {
 		{Algorithm: algorithm.BoundedLog, Limit: 7, Window: 3 * time.Second, Tolerance: 0.5},
 	} {
 		a := mustAlg(t, c)
-		p, _ := algorithm.ParamsOf(a)
+		p, _ := paramsOf(a)
 		w := int64(c.Window)
 		rng := rand.New(rand.NewPCG(uint64(c.Limit), 11))
 		orig, canon := make([]int64, a.Words()), make([]int64, a.Words())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -84,8 +85,8 @@ func TestDifferentialRandom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var leases []algorithm.LeaseID // concurrency leases acquired
-			forms := map[string]int{}      // bounded-log's stored forms after each step
+			var leases []lease.ID     // concurrency leases acquired
+			forms := map[string]int{} // bounded-log's stored forms after each step
 			defer func() {
 				if c.Algorithm == algorithm.BoundedLog {
 					t.Logf("stored forms after each step: %v", forms)
@@ -128,7 +129,7 @@ func TestDifferentialRandom(t *testing.T) {
 					// released already, or one never acquired.
 					la := a.(algorithm.Leaser)
 					if op < 22 || len(leases) == 0 {
-						id := algorithm.NewLeaseID()
+						id := lease.New()
 						leases = append(leases, id)
 						want := micros(la.Acquire(ref.state(key), now, cost, id))
 						out := make([]algorithm.Decision, 1)
@@ -142,7 +143,7 @@ func TestDifferentialRandom(t *testing.T) {
 					}
 					id := leases[rng.IntN(len(leases))]
 					if op == 29 {
-						id = algorithm.NewLeaseID()
+						id = lease.New()
 					}
 					want := la.ReleaseLease(ref.state(key), now, id)
 					got, err := s.ReleaseLease(ctx, now, id, []store.Request{req})
@@ -338,7 +339,7 @@ func TestDifferentialRandomConfigs(t *testing.T) {
 		}
 		switch c.Algorithm {
 		case algorithm.TokenBucket, algorithm.GCRA, algorithm.LeakyBucket:
-			if p, _ := algorithm.ParamsOf(a); p.Interval%time.Microsecond != 0 {
+			if p, _ := paramsOf(a); p.Interval%time.Microsecond != 0 {
 				skipped++
 				continue // an interval Redis rounds up to whole µs
 			}
@@ -393,7 +394,7 @@ func TestDifferentialRandomConfigs(t *testing.T) {
 
 // intervalNS returns a bucket algorithm's emission interval in nanoseconds.
 func intervalNS(a algorithm.Algorithm) int64 {
-	p, _ := algorithm.ParamsOf(a)
+	p, _ := paramsOf(a)
 	return int64(p.Interval)
 }
 

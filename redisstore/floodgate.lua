@@ -25,7 +25,7 @@
 
 local floor = math.floor
 
-local MAXT = 4611686018427387 -- algorithm.MaxTime (2^62 ns) in whole microseconds
+local MAXT = 4611686018427387 -- the algorithms' latest time (2^62 ns) in whole microseconds
 local MAXLIMIT = 4294967295   -- algorithm.MaxLimit
 local MAXCOUNT = 9007199254740992 -- counts saturate at 2^53 here (2^62 in Go)
 local MAXU32 = 4294967295

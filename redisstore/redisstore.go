@@ -45,6 +45,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -690,16 +691,16 @@ func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out
 // Acquire implements store.Leaser: Decide, with the units of every allowed
 // concurrency request held under lease id (in the key's state, next to
 // its count).
-func (s *Store) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+func (s *Store) Acquire(ctx context.Context, now int64, id lease.ID, reqs []store.Request, out []algorithm.Decision) error {
 	if !id.Valid() {
-		return algorithm.ErrNoLease
+		return lease.ErrInvalid
 	}
 	return s.decideAll(ctx, now, reqs, out, &id)
 }
 
 // ReleaseLease implements store.Leaser: one script call per Redis node
 // gives back what lease id holds in the concurrency keys of reqs.
-func (s *Store) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+func (s *Store) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []store.Request) (bool, error) {
 	if !id.Valid() {
 		return false, nil
 	}
@@ -735,14 +736,14 @@ func (s *Store) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseI
 }
 
 // leased puts lease id into a call of op 'a' or 'l', after op and time.
-func leased(c call, id algorithm.LeaseID) call {
+func leased(c call, id lease.ID) call {
 	c.args = slices.Insert(c.args, 2, itoa(id.Hi), itoa(id.Lo))
 	return c
 }
 
 // decideAll is Decide, holding concurrency units under *lease if it is not
 // nil.
-func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision, lease *algorithm.LeaseID) error {
+func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision, lease *lease.ID) error {
 	if len(out) != len(reqs) {
 		return store.ErrOutLength
 	}

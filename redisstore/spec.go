@@ -59,7 +59,7 @@ var scriptCodes = map[string]int{
 // newSpec builds the spec of a from its exported parameter form; ttlSlack
 // is added to the key TTL.
 func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
-	p, ok := algorithm.ParamsOf(a)
+	p, ok := paramsOf(a)
 	if !ok {
 		return nil, fmt.Errorf("%w %q: not built by algorithm.New", ErrUnsupported, a.Name())
 	}
@@ -67,7 +67,7 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnsupported, p.Name)
 	}
-	params, err := p.ScriptArgs(time.Microsecond)
+	params, err := scriptArgs(p, time.Microsecond)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (the Redis scripts count time in µs)", ErrUnsupported, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -130,13 +131,13 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 	}
 	decisions := sc.dec[:len(apps)]
 	clear(decisions)
-	lease, err := e.decide(ctx, sc, decisions)
+	id, err := e.decide(ctx, sc, decisions)
 	if err != nil {
 		return res, err
 	}
 	res = e.result(apps, decisions)
-	if res.Allowed && lease != (algorithm.LeaseID{}) {
-		res.Lease = lease.String()
+	if res.Allowed && id != (lease.ID{}) {
+		res.Lease = id.String()
 	}
 	return res, nil
 }
@@ -144,55 +145,55 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 // decide decides sc.reqs in one store call, writing the decisions into
 // decisions by sc.idx, under a lease when concurrency rules are among them
 // (see acquire), which it returns.
-func (e *Engine) decide(ctx context.Context, sc *scratch, decisions []algorithm.Decision) (algorithm.LeaseID, error) {
+func (e *Engine) decide(ctx context.Context, sc *scratch, decisions []algorithm.Decision) (lease.ID, error) {
 	if len(sc.reqs) == 0 {
-		return algorithm.LeaseID{}, nil
+		return lease.ID{}, nil
 	}
 	now := e.clock().UnixNano()
-	lease, err := e.acquire(ctx, now, sc, decisions)
-	if err != nil || lease != (algorithm.LeaseID{}) {
-		return lease, err
+	id, err := e.acquire(ctx, now, sc, decisions)
+	if err != nil || id != (lease.ID{}) {
+		return id, err
 	}
 	if len(sc.reqs) == 1 {
 		d, err := e.store.DecideOne(ctx, now, sc.reqs[0])
 		if err != nil {
-			return lease, err
+			return id, err
 		}
 		decisions[sc.idx[0]] = d
-		return lease, nil
+		return id, nil
 	}
 	if cap(sc.out) < len(sc.reqs) {
 		sc.out = make([]algorithm.Decision, len(sc.reqs))
 	}
 	out := sc.out[:len(sc.reqs)]
 	if err := e.store.Decide(ctx, now, sc.reqs, out); err != nil {
-		return lease, err
+		return id, err
 	}
 	for j, d := range out {
 		decisions[sc.idx[j]] = d
 	}
-	return lease, nil
+	return id, nil
 }
 
 // acquire decides sc.reqs under a new lease, when a concurrency rule is
 // among them and the store holds leases, writing the decisions into
-// decisions by sc.idx; it returns the lease, or the zero LeaseID when the
+// decisions by sc.idx; it returns the lease, or the zero lease.ID when the
 // requests are still to be decided.
-func (e *Engine) acquire(ctx context.Context, now int64, sc *scratch, decisions []algorithm.Decision) (algorithm.LeaseID, error) {
+func (e *Engine) acquire(ctx context.Context, now int64, sc *scratch, decisions []algorithm.Decision) (lease.ID, error) {
 	ls, ok := e.store.(store.Leaser)
 	if !ok || !leasing(sc.reqs) {
-		return algorithm.LeaseID{}, nil
+		return lease.ID{}, nil
 	}
 	if cap(sc.out) < len(sc.reqs) {
 		sc.out = make([]algorithm.Decision, len(sc.reqs))
 	}
 	out := sc.out[:len(sc.reqs)]
-	id := algorithm.NewLeaseID()
+	id := lease.New()
 	switch err := ls.Acquire(ctx, now, id, sc.reqs, out); {
 	case errors.Is(err, store.ErrNoLeases):
-		return algorithm.LeaseID{}, nil
+		return lease.ID{}, nil
 	case err != nil:
-		return algorithm.LeaseID{}, err
+		return lease.ID{}, err
 	}
 	for j, d := range out {
 		decisions[sc.idx[j]] = d
@@ -343,16 +344,16 @@ func Tighter(a, b *Status) bool {
 	return mulLess(a.Decision.Remaining, max(1, b.Limit), b.Decision.Remaining, max(1, a.Limit))
 }
 
-// Release gives back what lease holds under the concurrency rules req
-// matches, when the request ends: lease is the Result.Lease of the Check
+// Release gives back what leaseText holds under the concurrency rules req
+// matches, when the request ends: leaseText is the Result.Lease of the Check
 // of req that allowed it. It reports whether anything was released; a
 // lease never given for req's keys, released already or expired changes
 // nothing and reports false. A lease that is not one Check could have
 // returned is ErrInvalidRequest.
-func (e *Engine) Release(ctx context.Context, req Request, lease string) (bool, error) {
-	id, err := algorithm.ParseLeaseID(lease)
+func (e *Engine) Release(ctx context.Context, req Request, leaseText string) (bool, error) {
+	id, err := lease.Parse(leaseText)
 	if err != nil {
-		return false, fmt.Errorf("%w: lease %q: %v", ErrInvalidRequest, clip(lease), err)
+		return false, fmt.Errorf("%w: lease %q: %v", ErrInvalidRequest, clip(leaseText), err)
 	}
 	set := e.set.Load()
 	apps, err := set.resolve(req, nil)

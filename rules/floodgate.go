@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -205,7 +206,8 @@ func (d *decoder) ruleAlgorithm(f map[string]field, what string) algorithm.Confi
 func (d *decoder) ruleParam(cfg *algorithm.Config, p string, v *yaml.Node, what string) {
 	switch p {
 	case "slices":
-		if x, ok := d.integer(v, what, 1, algorithm.MaxSlices); ok {
+		// algorithm.New bounds the slices; its error names the rule.
+		if x, ok := d.integer(v, what, 1, math.MaxInt32); ok {
 			cfg.Slices = int(x)
 		}
 	case "capacity":

@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 )
 
 // Request is one limit to check for one request: an algorithm with its
@@ -76,12 +77,12 @@ type Leaser interface {
 	// Acquire is Decide, with the units of every allowed request whose
 	// algorithm holds leases held under lease id until ReleaseLease or
 	// until the lease expires. An invalid id is an error.
-	Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []Request, out []algorithm.Decision) error
+	Acquire(ctx context.Context, now int64, id lease.ID, reqs []Request, out []algorithm.Decision) error
 	// ReleaseLease gives back what lease id holds in the keys of reqs
 	// (requests whose algorithm holds no leases are skipped) and reports
 	// whether any of them held it. An id never acquired there, already
 	// released or expired changes nothing and reports false.
-	ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []Request) (bool, error)
+	ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []Request) (bool, error)
 }
 
 // Resetter is a Store that can forget a key's state under one limit, so

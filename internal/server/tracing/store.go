@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -92,7 +93,7 @@ func (s *tracedSyncStore) Sync(ctx context.Context, now int64, batches []store.S
 
 // Acquire passes a lease acquisition to the wrapped store, or returns
 // store.ErrNoLeases if it holds none.
-func (s *tracedStore) Acquire(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request, out []algorithm.Decision) error {
+func (s *tracedStore) Acquire(ctx context.Context, now int64, id lease.ID, reqs []store.Request, out []algorithm.Decision) error {
 	ls, ok := s.inner.(store.Leaser)
 	if !ok {
 		return store.ErrNoLeases
@@ -107,7 +108,7 @@ func (s *tracedStore) Acquire(ctx context.Context, now int64, id algorithm.Lease
 
 // ReleaseLease passes a lease release to the wrapped store, or returns
 // store.ErrNoLeases if it holds none.
-func (s *tracedStore) ReleaseLease(ctx context.Context, now int64, id algorithm.LeaseID, reqs []store.Request) (bool, error) {
+func (s *tracedStore) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []store.Request) (bool, error) {
 	ls, ok := s.inner.(store.Leaser)
 	if !ok {
 		return false, store.ErrNoLeases
