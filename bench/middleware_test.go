@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 )
 
 // The net/http middleware's added cost per request, in the same run as a
@@ -56,7 +57,7 @@ rules:
 	if err != nil {
 		b.Fatal(err)
 	}
-	mw, err := httplimit.Middleware(httplimit.Options{Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
+	mw, err := httprules.Middleware(httprules.Options{Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/internal/server v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -19,6 +18,7 @@ require (
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/gateway v0.0.0-00010101000000-000000000000 // indirect
+	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect

@@ -72,7 +72,7 @@ type Options struct {
 	// Routes are matched by longest prefix.
 	Routes []Route
 	// Limit wraps the proxy: every request goes through it before it is
-	// routed (typically httplimit.Middleware). Nil forwards everything.
+	// routed (typically httprules.Middleware). Nil forwards everything.
 	Limit func(http.Handler) http.Handler
 	// Transport, when set, sends every route's requests upstream instead of
 	// the route's own pooled transport (its connections are not counted).

@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 )
 
 func backend(t *testing.T, name string) *httptest.Server {
@@ -49,8 +50,8 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := httplimit.Middleware(httplimit.Options{Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
-		Sources: []httplimit.Source{httplimit.IP(nil), httplimit.Path(), httplimit.Method()}})
+	mw, err := httprules.Middleware(httprules.Options{Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
+		Sources: []httprules.Source{httprules.IP(nil), httprules.Path(), httprules.Method()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 )
 
 // countingUpstream is a real upstream that counts the TCP connections it
@@ -63,12 +63,12 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := httplimit.ParseSource("header:x-api-key", nil)
+	src, err := httprules.ParseSource("header:x-api-key", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := httplimit.Middleware(httplimit.Options{Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
-		Sources: []httplimit.Source{src}})
+	mw, err := httprules.Middleware(httprules.Options{Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
+		Sources: []httprules.Source{src}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,15 +4,12 @@ go 1.26.0
 
 require (
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
 
 require (
-	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -9,7 +9,7 @@
 // A rejected call ends with codes.ResourceExhausted, a google.rpc.RetryInfo
 // detail saying how long to wait, and in its trailer a
 // grpc-retry-pushback-ms saying the same to gRPC's built-in retry policy
-// and the rate-limit fields package httplimit writes (x-ratelimit-limit,
+// and the rate-limit fields package ratelimitheader writes (x-ratelimit-limit,
 // x-ratelimit-remaining, x-ratelimit-reset, ratelimit-policy, ratelimit,
 // retry-after). The rejection sends no headers (a Trailers-Only response),
 // which a client's retry policy needs to retry it. Allowed calls carry the
@@ -36,7 +36,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/ratelimitheader"
 )
 
 // A KeyFunc returns the key a call is counted by, from its context (peer,
@@ -138,22 +138,26 @@ func NewServerInterceptors(o Options) (grpc.UnaryServerInterceptor, grpc.StreamS
 	if o.Key == nil {
 		o.Key = PerMethod(KeyByPeer())
 	}
-	if o.Name == "" {
+	if o.Name = strings.TrimSpace(o.Name); o.Name == "" {
 		o.Name = "limit"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	g := &guard{o: o}
+	concurrency := false
 	if c, ok := o.Limiter.(interface{ Limit() algorithm.Config }); ok {
 		cfg := c.Limit()
-		g.algorithm = cfg.Algorithm
 		if g.o.Window == 0 {
 			g.o.Window = cfg.Window
 		}
-		if a, ok := o.Limiter.(acquirer); ok && cfg.Algorithm == algorithm.Concurrency {
+		concurrency = cfg.Algorithm == algorithm.Concurrency
+		if a, ok := o.Limiter.(acquirer); ok && concurrency {
 			g.acquire = a
 		}
+	}
+	if !concurrency {
+		g.headerWindow = g.o.Window
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		md, lease, err := g.decide(ctx, info.FullMethod)
@@ -191,9 +195,11 @@ type acquirer interface {
 }
 
 type guard struct {
-	o         Options
-	algorithm string
-	acquire   acquirer // set for a concurrency limiter
+	o Options
+	// headerWindow is the window the rate-limit fields give: none for a
+	// concurrency limit or one whose window is not known.
+	headerWindow time.Duration
+	acquire      acquirer // set for a concurrency limiter
 }
 
 // done gives a concurrency limiter its unit back when a call ends; lease
@@ -228,10 +234,9 @@ func (g *guard) decide(ctx context.Context, method string) (metadata.MD, *floodg
 		}
 		return nil, nil, nil
 	}
-	res := httplimit.DecisionResult(g.o.Name, g.algorithm, g.o.Window, d)
 	md := metadata.MD{}
 	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
-		for _, f := range httplimit.Fields(res) {
+		for _, f := range ratelimitheader.Fields(ratelimitheader.ForDecision(g.o.Name, g.headerWindow, d)) {
 			md.Set(strings.ToLower(f.Name), f.Value)
 		}
 	}

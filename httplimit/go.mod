@@ -2,13 +2,6 @@ module github.com/floodgate-dev/floodgate/httplimit
 
 go 1.26.0
 
-require (
-	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
-)
-
-require go.yaml.in/yaml/v3 v3.0.6 // indirect
-
 replace (
 	github.com/floodgate-dev/floodgate => ..
 	github.com/floodgate-dev/floodgate/distributed => ../distributed
@@ -21,3 +14,5 @@ replace (
 	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient
 	github.com/floodgate-dev/floodgate/rules => ../rules
 )
+
+require github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000

@@ -10,7 +10,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/ratelimitheader"
 )
 
 // A KeyFunc returns the key a request is counted by. An error rejects the
@@ -79,10 +79,10 @@ func LimitBy(l floodgate.Allower, key KeyFunc) func(http.Handler) http.Handler {
 }
 
 // LimiterMiddleware returns net/http middleware that decides every request
-// with one limiter, counted by the request's key. It answers as Middleware
-// does: the rate-limit header fields on every response, 429 with
-// Retry-After and a JSON problem body when the limiter rejects, and the
-// request goes through when the limiter fails unless FailClosed is set.
+// with one limiter, counted by the request's key. It answers as
+// httprules.Middleware does: the rate-limit header fields on every
+// response, 429 with Retry-After and a JSON problem body (Rejection) when
+// the limiter rejects, and the request goes through when the limiter fails unless FailClosed is set.
 // A limiter whose decisions carry a Delay (leaky-bucket) holds the request
 // for it. A concurrency limiter that has an Acquire method (*floodgate.Limiter,
 // *rlsclient.Client) holds the request's unit under a lease, released
@@ -94,22 +94,26 @@ func LimiterMiddleware(o LimiterOptions) (func(http.Handler) http.Handler, error
 	if o.Key == nil {
 		o.Key = KeyByIP(nil)
 	}
-	if o.Name == "" {
+	if o.Name = strings.TrimSpace(o.Name); o.Name == "" {
 		o.Name = "limit"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	lh := &limiterHandler{o: o}
+	concurrency := false
 	if c, ok := o.Limiter.(interface{ Limit() algorithm.Config }); ok {
 		cfg := c.Limit()
 		if o.Window == 0 {
 			lh.o.Window = cfg.Window
 		}
-		lh.algorithm = cfg.Algorithm
-		if a, ok := o.Limiter.(acquirer); ok && cfg.Algorithm == algorithm.Concurrency {
+		concurrency = cfg.Algorithm == algorithm.Concurrency
+		if a, ok := o.Limiter.(acquirer); ok && concurrency {
 			lh.acquire = a
 		}
+	}
+	if !concurrency {
+		lh.headerWindow = lh.o.Window
 	}
 	return func(next http.Handler) http.Handler {
 		h := *lh
@@ -125,16 +129,18 @@ type acquirer interface {
 }
 
 type limiterHandler struct {
-	o         LimiterOptions
-	algorithm string
-	acquire   acquirer // set for a concurrency limiter
-	next      http.Handler
+	o LimiterOptions
+	// headerWindow is the window the header fields give: none for a
+	// concurrency limit or one whose window is not known.
+	headerWindow time.Duration
+	acquire      acquirer // set for a concurrency limiter
+	next         http.Handler
 }
 
 func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, err := h.o.Key(r)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	ctx := r.Context()
@@ -148,17 +154,21 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d, err = h.o.Limiter.Allow(ctx, key)
 	}
 	if err != nil {
-		checkFailed(w, r, h.next, h.o.Logger, h.o.FailClosed, err)
+		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
+		if h.o.FailClosed {
+			writeError(w, http.StatusServiceUnavailable, "rate limiter unavailable: "+err.Error())
+			return
+		}
+		h.next.ServeHTTP(w, r)
 		return
 	}
-	var st [1]rules.Status // the result's one status, kept off the heap
-	res := decisionResult(st[:], h.o.Name, h.algorithm, h.o.Window, d)
 	if d.Limit > 0 || !d.Allowed { // no limit applied: nothing to describe
-		SetHeaders(w.Header(), res)
+		l := [1]ratelimitheader.Limit{{Name: h.o.Name, Limit: d.Limit, Window: h.headerWindow, Decision: d}}
+		ratelimitheader.Set(w.Header(), ratelimitheader.Outcome{Limits: l[:], Tightest: l[0], Rejected: !d.Allowed, RetryAfter: d.RetryAfter})
 	}
 	if !d.Allowed {
-		w.Header().Set("Content-Type", "application/problem+json")
-		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))
+		rej := decisionRejection(h.o.Name, h.o.Window, d)
+		writeRejection(w, &rej)
 		return
 	}
 	if lease != nil {
@@ -178,46 +188,4 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.next.ServeHTTP(w, r)
-}
-
-// DecisionResult describes one limiter decision as a rule-engine result
-// with one status, so that Fields, SetHeaders, NewRejection and RetryAfter
-// describe it as they describe a rule set's. name names the limit, alg is
-// its algorithm (empty for unknown) and window its window (0 for a
-// concurrency limit or one not known).
-func DecisionResult(name, alg string, window time.Duration, d algorithm.Decision) rules.Result {
-	return decisionResult(make([]rules.Status, 1), name, alg, window, d)
-}
-
-// decisionResult is DecisionResult writing its status into st[0].
-func decisionResult(st []rules.Status, name, alg string, window time.Duration, d algorithm.Decision) rules.Result {
-	if alg == "" && window <= 0 {
-		alg = algorithm.Concurrency
-	}
-	st[0] = rules.Status{
-		Rule:      strings.TrimSpace(name),
-		Limit:     d.Limit,
-		Window:    window,
-		Algorithm: alg,
-		Decision:  d,
-	}
-	return rules.Result{
-		Allowed:  d.Allowed,
-		Tightest: 0,
-		Statuses: st[:1],
-		Rejected: rejected(name, d),
-	}
-}
-
-func rejected(name string, d algorithm.Decision) []string {
-	if d.Allowed {
-		return nil
-	}
-	return []string{name}
-}
-
-// SetDecisionHeaders sets the rate-limit header fields that describe one
-// limiter decision (see Fields and DecisionResult) on h.
-func SetDecisionHeaders(h http.Header, name string, window time.Duration, d algorithm.Decision) {
-	SetHeaders(h, DecisionResult(name, "", window, d))
 }

@@ -151,11 +151,3 @@ func TestLimiterMiddlewareFailurePolicy(t *testing.T) {
 		t.Fatal("nil limiter accepted")
 	}
 }
-
-func TestSetDecisionHeaders(t *testing.T) {
-	h := http.Header{}
-	httplimit.SetDecisionHeaders(h, "tokens", time.Minute, algorithm.Decision{Limit: 100, Remaining: 0, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Minute})
-	if h.Get("Retry-After") != "2" || h.Get("RateLimit-Policy") != `"tokens";q=100;w=60` || h.Get("X-RateLimit-Limit") != "100" {
-		t.Fatalf("headers %v", h)
-	}
-}

@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/grpc v1.85.0
@@ -16,6 +15,7 @@ require (
 	cel.dev/expr v0.25.3 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

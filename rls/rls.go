@@ -66,8 +66,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 )
 
 // Checker decides requests against a rule set. *rules.Engine implements it.
@@ -331,7 +331,7 @@ func (s *Service) checkGroups(ctx context.Context, domain string, p parsedDescri
 // responseHeaders is the rate limit header fields of res, for Envoy to add
 // to the response (nil if none).
 func responseHeaders(res rules.Result) []*corev3.HeaderValue {
-	fields := httplimit.Fields(res)
+	fields := httprules.Fields(res)
 	if len(fields) == 0 {
 		return nil
 	}

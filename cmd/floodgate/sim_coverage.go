@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/gateway"
-	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 )
 
 // The gateway example's services: the loan service's paths and the catalog's.
@@ -114,14 +114,14 @@ func newCountingChecker(file string) (*countingChecker, error) {
 
 // coverageSources describe a request as the gateway example's services do: its path,
 // and the client and member it names in headers.
-func coverageSources() []httplimit.Source {
-	hdr := func(key, name string) httplimit.Source {
-		return httplimit.Func(key, func(r *http.Request) (string, bool) {
+func coverageSources() []httprules.Source {
+	hdr := func(key, name string) httprules.Source {
+		return httprules.Func(key, func(r *http.Request) (string, bool) {
 			v := r.Header.Get(name)
 			return v, v != ""
 		})
 	}
-	return []httplimit.Source{httplimit.Path(), hdr("client", "X-Client"), hdr("member", "X-Member")}
+	return []httprules.Source{httprules.Path(), hdr("client", "X-Client"), hdr("member", "X-Member")}
 }
 
 // service answers the paths it owns with 200 and others with 404, with
@@ -173,7 +173,7 @@ func buildCoverageSetup(mid, gw *countingChecker, closers *[]func()) (coverageSe
 	var s coverageSetup
 	var midMW func(http.Handler) http.Handler
 	if mid != nil {
-		mw, err := httplimit.Middleware(httplimit.Options{Checker: mid, Sources: coverageSources()})
+		mw, err := httprules.Middleware(httprules.Options{Checker: mid, Sources: coverageSources()})
 		if err != nil {
 			return s, err
 		}
@@ -189,7 +189,7 @@ func buildCoverageSetup(mid, gw *countingChecker, closers *[]func()) (coverageSe
 		return s, err
 	}
 	*closers = append(*closers, stop)
-	gwMW, err := httplimit.Middleware(httplimit.Options{Checker: gw, Sources: coverageSources()})
+	gwMW, err := httprules.Middleware(httprules.Options{Checker: gw, Sources: coverageSources()})
 	if err != nil {
 		return s, err
 	}

@@ -56,7 +56,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-dev/floodgate"
-	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/ratelimitheader"
 )
 
 // maxBody bounds the bodies the proxy reads.
@@ -113,7 +113,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v.Limited {
-		httplimit.SetDecisionHeaders(w.Header(), "tokens", v.Window, v.Decision)
+		ratelimitheader.Set(w.Header(), ratelimitheader.ForDecision("tokens", v.Window, v.Decision))
 	}
 	if !v.Allowed {
 		http.Error(w, "token budget spent: retry later", http.StatusTooManyRequests)

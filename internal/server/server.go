@@ -34,6 +34,7 @@ import (
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 	"github.com/floodgate-dev/floodgate/rules/reload"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -172,9 +173,9 @@ func (s *Server) buildFrontEnds(unmatched *rules.UnmatchedLog) error {
 // limiting middleware.
 func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.UnmatchedLog) (*gateway.Gateway, error) {
 	cfg, log := s.cfg, s.log
-	var sources []httplimit.Source
+	var sources []httprules.Source
 	for _, d := range cfg.Gateway.Descriptors {
-		src, err := httplimit.ParseSource(d, proxies)
+		src, err := httprules.ParseSource(d, proxies)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +184,7 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.Unmat
 	// The gateway's middleware logs its unmatched requests itself (with
 	// the path), as the middleware does anywhere.
 	gwCheck := &observed{engine: s.engine, rec: s.rec, tracing: s.tracing}
-	mw, err := httplimit.Middleware(httplimit.Options{Checker: gwCheck, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log,
+	mw, err := httprules.Middleware(httprules.Options{Checker: gwCheck, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log,
 		Unmatched: unmatched})
 	if err != nil {
 		return nil, err

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 )
 
 // finishCheck adds to a /v1/check answer what the JSON body alone does not
@@ -15,7 +15,7 @@ import (
 // rule applied, the Unmatched field and a note naming the domains the rules
 // have.
 func finishCheck(h http.Header, out *CheckResponse, res rules.Result, set *rules.Set) {
-	httplimit.SetHeaders(h, res)
+	httprules.SetHeaders(h, res)
 	out.Unmatched = res.Unmatched
 	switch res.Unmatched {
 	case rules.UnmatchedDomain:

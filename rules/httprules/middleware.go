@@ -1,4 +1,4 @@
-package httplimit
+package httprules
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/ratelimitheader"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -35,7 +36,7 @@ type Options struct {
 	// descriptors, or an error that rejects the request with 400.
 	Describe func(r *http.Request) ([]rules.Descriptor, error)
 	// Proxies are the trusted proxies the default IP source honours.
-	Proxies *Proxies
+	Proxies *httplimit.Proxies
 	// Hits returns the request's weight (0 means 1); nil means 1.
 	Hits func(r *http.Request) int64
 	// FailClosed answers 503 when the checker fails (a store error the
@@ -60,7 +61,7 @@ type Options struct {
 //
 //   - Every response carries the headers Fields describes.
 //   - A request a rule rejects is answered with 429 Too Many Requests, a
-//     Retry-After header and a JSON body naming the rule (see Rejection);
+//     Retry-After header and a JSON body naming the rule (see httplimit.Rejection);
 //     the handler does not run.
 //   - A request a leaky-bucket rule delays waits for its delay, or until
 //     the client goes away, and then runs.
@@ -69,7 +70,7 @@ type Options struct {
 //     panics, or the client goes away.
 func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 	if o.Checker == nil {
-		return nil, errors.New("httplimit: Options.Checker is nil")
+		return nil, errors.New("httprules: Options.Checker is nil")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -91,33 +92,6 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 type handler struct {
 	o    Options
 	next http.Handler
-}
-
-// Rejection is the JSON body of a 429 response. It is an RFC 9457 problem
-// detail of the "quota-exceeded" type draft-ietf-httpapi-ratelimit-headers
-// defines (type, title, violated-policies), with Floodgate's own members.
-type Rejection struct {
-	Type             string   `json:"type"`
-	Title            string   `json:"title"`
-	ViolatedPolicies []string `json:"violated-policies"`
-
-	Error string `json:"error"`
-	// Rule is the rejecting rule with the longest wait; Rules lists every
-	// rule that rejected.
-	Rule  string   `json:"rule"`
-	Rules []string `json:"rules"`
-	Limit int64    `json:"limit"`
-	// Window is the rule's window as a Go duration ("1m0s"); WindowSeconds
-	// is the same in seconds.
-	Window        string  `json:"window"`
-	WindowSeconds float64 `json:"window_seconds"`
-	Remaining     int64   `json:"remaining"`
-	// RetryAfter is the number of seconds to wait, as in Retry-After.
-	RetryAfter int64 `json:"retry_after"`
-	// Reason is the rejecting rule's reason, one of algorithm's Reason
-	// constants (over_limit, ...); Message says the same for people.
-	Reason  algorithm.Reason `json:"reason,omitempty"`
-	Message string           `json:"message,omitempty"`
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -174,9 +148,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // NewRejection describes a rejected result for a 429 body.
-func NewRejection(res rules.Result) Rejection {
-	rej := Rejection{
-		Type:       ProblemQuotaExceeded,
+func NewRejection(res rules.Result) httplimit.Rejection {
+	rej := httplimit.Rejection{
+		Type:       httplimit.ProblemQuotaExceeded,
 		Title:      "Request cannot be satisfied as assigned quota has been exceeded",
 		Error:      "rate limit exceeded",
 		RetryAfter: retryAfterSeconds(res),
@@ -217,9 +191,6 @@ func checkFailed(w http.ResponseWriter, r *http.Request, next http.Handler, log 
 	next.ServeHTTP(w, r)
 }
 
-// ProblemQuotaExceeded is the problem type of a 429 body.
-const ProblemQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	if w.Header().Get("Content-Type") == "" {
 		w.Header().Set("Content-Type", "application/json")
@@ -239,4 +210,13 @@ func shadowRejected(res rules.Result) bool {
 		}
 	}
 	return false
+}
+
+// retryAfterSeconds returns the Retry-After value of a rejected request
+// (see ratelimitheader.RetryAfterSeconds); 0 when res allows the request.
+func retryAfterSeconds(res rules.Result) int64 {
+	if res.Allowed {
+		return 0
+	}
+	return ratelimitheader.RetryAfterSeconds(res.RetryAfter())
 }

@@ -1,10 +1,11 @@
-package httplimit
+package httprules
 
 import (
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -18,8 +19,8 @@ type Source struct {
 }
 
 // IP is the entry {"ip", client address}, with the client address found as
-// Proxies.ClientIP describes (a nil p trusts no forwarding header).
-func IP(p *Proxies) Source {
+// httplimit.Proxies.ClientIP describes (a nil p trusts no forwarding header).
+func IP(p *httplimit.Proxies) Source {
 	return Source{Key: "ip", Value: func(r *http.Request) (string, bool) {
 		a := p.ClientIP(r)
 		if !a.IsValid() {
@@ -63,7 +64,7 @@ func Func(key string, f func(r *http.Request) (string, bool)) Source {
 
 // ParseSource returns the source a configuration names: ip, path, method,
 // host or header:NAME. Addresses are found with p.
-func ParseSource(spec string, p *Proxies) (Source, error) {
+func ParseSource(spec string, p *httplimit.Proxies) (Source, error) {
 	switch spec {
 	case "ip":
 		return IP(p), nil

@@ -1,4 +1,4 @@
-package httplimit
+package httprules
 
 import (
 	"io"

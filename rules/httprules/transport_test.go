@@ -1,4 +1,4 @@
-package httplimit
+package httprules
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/httplimit"
 )
 
 func upstream(t *testing.T, hits *atomic.Int32) *httptest.Server {
@@ -42,7 +44,7 @@ rules:
 		resp.Body.Close()
 	}
 	_, err := client.Get(srv.URL)
-	var le *LimitError
+	var le *httplimit.LimitError
 	if !errors.As(err, &le) || le.Rule != "dependency" || le.RetryAfter <= 0 {
 		t.Fatalf("3rd call: err %v, want a *LimitError for rule dependency", err)
 	}

@@ -1,4 +1,4 @@
-package httplimit
+package httprules
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
 )
@@ -109,13 +110,13 @@ func TestMiddlewareRejectsWithHeadersAndBody(t *testing.T) {
 	if resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Errorf("429 content type %q", resp.Header.Get("Content-Type"))
 	}
-	var body Rejection
+	var body httplimit.Rejection
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}
 	if body.Rule != "per-ip" || body.Limit != 3 || body.Window != "1m" || body.WindowSeconds != 60 ||
 		body.Remaining != 0 || itoa(int(body.RetryAfter)) != ra || len(body.Rules) != 1 ||
-		body.Type != ProblemQuotaExceeded || len(body.ViolatedPolicies) != 1 || body.ViolatedPolicies[0] != "per-ip" {
+		body.Type != httplimit.ProblemQuotaExceeded || len(body.ViolatedPolicies) != 1 || body.ViolatedPolicies[0] != "per-ip" {
 		t.Fatalf("429 body %+v (Retry-After %s)", body, ra)
 	}
 }
@@ -125,7 +126,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestSpoofedForwardedForIsIgnored(t *testing.T) {
 	// The test client connects from 127.0.0.1, which is not trusted here:
 	// every request counts against 127.0.0.1 whatever X-Forwarded-For says.
-	p, _ := ParseProxies("10.0.0.0/8")
+	p, _ := httplimit.ParseProxies("10.0.0.0/8")
 	srv := newServer(t, Options{Checker: newEngine(t, perIP), Proxies: p}, ok)
 	codes := ""
 	for i := 0; i < 4; i++ {
@@ -138,7 +139,7 @@ func TestSpoofedForwardedForIsIgnored(t *testing.T) {
 
 	// When the peer is a trusted proxy, the header names the client, and
 	// different clients get different buckets.
-	p, _ = ParseProxies("127.0.0.0/8", "::1")
+	p, _ = httplimit.ParseProxies("127.0.0.0/8", "::1")
 	srv = newServer(t, Options{Checker: newEngine(t, perIP), Proxies: p}, ok)
 	for i := 0; i < 4; i++ {
 		if resp := get(t, srv.URL, "X-Forwarded-For", "198.51.100."+itoa(i)); resp.StatusCode != 200 {

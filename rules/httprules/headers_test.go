@@ -1,4 +1,4 @@
-package httplimit
+package httprules
 
 import (
 	"testing"
@@ -63,11 +63,5 @@ func TestFieldsOneItemPerRule(t *testing.T) {
 func TestFieldsNothingApplied(t *testing.T) {
 	if f := Fields(rules.Result{Allowed: true, Tightest: -1}); len(f) != 0 {
 		t.Fatalf("fields %v for a request no rule limited", f)
-	}
-}
-
-func TestSFString(t *testing.T) {
-	if got := sfString("a\"b\\c\né"); got != `"a\"b\\c???"` {
-		t.Fatalf("sfString = %s", got)
 	}
 }

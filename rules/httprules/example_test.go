@@ -1,4 +1,4 @@
-package httplimit_test
+package httprules_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/httprules"
 )
 
 func ExampleMiddleware() {
@@ -25,9 +26,9 @@ rules:
 	if err != nil {
 		panic(err)
 	}
-	limit, err := httplimit.Middleware(httplimit.Options{
+	limit, err := httprules.Middleware(httprules.Options{
 		Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
-		Sources: []httplimit.Source{httplimit.Header("X-API-Key")},
+		Sources: []httprules.Source{httprules.Header("X-API-Key")},
 	})
 	if err != nil {
 		panic(err)
@@ -66,7 +67,7 @@ rules:
 	if err != nil {
 		panic(err)
 	}
-	client := &http.Client{Transport: &httplimit.Transport{
+	client := &http.Client{Transport: &httprules.Transport{
 		Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
 	}}
 	for i := 0; i < 2; i++ {
