@@ -18,9 +18,9 @@ import (
 const maxGoLine = "1.23.0"
 
 // userModule writes a module that uses Floodgate from this checkout (a
-// replace directive) with main.go as its one file, tidies it and returns
-// its directory.
-func userModule(t *testing.T, mainGo string) string {
+// replace directive), and the Floodgate modules in the directories mods,
+// with main.go as its one file, tidies it and returns its directory.
+func userModule(t *testing.T, mainGo string, mods ...string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a module of its own")
@@ -30,9 +30,12 @@ func userModule(t *testing.T, mainGo string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	goMod := "module example.com/user\n\ngo 1.21\n\n" +
-		"require github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000\n\n" +
-		"replace github.com/floodgate-dev/floodgate => " + repo + "\n"
+	goMod := "module example.com/user\n\ngo 1.21\n\n"
+	for _, m := range append([]string{"."}, mods...) {
+		path := strings.TrimSuffix("github.com/floodgate-dev/floodgate/"+m, "/.")
+		goMod += "require " + path + " v0.0.0-00010101000000-000000000000\n" +
+			"replace " + path + " => " + filepath.Join(repo, m) + "\n"
+	}
 	for name, text := range map[string]string{"go.mod": goMod, "main.go": mainGo} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -85,6 +88,92 @@ func main() {
 	goLine := strings.TrimSpace(goCmd(t, dir, "list", "-m", "-f", "{{.GoVersion}}"))
 	if goLine != maxGoLine {
 		t.Errorf("a go 1.21 module that imports the root package is raised to go %s, want %s", goLine, maxGoLine)
+	}
+	goCmd(t, dir, "build", "-o", filepath.Join(dir, "user"), ".")
+}
+
+// TestLimitByLinksNoRuleEngine holds the promise of httplimit: a program
+// that limits requests with LimitBy (and calls with LimiterTransport)
+// links no rule engine, YAML, regexp or file watcher, and no
+// encoding/json but what log/slog brings.
+func TestLimitByLinksNoRuleEngine(t *testing.T) {
+	dir := userModule(t, `package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/floodgate-dev/floodgate"
+	"github.com/floodgate-dev/floodgate/httplimit"
+)
+
+func main() {
+	l, err := floodgate.New(floodgate.Limit{Limit: 10, Window: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	http.DefaultClient.Transport = &httplimit.LimiterTransport{Limiter: l}
+	_ = http.ListenAndServe("127.0.0.1:0", httplimit.LimitBy(l, httplimit.KeyByIP(nil))(http.NotFoundHandler()))
+}
+`, "httplimit")
+	checkLinks(t, dir, []string{"encoding/json"}, []string{"regexp"})
+}
+
+// TestGRPCLimitLinksNoRuleEngine holds the promise of grpclimit: its
+// interceptors write the rate-limit fields without the net/http
+// middleware, the rule engine or YAML.
+func TestGRPCLimitLinksNoRuleEngine(t *testing.T) {
+	dir := userModule(t, `package main
+
+import (
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/floodgate-dev/floodgate"
+	"github.com/floodgate-dev/floodgate/grpclimit"
+)
+
+func main() {
+	l, err := floodgate.New(floodgate.Limit{Limit: 10, Window: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	_ = grpc.NewServer(grpc.ChainUnaryInterceptor(grpclimit.Unary(l, nil))).Serve(lis)
+}
+`, "grpclimit")
+	checkLinks(t, dir, nil, []string{"github.com/floodgate-dev/floodgate/httplimit"})
+}
+
+// checkLinks fails when the program in dir depends on a rule engine
+// package, YAML, fsnotify or any of the packages refused, or when a
+// package other than log/slog imports one of onlyFromSlog; then it builds
+// the program.
+func checkLinks(t *testing.T, dir string, onlyFromSlog, refused []string) {
+	t.Helper()
+	refused = append(refused, "github.com/floodgate-dev/floodgate/rules", "go.yaml.in/yaml", "gopkg.in/yaml", "github.com/fsnotify")
+	for _, line := range strings.Split(strings.TrimSpace(goCmd(t, dir, "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", ".")), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		for _, r := range refused {
+			if pkg == r || strings.HasPrefix(pkg, r+"/") || strings.HasPrefix(pkg, r+".") {
+				t.Errorf("the program links %s", pkg)
+			}
+		}
+		if pkg == "log/slog" {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			for _, o := range onlyFromSlog {
+				if imp == o {
+					t.Errorf("%s imports %s", pkg, o)
+				}
+			}
+		}
 	}
 	goCmd(t, dir, "build", "-o", filepath.Join(dir, "user"), ".")
 }
