@@ -118,11 +118,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, s.serviceError(errNoConfig)
 	}
 	now := s.now()
-	n := len(descs)
-	limits := make([]*limit, n)
-	matches := make([]match, n)
-	unlimited := make([]bool, n)
-	replacing := map[string]bool{}
+	ds := make([]descriptorState, len(descs))
+	var replacing map[string]bool
 	known := cfg.domains[req.GetDomain()] != nil
 	for i, d := range descs {
 		if !known {
@@ -140,37 +137,53 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 				// bad override is the caller's error.
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: limit override unit %v is not a unit: use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", i, o.GetUnit())
 			}
-			limits[i] = newLimit(o.GetRequestsPerUnit(), u, "")
+			ds[i].limit = newLimit(o.GetRequestsPerUnit(), u, "")
 			if s.stats != nil {
-				matches[i].stats = overrideStats(req.GetDomain(), d)
+				ds[i].match.stats = overrideStats(req.GetDomain(), d)
 			}
 			continue
 		}
 		m := cfg.lookupStats(req.GetDomain(), entriesOf(d), s.stats != nil)
-		matches[i] = m
+		ds[i].match = m
 		if m.limit == nil {
 			continue
 		}
 		for _, r := range m.limit.replaces {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
 			replacing[r] = true
 		}
 		if m.limit.unlimited {
-			unlimited[i] = true
+			ds[i].unlimited = true
 			continue
 		}
-		limits[i] = m.limit
+		ds[i].limit = m.limit
 	}
-	for i, l := range limits {
-		if l != nil && l.name != "" && replacing[l.name] {
-			limits[i] = nil
+	for i := range ds {
+		if l := ds[i].limit; l != nil && l.name != "" && replacing[l.name] {
+			ds[i].limit = nil
 		}
 	}
 
-	statuses, err := s.doLimit(ctx, req, limits, matches, now)
+	statuses, err := s.doLimit(ctx, req, ds, now)
 	if err != nil {
 		return nil, err
 	}
-	return s.respond(req, limits, matches, unlimited, statuses, now), nil
+	return s.respond(req, ds, statuses, now), nil
+}
+
+// descriptorState is what one request decides about one of its
+// descriptors; a request's are allocated together.
+type descriptorState struct {
+	limit     *limit // nil: not limited (no rule, unlimited or replaced)
+	match     match
+	unlimited bool
+	localOver bool   // over its limit in the local cache
+	hits      uint64 // its hits_addend
+	addend    uint64 // what its Redis count is incremented by
+	key       string // its Redis key, when limited
+	count     uint64 // its count in Redis after this request's hits
 }
 
 // overrideStats is the stats name of a request's override: the domain and
@@ -197,18 +210,16 @@ func entriesOf(d *commonv3.RateLimitDescriptor) []entry {
 	return out
 }
 
-// hitsAddends are the hits each descriptor adds: its own hits_addend when
-// set (0 checks without counting), else the request's, at least 1.
-func hitsAddends(req *rlsv3.RateLimitRequest) []uint64 {
-	out := make([]uint64, len(req.GetDescriptors()))
+// hitsAddends sets the hits each descriptor adds: its own hits_addend
+// when set (0 checks without counting), else the request's, at least 1.
+func hitsAddends(req *rlsv3.RateLimitRequest, ds []descriptorState) {
 	for i, d := range req.GetDescriptors() {
 		if h := d.GetHitsAddend(); h != nil {
-			out[i] = h.GetValue()
+			ds[i].hits = h.GetValue()
 		} else {
-			out[i] = max(1, uint64(req.GetHitsAddend()))
+			ds[i].hits = max(1, uint64(req.GetHitsAddend()))
 		}
 	}
-	return out
 }
 
 // cacheKey is the Redis key of a limited descriptor in the window holding
@@ -216,7 +227,18 @@ func hitsAddends(req *rlsv3.RateLimitRequest) []uint64 {
 // share_threshold entry with its pattern as the value), then the window's
 // start in Unix seconds.
 func (s *Service) cacheKey(domain string, d *commonv3.RateLimitDescriptor, l *limit, shared []string, now int64) string {
+	var window [20]byte
+	start := strconv.AppendInt(window[:0], now/l.divider*l.divider, 10)
+	size := len(s.set.CacheKeyPrefix) + len(domain) + 1 + len(start)
+	for i, e := range d.GetEntries() {
+		v := e.GetValue()
+		if i < len(shared) && shared[i] != "" {
+			v = shared[i]
+		}
+		size += len(e.GetKey()) + len(v) + 2
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteString(s.set.CacheKeyPrefix)
 	b.WriteString(domain)
 	b.WriteByte('_')
@@ -230,7 +252,7 @@ func (s *Service) cacheKey(domain string, d *commonv3.RateLimitDescriptor, l *li
 		b.WriteString(v)
 		b.WriteByte('_')
 	}
-	b.WriteString(strconv.FormatInt(now/l.divider*l.divider, 10))
+	b.Write(start)
 	return b.String()
 }
 
@@ -245,149 +267,200 @@ func (s *Service) redisError(err error) error {
 
 // doLimit counts every limited descriptor in Redis and returns one status
 // per descriptor.
-func (s *Service) doLimit(ctx context.Context, req *rlsv3.RateLimitRequest, limits []*limit, matches []match, now int64) ([]*rlsv3.RateLimitResponse_DescriptorStatus, error) {
+func (s *Service) doLimit(ctx context.Context, req *rlsv3.RateLimitRequest, ds []descriptorState, now int64) ([]*rlsv3.RateLimitResponse_DescriptorStatus, error) {
 	descs := req.GetDescriptors()
-	n := len(descs)
-	hits := hitsAddends(req)
-	keys := make([]string, n)
-	localOver := make([]bool, n)
+	hitsAddends(req, ds)
 	anyLocalOver := false
-	for i, l := range limits {
-		if l == nil {
+	for i := range ds {
+		d := &ds[i]
+		if d.limit == nil {
 			continue
 		}
-		keys[i] = s.cacheKey(req.GetDomain(), descs[i], l, matches[i].shared, now)
-		if s.local != nil && s.local.has(keys[i], now) {
-			localOver[i], anyLocalOver = true, true
+		d.key = s.cacheKey(req.GetDomain(), descs[i], d.limit, d.match.shared, now)
+		if s.local != nil && s.local.has(d.key, now) {
+			d.localOver, anyLocalOver = true, true
 		}
 	}
-	addends, err := s.addends(ctx, keys, limits, hits, anyLocalOver)
-	if err != nil {
+	if err := s.addends(ctx, ds, anyLocalOver); err != nil {
 		return nil, s.redisError(err)
 	}
-	results, err := s.incr(ctx, keys, limits, localOver, addends)
-	if err != nil {
+	if err := s.incr(ctx, ds); err != nil {
 		return nil, s.redisError(err)
 	}
 	if s.stats != nil {
-		for i, l := range limits {
-			if l != nil {
-				s.stats.record(matches[i].stats, l, hits[i], results[i], localOver[i])
+		for i := range ds {
+			if d := &ds[i]; d.limit != nil {
+				s.stats.record(d.match.stats, d.limit, d.hits, d.count, d.localOver)
 			}
 		}
 	}
-	out := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	for i, l := range limits {
-		switch {
-		case keys[i] == "":
-			out[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		case localOver[i]:
-			out[i] = s.status(rlsv3.RateLimitResponse_OVER_LIMIT, l, 0, now)
-		case results[i] > uint64(l.perUnit):
-			out[i] = s.status(rlsv3.RateLimitResponse_OVER_LIMIT, l, 0, now)
-			if s.local != nil {
-				s.local.set(keys[i], now+l.divider)
-			}
-		default:
-			out[i] = s.status(rlsv3.RateLimitResponse_OK, l, uint32(uint64(l.perUnit)-results[i]), now)
-		}
-		if l != nil && l.shadow && out[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			out[i].Code = rlsv3.RateLimitResponse_OK
-		}
-	}
-	return out, nil
+	return s.statuses(ds, now), nil
 }
 
-// addends are the hits each key is incremented by: hits, except with
+// answer is a descriptor status with its time to reset, allocated
+// together.
+type answer struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	reset  durationpb.Duration
+}
+
+// set fills a's status: code, the limit, remaining, and the time to the
+// end of the unit's window holding now.
+func (a *answer) set(code rlsv3.RateLimitResponse_Code, l *limit, remaining uint32, now int64) {
+	a.reset.Seconds = l.divider - now%l.divider
+	a.status.Code, a.status.CurrentLimit, a.status.LimitRemaining = code, l.answer, remaining
+	a.status.DurationUntilReset = &a.reset
+}
+
+// statuses are the answers of the descriptors, allocated at once.
+func (s *Service) statuses(ds []descriptorState, now int64) []*rlsv3.RateLimitResponse_DescriptorStatus {
+	answers := make([]answer, len(ds))
+	out := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))
+	for i := range ds {
+		d, a := &ds[i], &answers[i]
+		out[i] = &a.status
+		l := d.limit
+		switch {
+		case l == nil:
+			a.status.Code = rlsv3.RateLimitResponse_OK
+			continue
+		case d.localOver:
+			a.set(rlsv3.RateLimitResponse_OVER_LIMIT, l, 0, now)
+		case d.count > uint64(l.perUnit):
+			a.set(rlsv3.RateLimitResponse_OVER_LIMIT, l, 0, now)
+			if s.local != nil {
+				s.local.set(d.key, now+l.divider)
+			}
+		default:
+			a.set(rlsv3.RateLimitResponse_OK, l, uint32(uint64(l.perUnit)-d.count), now)
+		}
+		if l.shadow && a.status.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			a.status.Code = rlsv3.RateLimitResponse_OK
+		}
+	}
+	return out
+}
+
+// addends sets what each key is incremented by: its hits, except with
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, where the counts are read first
 // and, as in the reference, nothing is added when a key is over in the
 // local cache, and only the keys this request takes over their limit are
 // incremented when some are.
-func (s *Service) addends(ctx context.Context, keys []string, limits []*limit, hits []uint64, anyLocalOver bool) ([]uint64, error) {
+func (s *Service) addends(ctx context.Context, ds []descriptorState, anyLocalOver bool) error {
+	for i := range ds {
+		ds[i].addend = ds[i].hits
+	}
 	if !s.set.StopCacheKeyIncrementWhenOverlimit {
-		return hits, nil
+		return nil
 	}
-	out := make([]uint64, len(keys))
 	if anyLocalOver {
-		return out, nil
+		for i := range ds {
+			ds[i].addend = 0
+		}
+		return nil
 	}
-	current, err := s.get(ctx, keys, limits)
+	current, err := s.get(ctx, ds)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	anyOver := false
-	for i, l := range limits {
-		if keys[i] != "" && current[i]+hits[i] > uint64(l.perUnit) {
-			out[i], anyOver = hits[i], true
+	for i := range ds {
+		if d := &ds[i]; d.key != "" && current[i]+d.hits > uint64(d.limit.perUnit) {
+			anyOver = true
 		}
 	}
 	if !anyOver {
-		return hits, nil
+		return nil
 	}
-	return out, nil
+	for i := range ds {
+		if d := &ds[i]; d.key == "" || current[i]+d.hits <= uint64(d.limit.perUnit) {
+			d.addend = 0
+		}
+	}
+	return nil
 }
 
 // incr adds each key's addend with INCRBY and sets its expiry (the unit
-// plus a jitter) with EXPIRE, in one pipeline per Redis, and returns the
-// counts.
-func (s *Service) incr(ctx context.Context, keys []string, limits []*limit, skip []bool, addends []uint64) ([]uint64, error) {
-	results := make([]uint64, len(keys))
-	var main, perSec []int
+// plus a jitter) with EXPIRE, in one pipeline per Redis, and sets the
+// counts. Keys over their limit in the local cache are left alone.
+func (s *Service) incr(ctx context.Context, ds []descriptorState) error {
 	var mainCmds, perSecCmds rueidis.Commands
-	for i, l := range limits {
-		if keys[i] == "" || skip[i] {
+	for i := range ds {
+		d := &ds[i]
+		if d.key == "" || d.localOver {
 			continue
 		}
-		if addends[i] > math.MaxInt64 {
-			return nil, fmt.Errorf("hits_addend %d is out of range", addends[i])
+		if d.addend > math.MaxInt64 {
+			return fmt.Errorf("hits_addend %d is out of range", d.addend)
 		}
-		exp := l.divider
+		exp := d.limit.divider
 		if j := s.set.ExpirationJitterMaxSeconds; j > 0 {
 			s.jitterMu.Lock()
 			exp += s.jitter.Int64N(j)
 			s.jitterMu.Unlock()
 		}
-		c, idx, cmds := s.client, &main, &mainCmds
-		if s.perSecond != nil && l.unit == rlsv3.RateLimitResponse_RateLimit_SECOND {
-			c, idx, cmds = s.perSecond, &perSec, &perSecCmds
+		client, cmds := s.client, &mainCmds
+		if s.onPerSecond(d) {
+			client, cmds = s.perSecond, &perSecCmds
 		}
-		*idx = append(*idx, i)
+		if *cmds == nil {
+			*cmds = make(rueidis.Commands, 0, 2*len(ds))
+		}
 		*cmds = append(*cmds,
-			c.B().Incrby().Key(keys[i]).Increment(int64(addends[i])).Build(),
-			c.B().Expire().Key(keys[i]).Seconds(exp).Build())
+			client.B().Incrby().Key(d.key).Increment(int64(d.addend)).Build(),
+			client.B().Expire().Key(d.key).Seconds(exp).Build())
 	}
-	for _, p := range []struct {
-		c    rueidis.Client
-		idx  []int
-		cmds rueidis.Commands
-	}{{s.client, main, mainCmds}, {s.perSecond, perSec, perSecCmds}} {
-		if len(p.cmds) == 0 {
-			continue
-		}
-		rs := p.c.DoMulti(ctx, p.cmds...)
-		for k, i := range p.idx {
-			v, err := rs[2*k].AsInt64()
-			if err == nil {
-				err = rs[2*k+1].Error()
-			}
-			if err != nil {
-				return nil, err
-			}
-			results[i] = uint64(v)
+	if len(mainCmds) > 0 {
+		if err := s.exec(ctx, s.client, mainCmds, ds, false); err != nil {
+			return err
 		}
 	}
-	return results, nil
+	if len(perSecCmds) > 0 {
+		return s.exec(ctx, s.perSecond, perSecCmds, ds, true)
+	}
+	return nil
 }
 
-// get reads the current counts of keys (0 where missing).
-func (s *Service) get(ctx context.Context, keys []string, limits []*limit) ([]uint64, error) {
-	out := make([]uint64, len(keys))
-	for i, k := range keys {
+// onPerSecond reports whether d counts on REDIS_PERSECOND's Redis.
+func (s *Service) onPerSecond(d *descriptorState) bool {
+	return s.perSecond != nil && d.limit.unit == rlsv3.RateLimitResponse_RateLimit_SECOND
+}
+
+// exec sends cmds (INCRBY and EXPIRE of each key in turn, in the order of
+// ds) to client in one pipeline and sets the counts of the keys it holds:
+// those on REDIS_PERSECOND's Redis when perSecond, else the others.
+func (s *Service) exec(ctx context.Context, client rueidis.Client, cmds rueidis.Commands, ds []descriptorState, perSecond bool) error {
+	rs := client.DoMulti(ctx, cmds...)
+	k := 0
+	for i := range ds {
+		d := &ds[i]
+		if d.key == "" || d.localOver || s.onPerSecond(d) != perSecond {
+			continue
+		}
+		v, err := rs[2*k].AsInt64()
+		if err == nil {
+			err = rs[2*k+1].Error()
+		}
+		if err != nil {
+			return err
+		}
+		d.count = uint64(v)
+		k++
+	}
+	return nil
+}
+
+// get reads the current counts of the limited descriptors' keys (0 where
+// missing).
+func (s *Service) get(ctx context.Context, ds []descriptorState) ([]uint64, error) {
+	out := make([]uint64, len(ds))
+	for i := range ds {
+		k := ds[i].key
 		if k == "" {
 			continue
 		}
 		c := s.client
-		if s.perSecond != nil && limits[i].unit == rlsv3.RateLimitResponse_RateLimit_SECOND {
+		if s.onPerSecond(&ds[i]) {
 			c = s.perSecond
 		}
 		v, err := c.Do(ctx, c.B().Get().Key(k).Build()).AsInt64()
@@ -402,21 +475,10 @@ func (s *Service) get(ctx context.Context, keys []string, limits []*limit) ([]ui
 	return out, nil
 }
 
-// reset is the time to the end of the unit's window holding now.
-func reset(l *limit, now int64) *durationpb.Duration {
-	return &durationpb.Duration{Seconds: l.divider - now%l.divider}
-}
-
-func (s *Service) status(code rlsv3.RateLimitResponse_Code, l *limit, remaining uint32, now int64) *rlsv3.RateLimitResponse_DescriptorStatus {
-	return &rlsv3.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: l.answer, LimitRemaining: remaining,
-		DurationUntilReset: reset(l, now)}
-}
-
 // respond builds the answer from the statuses: the overall code, the
-// headers and the dynamic metadata.
-func (s *Service) respond(req *rlsv3.RateLimitRequest, limits []*limit, matches []match, unlimited []bool,
-	statuses []*rlsv3.RateLimitResponse_DescriptorStatus, now int64) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(statuses))}
+// headers and the dynamic metadata. It reuses statuses as the answer's.
+func (s *Service) respond(req *rlsv3.RateLimitRequest, ds []descriptorState, statuses []*rlsv3.RateLimitResponse_DescriptorStatus, now int64) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{Statuses: statuses}
 	minRemaining := uint32(math.MaxUint32)
 	var tightest *rlsv3.RateLimitResponse_DescriptorStatus
 	var passed []int
@@ -425,12 +487,12 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, limits []*limit, matches 
 		if s.set.HeadersEnabled && st.CurrentLimit != nil && st.LimitRemaining < minRemaining {
 			tightest, minRemaining = st, st.LimitRemaining
 		}
-		if unlimited[i] {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		if ds[i].unlimited {
+			// Not limited, so its status is an empty OK: answer as unlimited.
+			st.LimitRemaining = math.MaxUint32
 			continue
 		}
-		resp.Statuses[i] = st
-		quota := s.set.GlobalQuotaMode || (limits[i] != nil && limits[i].quota)
+		quota := s.set.GlobalQuotaMode || (ds[i].limit != nil && ds[i].limit.quota)
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			if quota {
 				failedQuota++
@@ -438,7 +500,7 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, limits []*limit, matches 
 				failedLimits++
 				tightest, minRemaining = st, 0
 			}
-		} else {
+		} else if s.set.ResponseDynamicMetadata {
 			passed = append(passed, i)
 		}
 		if quota {
@@ -464,7 +526,7 @@ func (s *Service) respond(req *rlsv3.RateLimitRequest, limits []*limit, matches 
 		}
 	}
 	if s.set.ResponseDynamicMetadata {
-		resp.DynamicMetadata = dynamicMetadata(req, passed, limits, matches)
+		resp.DynamicMetadata = dynamicMetadata(req, passed, ds)
 	}
 	return resp
 }
@@ -479,7 +541,7 @@ func resetSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit, now int64) int64 {
 
 // dynamicMetadata is RESPONSE_DYNAMIC_METADATA's answer: the domain, the
 // descriptors, the hits, and the metadata of the limits that passed.
-func dynamicMetadata(req *rlsv3.RateLimitRequest, passed []int, limits []*limit, matches []match) *structpb.Struct {
+func dynamicMetadata(req *rlsv3.RateLimitRequest, passed []int, ds []descriptorState) *structpb.Struct {
 	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
 	var descs []*structpb.Value
 	for _, d := range req.GetDescriptors() {
@@ -506,8 +568,8 @@ func dynamicMetadata(req *rlsv3.RateLimitRequest, passed []int, limits []*limit,
 	}
 	merged := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	for _, i := range passed {
-		if limits[i] != nil && matches[i].metadata != nil {
-			mergeMetadata(merged, matches[i].metadata)
+		if ds[i].limit != nil && ds[i].match.metadata != nil {
+			mergeMetadata(merged, ds[i].match.metadata)
 		}
 	}
 	if len(merged.Fields) > 0 {
