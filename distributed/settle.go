@@ -24,17 +24,21 @@ import (
 //
 // The shared count is trusted when no earlier life's count is still on
 // the orphan list (pending or in flight: a per-shard count of orphans by
-// key says so), nothing of the entry is in flight and no sync took it
-// during the read, and the store has not lost data (the read pulls the
-// node's sync-count key too, and a store found to have lost data within
-// the key's idle time is not read). Otherwise, or when the store does not
-// answer within the decision deadline, the charge stands and the request
-// is rejected, as before. A read never counts as a store failure: the
-// breaker and readiness follow the syncs only.
+// key says so), no push of the entry's events was confirmed during the
+// read (the count read is taken with every event the entry still holds
+// added, in flight or not: one the store applied before the read is
+// counted twice, which only errs towards rejecting), and the store has
+// not lost data (the read pulls the node's sync-count key too, and a
+// store found to have lost data within the key's idle time is not read).
+// Otherwise, or when the store does not answer within the decision
+// deadline, the charge stands and the request is rejected, as before. A
+// read never counts as a store failure: the breaker and readiness follow
+// the syncs only.
 //
-// A key pays at most one read per life (a read that settles ends the
-// charge; one that cannot leaves the key to its first pull), only for a
-// request the summary alone rejects.
+// An entry makes at most one read (one that does not settle, or fails,
+// leaves the charge to the key's first pull), only for a request the
+// summary alone rejects, and waits for it at most the decision deadline's
+// ceiling (Options.MaxDeadline).
 
 // orphanKey identifies a key and its limit on a shard's orphan count.
 func (t *table) orphanKey(key string, cfg algorithm.Config) uint64 {
@@ -76,10 +80,11 @@ func (n *Node) storeLostRecently(alg algorithm.Algorithm, now int64) bool {
 	return at != 0 && now-at <= int64(alg.IdleAfter())
 }
 
-// chargeRead is an entry whose charge a read may settle.
+// chargeRead is an entry whose charge a read may settle, and its pushes
+// when the read began.
 type chargeRead struct {
-	e    *entry
-	mark uint64
+	e      *entry
+	pushes uint32
 }
 
 // readable reports whether a rejected request on e could be allowed on
@@ -87,7 +92,7 @@ type chargeRead struct {
 // and the shared count would hold every earlier life of the key. The
 // caller holds s's lock.
 func (n *Node) readable(s *shard, e *entry, now, cost int64) bool {
-	if e == nil || e.charge <= 0 || e.gone || e.inflight > 0 || e.state == nil {
+	if e == nil || e.charge <= 0 || e.readCharge || e.gone || e.state == nil {
 		return false
 	}
 	if s.hasOrphan(e) || n.storeLostRecently(e.alg, now) {
@@ -110,7 +115,8 @@ func (n *Node) settleRejected(ctx context.Context, now int64, reqs []store.Reque
 		s := &n.table.shards[n.table.shardOf(r.Key)]
 		s.mu.Lock()
 		if e := s.get(r.Algorithm, r.Key, false, now); n.readable(s, e, now, r.Cost) {
-			reads = append(reads, chargeRead{e: e, mark: e.mark})
+			e.readCharge = true
+			reads = append(reads, chargeRead{e: e, pushes: e.pushes})
 		}
 		s.mu.Unlock()
 	}
@@ -140,7 +146,7 @@ func (n *Node) settleRejected(ctx context.Context, now int64, reqs []store.Reque
 		s := &n.table.shards[n.table.shardOf(e.key)]
 		s.mu.Lock()
 		st := batches[i].State
-		if !e.gone && e.inflight == 0 && e.mark == c.mark && e.charge > 0 && !s.hasOrphan(e) &&
+		if !e.gone && e.pushes == c.pushes && e.charge > 0 && !s.hasOrphan(e) &&
 			len(st) == e.alg.Words() && n.takeView(e, st, now) {
 			e.charge = 0
 			n.chargesSettled.Add(1)

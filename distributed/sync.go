@@ -371,6 +371,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 				owed = n.sentinel.lostAt
 			}
 			e.history = appendHistory(e.history, sent, seq, now.UnixNano()-int64(e.alg.IdleAfter()), owed)
+			e.pushes++
 			s.bytes += historyBytes * int64(len(e.history)-h)
 		}
 		n.unqueue(e, p.count)

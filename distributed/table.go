@@ -74,6 +74,11 @@ type entry struct {
 	// node drops it once a pull gives the key's shared count (see
 	// Node.settleCharge).
 	charge int64
+	// readCharge is set once a request only the charge rejected has read
+	// the key's shared count (see settleRejected): one read per entry.
+	readCharge bool
+	// pushes counts the syncs that pushed events of the entry (delayed).
+	pushes uint32
 
 	// Centralized only: the last decision the shared store made, the
 	// "last known global view" a failure falls back on.
