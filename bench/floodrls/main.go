@@ -45,6 +45,7 @@ type options struct {
 	rls, metrics, readyz, redis, prefix, domain, floodKey string
 	workers, perCall, victims, newClients, limit          int
 	duration, window                                      time.Duration
+	keys                                                  int64
 	victimsDuring                                         bool
 }
 
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 16, "concurrent clients")
 	flag.IntVar(&o.perCall, "per-call", 64, "new keys per call")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long to send")
+	flag.Int64Var(&o.keys, "keys", 0, "stop once this many new keys were sent (0: send for the whole duration)")
 	flag.IntVar(&o.victims, "victims", 0, "clients put at their limit before the flood (entry client=victim-N)")
 	flag.IntVar(&o.newClients, "new-clients", 0, "fresh clients sending their whole limit after the flood (entry client=new-N)")
 	flag.IntVar(&o.limit, "limit", 5, "the client rule's limit")
@@ -126,7 +128,7 @@ func run(o options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for c := 0; time.Now().Before(stop); c++ {
+			for c := 0; time.Now().Before(stop) && (o.keys == 0 || sent.Load() < o.keys); c++ {
 				req := &rlsv3.RateLimitRequest{Domain: o.domain, HitsAddend: 1}
 				for i := range o.perCall {
 					req.Descriptors = append(req.Descriptors, &commonrl.RateLimitDescriptor{
