@@ -95,7 +95,8 @@ func main() {
 // TestLimitByLinksNoRuleEngine holds the promise of httplimit: a program
 // that limits requests with LimitBy (and calls with LimiterTransport)
 // links no rule engine, YAML, regexp or file watcher, and no
-// encoding/json but what log/slog brings.
+// encoding/json but what log/slog brings; its module graph holds no other
+// module and its go line is the root module's.
 func TestLimitByLinksNoRuleEngine(t *testing.T) {
 	dir := userModule(t, `package main
 
@@ -117,6 +118,12 @@ func main() {
 }
 `, "httplimit")
 	checkLinks(t, dir, []string{"encoding/json"}, []string{"regexp"})
+	if mods := strings.Fields(goCmd(t, dir, "list", "-m", "-f", "{{.Path}}", "all")); len(mods) != 3 {
+		t.Errorf("the module graph of a module that uses httplimit is %q, want the user's, the root and httplimit", mods)
+	}
+	if goLine := strings.TrimSpace(goCmd(t, dir, "list", "-m", "-f", "{{.GoVersion}}")); goLine != maxGoLine {
+		t.Errorf("a go 1.21 module that uses httplimit is raised to go %s, want %s", goLine, maxGoLine)
+	}
 }
 
 // TestGRPCLimitLinksNoRuleEngine holds the promise of grpclimit: its

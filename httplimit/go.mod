@@ -1,6 +1,6 @@
 module github.com/floodgate-dev/floodgate/httplimit
 
-go 1.26.0
+go 1.23.0
 
 replace (
 	github.com/floodgate-dev/floodgate => ..

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -112,14 +111,17 @@ func TestLimitByConcurrencyReleases(t *testing.T) {
 		}
 	})))
 	defer srv.Close()
-	var wg sync.WaitGroup
-	wg.Go(func() { get(t, srv.URL+"/slow", nil) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		get(t, srv.URL+"/slow", nil)
+	}()
 	<-entered
 	if resp := get(t, srv.URL, nil); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("second request while one is in flight: %d, want 429", resp.StatusCode)
 	}
 	close(block)
-	wg.Wait()
+	<-done
 	if resp := get(t, srv.URL, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the first ended: %d, want 200", resp.StatusCode)
 	}
