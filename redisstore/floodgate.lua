@@ -1015,12 +1015,41 @@ if code == 8 then
     end,
     tostored = tostored,
     fromstored = fromstored,
-    record = function(P, s, now, cost)
-      if cost < 1 then return end
-      local words, R = 2 + 3 * P[4], ringfns()
-      local r = R.expand(P, s, words)
-      R.record(P, r, now, cost)
-      R.pack(P, r, s, words)
+    -- recordall merges a key's ne events (times ts, costs cs) as Record
+    -- one after another would. An event in time order that leaves a state
+    -- of at most one entry, not merged, with at most m units is merged in
+    -- place, as the ring form would merge it: a key with a few events
+    -- never builds the ring. The first other event expands the state into
+    -- the ring form once; the rest merge there and it is packed back once.
+    recordall = function(P, s, ts, cs, ne)
+      local W, m = P[2], P[3]
+      local R, r, words
+      for k = 1, ne do
+        local cost = cs[k]
+        if cost >= 1 and not r then
+          local now = clamp(ts[k])
+          local n, open, merged = bl_hdr(P, s)
+          if n and not merged and n <= 1 and (n == 0 or now >= s[2]) then
+            local first = now
+            if n == 1 and s[3] > now - W then
+              first = s[3]
+            else
+              open = 0
+            end
+            if open + cost <= m then
+              for j = 4, #s do s[j] = 0 end
+              s[1], s[2], s[3] = MARK + (open + cost) * CUNIT + 1, now, first
+              cost = 0
+            end
+          end
+          if cost >= 1 then
+            R, words = ringfns(), 2 + 3 * P[4]
+            r = R.expand(P, s, words)
+          end
+        end
+        if r and cost >= 1 then R.record(P, r, ts[k], cost) end
+      end
+      if r then R.pack(P, r, s, words) end
     end,
     -- fix runs on a freshly loaded state, which load did not pad: it pads
     -- the words Decide reads (all of them for a merged key), clears a
@@ -1289,9 +1318,15 @@ for i = 1, #KEYS do
   end
   if op == 's' then
     local ne = nextarg()
-    for _ = 1, ne do
-      local t, c = nextarg(), nextarg()
-      if not replay then alg.record(P, s, t, c) end
+    if alg.recordall then
+      local ts, cs = {}, {}
+      for k = 1, ne do ts[k], cs[k] = nextarg(), nextarg() end
+      if not replay then alg.recordall(P, s, ts, cs, ne) end
+    else
+      for _ = 1, ne do
+        local t, c = nextarg(), nextarg()
+        if not replay then alg.record(P, s, t, c) end
+      end
     end
     -- The state goes back packed as it is stored (doubles, trailing zero
     -- words left out): one string per key instead of one reply integer per

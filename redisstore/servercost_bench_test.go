@@ -150,3 +150,41 @@ func BenchmarkSharedCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSharedSync measures redis-server CPU per key of a Sync push as
+// the delayed arrangement sends it: 200 keys per push, each with 1 or 8
+// events of cost 1, over 20,000 keys (so most keys already hold a state),
+// for fixed-window and bounded-log at 1,000,000 per second (the limit
+// scripts/compare-redis-cpu uses). One op is one key pushed. Run with
+//
+//	go test -run '^$' -bench BenchmarkSharedSync -benchtime 20000x ./redisstore/
+func BenchmarkSharedSync(b *testing.B) {
+	needRedis(b)
+	ctx := context.Background()
+	s := newStore(b, Options{})
+	var seq atomic.Int64
+	for _, events := range []int{1, 8} {
+		for _, alg := range []string{algorithm.FixedWindow, algorithm.BoundedLog} {
+			a := mustAlg(b, algorithm.Config{Algorithm: alg, Limit: 1000000, Window: time.Second})
+			b.Run(alg+"/events-"+strconv.Itoa(events), func(b *testing.B) {
+				const per = 200
+				batches := make([]store.SyncBatch, per)
+				resetStats(b)
+				for i := 0; i < b.N; i += per {
+					now := time.Now().UnixNano()
+					for j := range batches {
+						evs := make([]store.Event, events)
+						for k := range evs {
+							evs[k] = store.Event{Time: now + int64(k)*int64(time.Millisecond), Cost: 1}
+						}
+						batches[j] = store.SyncBatch{Algorithm: a, Key: "push-" + strconv.FormatInt(seq.Add(1)%20000, 10), Events: evs}
+					}
+					if err := s.Sync(ctx, now, batches); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric((serverCPU(b)-cpuBefore)*1e6/float64((b.N+per-1)/per*per), "server-cpu-µs/key")
+			})
+		}
+	}
+}
