@@ -14,8 +14,8 @@
 -- For 'a' and 'l', ARGV[3] and ARGV[4] are the lease id's two halves.
 -- ARGV[2]: now in microseconds, or '' to read the Redis server's TIME.
 -- Then (after the lease id for 'a' and 'l') per key: code, ttl_ms (0: no expiry), words, nparams, params...,
--- followed for 'd'/'p'/'a'/'r'/'l' by cost and shadow (0/1), and for 's' by the
--- number of events and then (time_us, cost) per event.
+-- followed by cost and shadow (0/1). Ops 'i' and 's' send a limit's header
+-- once per run of its keys instead (see each).
 --
 -- 'l' returns 1 per key that held the lease, else 0.
 -- 'd', 'p' and 'a' return six integers per request: allowed (0/1), remaining,
@@ -1280,6 +1280,71 @@ if op == 'S' then
 end
 if op == 's' and #KEYS > 1 then fetch() end
 
+-- Op 's' merges each key's events with the algorithm's Record and returns
+-- each key's state. After ARGV[2] (and the identity of 'S'), runs of keys
+-- of one limit, in the order of KEYS: the limit's header (code, ttl_ms,
+-- words, nparams, params...) once, the number of keys in the run, and per
+-- key its number of events and (time_us, cost) per event, or, when every
+-- cost is 1, the number negated and the times alone. A key named twice
+-- merges into the state its first mention left.
+if op == 's' then
+  local out, i, nargs, states, built = {}, 0, #ARGV, {}, {}
+  while pos <= nargs do
+    local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
+    local alg = built[code] or build(code)
+    if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
+    built[code] = alg
+    local P = {}
+    for j = 1, np do P[j] = nextarg() end
+    if alg.fromstored and not anchor then
+      -- The time a light bounded-log state is read and written around:
+      -- merges carry their own times, so the time argument or the
+      -- server's clock.
+      if ARGV[2] == '' then
+        local t = redis.call('TIME')
+        anchor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      else
+        anchor = clamp(tonumber(ARGV[2]))
+      end
+    end
+    for _ = 1, nextarg() do
+      i = i + 1
+      local key = KEYS[i]
+      local s = states[key]
+      if not s then
+        local err, valid
+        s, err, valid = load(key, words, code, P, alg)
+        if not s then return redis.error_reply(err) end
+        if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+        states[key] = s
+      end
+      local ne = nextarg()
+      local ts, cs = {}, {}
+      if ne < 0 then
+        ne = -ne
+        for k = 1, ne do ts[k], cs[k] = nextarg(), 1 end
+      else
+        for k = 1, ne do ts[k], cs[k] = nextarg(), nextarg() end
+      end
+      if ne > 0 and not replay then
+        if alg.recordall then
+          alg.recordall(P, s, ts, cs, ne)
+        else
+          for k = 1, ne do alg.record(P, s, ts[k], cs[k]) end
+        end
+        -- The state goes back packed as it is stored (doubles, trailing
+        -- zero words left out): one string per key instead of one reply
+        -- integer per word, which for a log of a hundred words was most
+        -- of a sync's cost.
+        raw[key] = save(key, s, ttl, code, P, alg)
+      end
+      out[#out + 1] = raw[key]
+    end
+  end
+  if i ~= #KEYS then return redis.error_reply('floodgate: op s got ' .. #KEYS .. ' keys and ' .. i .. ' states') end
+  return out
+end
+
 local out = {}
 local states, meta, dirty, built = {}, {}, {}, {}
 local commit = true
@@ -1298,14 +1363,7 @@ for i = 1, #KEYS do
     -- The time a light bounded-log state is read and written around: now,
     -- or for a merge (whose events carry their own times) the time
     -- argument or the server's clock.
-    if op ~= 's' then
-      anchor = clamp(now)
-    elseif ARGV[2] == '' then
-      local t = redis.call('TIME')
-      anchor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    else
-      anchor = clamp(tonumber(ARGV[2]))
-    end
+    anchor = clamp(now)
   end
   local s = states[key]
   if not s then
@@ -1316,26 +1374,7 @@ for i = 1, #KEYS do
     states[key] = s
     meta[key] = { ttl, code, P, alg }
   end
-  if op == 's' then
-    local ne = nextarg()
-    if alg.recordall then
-      local ts, cs = {}, {}
-      for k = 1, ne do ts[k], cs[k] = nextarg(), nextarg() end
-      if not replay then alg.recordall(P, s, ts, cs, ne) end
-    else
-      for _ = 1, ne do
-        local t, c = nextarg(), nextarg()
-        if not replay then alg.record(P, s, t, c) end
-      end
-    end
-    -- The state goes back packed as it is stored (doubles, trailing zero
-    -- words left out): one string per key instead of one reply integer per
-    -- word, which for a log of a hundred words was most of a sync's cost.
-    if ne > 0 and not replay then
-      raw[key] = save(key, s, ttl, code, P, alg)
-    end
-    out[#out + 1] = raw[key]
-  elseif op == 'r' then
+  if op == 'r' then
     local cost = nextarg()
     nextarg() -- shadow: unused
     if alg.release then

@@ -947,12 +947,18 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 // slot), at most maxBatchKeys keys and maxBatchEvents events per call. It
 // returns the calls and, per call, the batch of each key it holds. With an
 // id, each call is op 'S' with the id and its place in its group.
+//
+// A call sends a limit's header once per run of keys of that limit (the
+// header, then the run's length, then each key's events): a push to one
+// limit's many light keys carries the header once instead of per key.
 func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []store.SyncBatch) ([]call, [][]int) {
 	var calls []call
 	var parts [][]int
 	for _, idx := range s.groups(rs) {
 		var c call
 		var part []int
+		var run *spec
+		runAt, runLen := 0, 0 // index in c.args of the current run's length, and the length
 		events, chunk := 0, 0
 		flush := func() {
 			if len(part) > 0 {
@@ -963,7 +969,7 @@ func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []st
 				calls, parts = append(calls, c), append(parts, part)
 				chunk++
 			}
-			c, part, events = call{args: []string{"s", t}}, nil, 0
+			c, part, events, run = call{args: []string{"s", t}}, nil, 0, nil
 			if id != nil {
 				remember := max(id.Remember.Milliseconds(), 1)
 				c.args = []string{"S", t, strconv.FormatUint(id.Seq, 10), strconv.Itoa(chunk), itoa(remember)}
@@ -979,12 +985,16 @@ func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []st
 				// A key with more events than fit goes on in the next call
 				// of the same pipeline; the last call's state is the result.
 				n := min(len(evs), maxBatchEvents-events)
-				c.keys = append(c.keys, rs[i].key)
-				c.args = append(c.args, rs[i].sp.header...)
-				c.args = append(c.args, itoa(int64(n)))
-				for _, e := range evs[:n] {
-					c.args = append(c.args, itoa(floorDiv(e.Time, usec)), itoa(e.Cost))
+				sp := rs[i].sp
+				if sp != run {
+					c.args = append(c.args, sp.header...)
+					c.args = append(c.args, "0")
+					run, runAt, runLen = sp, len(c.args)-1, 0
 				}
+				runLen++
+				c.args[runAt] = strconv.Itoa(runLen)
+				c.keys = append(c.keys, rs[i].key)
+				c.args = appendEvents(c.args, evs[:n])
 				part = append(part, i)
 				events += n
 				evs = evs[n:]
@@ -993,6 +1003,27 @@ func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []st
 		flush()
 	}
 	return calls, parts
+}
+// appendEvents appends a key's events as op 's' takes them: the number of
+// events, then each event's time in µs and cost; when every cost is 1, the
+// negated number of events, then the times alone.
+func appendEvents(args []string, evs []store.Event) []string {
+	ones := true
+	for _, e := range evs {
+		ones = ones && e.Cost == 1
+	}
+	if ones && len(evs) > 0 {
+		args = append(args, strconv.Itoa(-len(evs)))
+		for _, e := range evs {
+			args = append(args, itoa(floorDiv(e.Time, usec)))
+		}
+		return args
+	}
+	args = append(args, strconv.Itoa(len(evs)))
+	for _, e := range evs {
+		args = append(args, itoa(floorDiv(e.Time, usec)), itoa(e.Cost))
+	}
+	return args
 }
 
 // unpackState decodes a state as the script stores it, little-endian
