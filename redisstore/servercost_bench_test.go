@@ -84,9 +84,60 @@ func BenchmarkServerCost(b *testing.B) {
 // perKeyScripts are the floors a shared call is measured against: a script
 // that reads its keys and does nothing, and one that GETs and SETs each key
 // (the commands a decision makes), with no decision in Lua.
+//
+// Two lean fixed-window scripts, exact for the server's clock, measure how
+// far a shared fixed-window decision can go (ARGV: limit, window µs, ttl
+// ms, then one cost per key; two reply integers per key): "fixed-lean"
+// keeps the store's form (window number and count as two doubles) with
+// no code around it, MGET and one SET PX per allowed key; "fixed-incr"
+// keeps one integer, window number mod 2^20 times 2^32 plus the count, and
+// counts with INCRBY inside a window (the TTL set once per window with
+// SET PX), so most keys cost one INCRBY.
 var perKeyScripts = map[string]string{
 	"null":    `return #KEYS`,
 	"get-set": `for i = 1, #KEYS do local v = redis.call('GET', KEYS[i]); redis.call('SET', KEYS[i], 'xxxxxxxxxxxxxxxx', 'PX', 60000) end return #KEYS`,
+	"fixed-lean": `
+local t = redis.call('TIME')
+local limit, W, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local k = math.floor((t[1] * 1000000 + t[2]) / W)
+local vals, out = redis.call('MGET', unpack(KEYS)), {}
+for i = 1, #KEYS do
+  local v, sk, n = vals[i], 0, 0
+  if v then sk, n = struct.unpack('<dd', v) end
+  local cost, kk = tonumber(ARGV[3 + i]), k
+  if kk < sk then kk = sk elseif kk > sk then n = 0 end
+  if n + cost <= limit then
+    n = n + cost
+    redis.call('SET', KEYS[i], struct.pack('<dd', kk, n), 'PX', ttl)
+    out[2 * i - 1], out[2 * i] = 1, limit - n
+  else
+    out[2 * i - 1], out[2 * i] = 0, limit - n
+  end
+end
+return out`,
+	"fixed-incr": `
+local t = redis.call('TIME')
+local limit, W, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local k = math.floor((t[1] * 1000000 + t[2]) / W) % 1048576
+local vals, out = redis.call('MGET', unpack(KEYS)), {}
+for i = 1, #KEYS do
+  local v, sk, n = tonumber(vals[i]), -1, 0
+  if v then sk = math.floor(v / 4294967296); n = v - sk * 4294967296 end
+  local cost = tonumber(ARGV[3 + i])
+  if sk ~= k then n = 0 end
+  if n + cost <= limit then
+    n = n + cost
+    if sk == k then
+      redis.call('INCRBY', KEYS[i], cost)
+    else
+      redis.call('SET', KEYS[i], k * 4294967296 + n, 'PX', ttl)
+    end
+    out[2 * i - 1], out[2 * i] = 1, limit - n
+  else
+    out[2 * i - 1], out[2 * i] = 0, limit - n
+  end
+end
+return out`,
 }
 
 // BenchmarkSharedCall measures redis-server CPU per key of one script call
@@ -111,7 +162,7 @@ func BenchmarkSharedCall(b *testing.B) {
 	}
 	var seq atomic.Int64
 	for _, per := range []int{1, 16, 128} {
-		for _, name := range []string{"null", "get-set", "fixed-window", "bounded-log"} {
+		for _, name := range []string{"null", "get-set", "fixed-lean", "fixed-incr", "fixed-window", "bounded-log"} {
 			b.Run(name+"/keys-"+strconv.Itoa(per), func(b *testing.B) {
 				var sp *spec
 				switch name {
@@ -123,7 +174,14 @@ func BenchmarkSharedCall(b *testing.B) {
 				build := func() rueidis.Completed {
 					keys := make([]string, per)
 					for i := range keys {
-						keys[i] = "{cost}:" + strconv.FormatInt(seq.Add(1)%10000, 10)
+						keys[i] = "{cost}:" + name + ":" + strconv.FormatInt(seq.Add(1)%10000, 10)
+					}
+					if name == "fixed-lean" || name == "fixed-incr" {
+						args := []string{"1000000", "1000000", "2000"}
+						for range keys {
+							args = append(args, "1")
+						}
+						return client.B().Evalsha().Sha1(shas[name]).Numkeys(int64(per)).Key(keys...).Arg(args...).Build()
 					}
 					if sp == nil {
 						return client.B().Evalsha().Sha1(shas[name]).Numkeys(int64(per)).Key(keys...).Build()
