@@ -1094,6 +1094,17 @@ local raw = {}
 
 local op = ARGV[1]
 local now, anchor = 0, nil
+-- dfmt returns the struct format of n little-endian doubles, made once per
+-- call for each n (building it for every key cost measurable CPU).
+local DFMT = {}
+local function dfmt(n)
+  local f = DFMT[n]
+  if not f then
+    f = '<' .. string.rep('d', n)
+    DFMT[n] = f
+  end
+  return f
+end
 -- packwords returns words 1..used of s (default: up to the last nonzero)
 -- packed as doubles.
 local function packwords(s, used)
@@ -1102,12 +1113,12 @@ local function packwords(s, used)
     while used > 0 and s[used] == 0 do used = used - 1 end
   end
   if used <= CHUNK then
-    return struct.pack('<' .. string.rep('d', used), unpack(s, 1, used))
+    return struct.pack(dfmt(used), unpack(s, 1, used))
   end
   local parts, i = {}, 0
   while i < used do
     local n = min(CHUNK, used - i)
-    parts[#parts + 1] = struct.pack('<' .. string.rep('d', n), unpack(s, i + 1, i + n))
+    parts[#parts + 1] = struct.pack(dfmt(n), unpack(s, i + 1, i + n))
     i = i + n
   end
   return table.concat(parts)
@@ -1133,7 +1144,7 @@ local function load(key, words, code, P, alg)
       return st, nil, #st < words -- an integer form is valid; fix checks a merged one
     end
   end
-  raw[key] = v
+  if op == 's' then raw[key] = v end
   if #v % 8 ~= 0 or #v > 8 * words then
     return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want a multiple of 8 up to ' ..
       8 * words .. ' (' .. words .. ' state words); was it written by another program or version?'
@@ -1142,14 +1153,14 @@ local function load(key, words, code, P, alg)
   if stored <= CHUNK then
     -- One C call fills the table; the position it also returns is cut off.
     if stored > 0 then
-      s = { struct.unpack('<' .. string.rep('d', stored), v) }
+      s = { struct.unpack(dfmt(stored), v) }
       s[stored + 1] = nil
     end
     i = stored
   end
   while i < stored do
     local n = min(CHUNK, stored - i)
-    local vals = { struct.unpack('<' .. string.rep('d', n), v, pos) }
+    local vals = { struct.unpack(dfmt(n), v, pos) }
     for j = 1, n do s[i + j] = vals[j] end
     pos = vals[n + 1]
     i = i + n
@@ -1248,7 +1259,64 @@ if op == 'i' then
     if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
     local P = {}
     for j = 1, np do P[j] = nextarg() end
-    for _ = 1, nextarg() do
+    local count = nextarg()
+    if code == 1 and words == 2 then
+      -- fixed-window, inline: its decide and its load and save of two
+      -- doubles (trailing zeros left out) without the generic code around
+      -- them, which cost more than the decision (BenchmarkSharedCall).
+      local limit, window = P[1], P[2]
+      for _ = 1, count do
+        i = i + 1
+        local key, cost = KEYS[i], tonumber(ARGV[pos])
+        pos = pos + 1
+        if pertime then
+          now = tonumber(ARGV[pos])
+          pos = pos + 1
+        end
+        local v, w, n, o = fetched[key], 0, 0, #out
+        local len = v and #v or 0
+        if len == 16 then
+          w, n = struct.unpack('<dd', v)
+        elseif len == 8 then
+          w = struct.unpack('<d', v)
+        end
+        if len ~= 0 and len ~= 8 and len ~= 16 then
+          out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 0, 0, 0, 0, 0, -1
+        else
+          local t = clamp(now)
+          local k = idiv(t, window)
+          if k < w then
+            k, t = w, w * window
+          elseif k > w then
+            n = 0
+          end
+          local reset = (k + 1) * window - t
+          local bc = badcost(cost, limit)
+          if bc then
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 0, nonneg(limit - n), reset, 0, 0, bc
+          elseif n + cost > limit then
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 0, nonneg(limit - n), reset, reset, 0, OVER
+          else
+            n = n + cost
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 1, limit - n, reset, 0, 0, OK
+            local st = ''
+            if n ~= 0 then
+              st = struct.pack('<dd', k, n)
+            elseif k ~= 0 then
+              st = struct.pack('<d', k)
+            end
+            if ttl > 0 then
+              redis.call('SET', key, st, 'PX', ttl)
+            else
+              redis.call('SET', key, st)
+            end
+            fetched[key] = st
+          end
+        end
+      end
+      count = 0
+    end
+    for _ = 1, count do
       i = i + 1
       local key = KEYS[i]
       local cost = nextarg()
