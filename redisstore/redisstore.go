@@ -1004,6 +1004,7 @@ func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []st
 	}
 	return calls, parts
 }
+
 // appendEvents appends a key's events as op 's' takes them: the number of
 // events, then each event's time in µs and cost; when every cost is 1, the
 // negated number of events, then the times alone.
