@@ -51,7 +51,7 @@ func NewEngine(set *Set, st store.Store, opts ...EngineOption) *Engine {
 		e.clock = time.Now
 	}
 	if set == nil {
-		set = &Set{format: FormatFloodgate}
+		set = &Set{format: formatFloodgate}
 	}
 	e.set.Store(set)
 	return e
@@ -236,7 +236,7 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 		switch {
 		case a.lim.unlimited:
 			st.Limit, st.Window = 0, 0
-			st.Decision = algorithm.Decision{Allowed: true, Remaining: MaxLimit}
+			st.Decision = algorithm.Decision{Allowed: true, Remaining: maxLimit}
 		case a.lim.block:
 			st.Algorithm = a.lim.algName
 			st.Limit = 0
@@ -333,7 +333,7 @@ func mulLess(a, b, c, d int64) bool {
 // before an acceptance, then the longer RetryAfter, then the less remaining
 // allowance relative to Limit. It ignores Shadow and Unlimited, which each
 // caller weighs its own way.
-func Tighter(a, b *Status) bool {
+func (a *Status) Tighter(b *Status) bool {
 	if a.Decision.Allowed != b.Decision.Allowed {
 		return !a.Decision.Allowed
 	}

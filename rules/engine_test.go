@@ -491,10 +491,10 @@ func TestSeveralDescriptors(t *testing.T) {
 func TestRequestBounds(t *testing.T) {
 	e, _ := newTestEngine(t, composed)
 	for name, req := range map[string]Request{
-		"key":         one(strings.Repeat("k", MaxKeyLen+1) + "=v"),
+		"key":         one(strings.Repeat("k", maxKeyLen+1) + "=v"),
 		"hits":        {Descriptors: []Descriptor{desc("member=u")}, Hits: -1},
-		"descriptors": {Descriptors: make([]Descriptor, MaxDescriptors+1)},
-		"entries":     {Descriptors: []Descriptor{make(Descriptor, MaxEntries+1)}},
+		"descriptors": {Descriptors: make([]Descriptor, maxDescriptors+1)},
+		"entries":     {Descriptors: []Descriptor{make(Descriptor, maxDescriptorEntries+1)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := e.Check(context.Background(), req); !errors.Is(err, ErrInvalidRequest) {

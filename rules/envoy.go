@@ -53,10 +53,10 @@ var (
 	}
 )
 
-// UnitWindow returns the window of an envoyproxy/ratelimit unit name
+// unitWindow returns the window of an envoyproxy/ratelimit unit name
 // (second, minute, hour, day, week, month, year; any case): a month is 30
 // days and a year 365. It reports false for any other name.
-func UnitWindow(unit string) (time.Duration, bool) {
+func unitWindow(unit string) (time.Duration, bool) {
 	w, ok := envoyUnits[strings.ToLower(unit)]
 	return w, ok
 }
@@ -78,10 +78,10 @@ func newEnvoyNode() *envoyNode {
 }
 
 // maxEnvoyDepth bounds the nesting of descriptors.
-const maxEnvoyDepth = MaxEntries
+const maxEnvoyDepth = maxDescriptorEntries
 
 func parseEnvoy(d *decoder, doc *yaml.Node) *Set {
-	s := &Set{format: FormatEnvoy, tree: newEnvoyNode()}
+	s := &Set{format: formatEnvoy, tree: newEnvoyNode()}
 	f := d.fields(doc, "the file", envoyTopFields...)
 	if v, ok := f["domain"]; ok {
 		if dom, ok := d.str(v.value, "domain"); ok {
@@ -207,8 +207,8 @@ func (d *decoder) envoyLimits(s *Set, child *envoyNode, f map[string]field, ent 
 		d.errorf(v.value, "metadata must be a mapping of name: value; got %s", kindName(v.value))
 	}
 	if v, ok := f["rate_limit"]; ok {
-		if len(s.rules) >= MaxRules {
-			d.errorf(v.key, "more than %d rate limits; the most is %d", MaxRules, MaxRules)
+		if len(s.rules) >= maxRules {
+			d.errorf(v.key, "more than %d rate limits; the most is %d", maxRules, maxRules)
 		} else if r := d.envoyLimit(v.value, here, len(s.rules)); r != nil {
 			r.shadow = flags["shadow_mode"]
 			r.quota = flags["quota_mode"]
@@ -307,7 +307,7 @@ func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
 	default:
 		if hasUnit {
 			if u, ok := d.str(uv.value, "unit"); ok {
-				w, known := UnitWindow(u)
+				w, known := unitWindow(u)
 				if !known {
 					d.errorf(uv.value, "unit %q is not a unit; use second, minute, hour, day, week, month or year", clip(u))
 				}
@@ -317,7 +317,7 @@ func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
 			d.errorf(n, "rate_limit has no unit; add unit: second, minute, hour or day")
 		}
 		if hasRPU {
-			cfg.Limit, _ = d.integer(rv.value, "requests_per_unit", 0, MaxLimit)
+			cfg.Limit, _ = d.integer(rv.value, "requests_per_unit", 0, maxLimit)
 		} else {
 			d.errorf(n, "rate_limit has no requests_per_unit; add the number of requests allowed per unit (0 blocks every request)")
 		}

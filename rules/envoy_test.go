@@ -15,7 +15,7 @@ func loadFixture(t *testing.T, name string) *Set {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Format() != FormatEnvoy {
+	if s.Format() != formatEnvoy {
 		t.Fatalf("%s: format %s", name, s.Format())
 	}
 	return s

@@ -42,7 +42,7 @@ var paramAlgorithms = map[string][]string{
 }
 
 func parseFloodgate(d *decoder, doc *yaml.Node) *Set {
-	s := &Set{format: FormatFloodgate}
+	s := &Set{format: formatFloodgate}
 	f := d.fields(doc, "the file", topFields...)
 	if v, ok := f["domain"]; ok {
 		if dom, ok := d.str(v.value, "domain"); ok {
@@ -65,8 +65,8 @@ func parseFloodgate(d *decoder, doc *yaml.Node) *Set {
 		d.errorf(rl.value, "rules must be a list, each item starting with - name: ...; got %s", kindName(rl.value))
 		return s
 	}
-	if len(rl.value.Content) > MaxRules {
-		d.errorf(rl.value, "%d rules; the most is %d", len(rl.value.Content), MaxRules)
+	if len(rl.value.Content) > maxRules {
+		d.errorf(rl.value, "%d rules; the most is %d", len(rl.value.Content), maxRules)
 		return s
 	}
 	seen := map[string]int{}
@@ -211,11 +211,11 @@ func (d *decoder) ruleParam(cfg *algorithm.Config, p string, v *yaml.Node, what 
 			cfg.Slices = int(x)
 		}
 	case "capacity":
-		cfg.Capacity, _ = d.integer(v, what, 1, MaxLimit)
+		cfg.Capacity, _ = d.integer(v, what, 1, maxLimit)
 	case "rate":
-		cfg.Rate, _ = d.number(v, what+" (units per second)", 0, MaxLimit)
+		cfg.Rate, _ = d.number(v, what+" (units per second)", 0, maxLimit)
 	case "burst":
-		cfg.Burst, _ = d.integer(v, what, 1, MaxLimit)
+		cfg.Burst, _ = d.integer(v, what, 1, maxLimit)
 	case "tolerance":
 		cfg.Tolerance, _ = d.number(v, what, 0, 1)
 	case "max_delay":
@@ -234,7 +234,7 @@ func (d *decoder) ruleLimit(r *rule, cfg *algorithm.Config, n *yaml.Node, f map[
 		r.base.unlimited = true
 	default:
 		if hasLimit {
-			cfg.Limit, _ = d.integer(lv.value, what+": limit", 0, MaxLimit)
+			cfg.Limit, _ = d.integer(lv.value, what+": limit", 0, maxLimit)
 		} else {
 			d.errorf(n, "%s: limit is missing; write the number of requests (or cost units) allowed per window, such as limit: 100", what)
 		}
@@ -305,7 +305,7 @@ func (d *decoder) override(n *yaml.Node, what string, base algorithm.Config, bas
 		d.errorf(n, "%s: override changes nothing; give it a limit:, a window: or unlimited: true", what)
 	default:
 		if hasLimit {
-			cfg.Limit, _ = d.integer(lv.value, what+": override limit", 0, MaxLimit)
+			cfg.Limit, _ = d.integer(lv.value, what+": override limit", 0, maxLimit)
 		}
 		if hasWindow {
 			cfg.Window, _ = d.duration(wv.value, what+": override window")
@@ -478,8 +478,8 @@ func (d *decoder) countBy(n *yaml.Node, what string) []string {
 		d.errorf(n, "%s: count_by is an empty list; list entry keys, or write count_by: global for one shared counter", what)
 		return nil
 	}
-	if len(n.Content) > MaxEntries {
-		d.errorf(n, "%s: count_by lists %d keys; the most is %d", what, len(n.Content), MaxEntries)
+	if len(n.Content) > maxDescriptorEntries {
+		d.errorf(n, "%s: count_by lists %d keys; the most is %d", what, len(n.Content), maxDescriptorEntries)
 		return nil
 	}
 	var keys []string
@@ -520,7 +520,7 @@ func (d *decoder) failure(n *yaml.Node, what string) store.FailurePolicy {
 
 func (d *decoder) cost(n *yaml.Node, what string) cost {
 	if n.Kind == yaml.ScalarNode {
-		v, _ := d.integer(n, what+": cost", 1, MaxLimit)
+		v, _ := d.integer(n, what+": cost", 1, maxLimit)
 		return cost{fixed: v}
 	}
 	f := d.fields(n, what+": cost", costFields...)
@@ -534,7 +534,7 @@ func (d *decoder) cost(n *yaml.Node, what string) cost {
 		d.errorf(n, "%s: cost needs from: naming the entry that holds it, such as from: header:x-tokens", what)
 	}
 	if v, ok := f["default"]; ok {
-		c.def, _ = d.integer(v.value, what+": cost default", 1, MaxLimit)
+		c.def, _ = d.integer(v.value, what+": cost default", 1, maxLimit)
 	}
 	return c
 }

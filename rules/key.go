@@ -13,7 +13,7 @@ import (
 // where each part has '\', '|' and '=' escaped with a backslash, so no
 // choice of values can make two different (domain, rule, entries) tuples
 // share a key: the unescaped separators mark the boundaries exactly. A value
-// longer than MaxValueLen is written as '=' and its SHA-256 digest in hex,
+// longer than maxValueLen is written as '=' and its SHA-256 digest in hex,
 // which keeps keys short whatever a client sends.
 
 // keyBuilder appends escaped key parts.
@@ -30,7 +30,7 @@ func (k *keyBuilder) entry(key, value string) {
 	k.b.WriteByte('|')
 	k.escaped(key)
 	k.b.WriteByte('=')
-	if len(value) > MaxValueLen {
+	if len(value) > maxValueLen {
 		// A long value is counted by its SHA-256 digest, marked by a second
 		// unescaped '=' that no escaped value can begin with.
 		sum := sha256.Sum256([]byte(value))

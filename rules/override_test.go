@@ -27,12 +27,12 @@ func TestOverrideReplacesMatchingRules(t *testing.T) {
 			t.Fatalf("request %d under the override: %+v", i, r)
 		}
 		st := r.Statuses[0]
-		if st.Rule != OverrideRule || st.Limit != 2 || st.Window != time.Minute || st.Algorithm != "bounded-log" {
+		if st.Rule != overrideRule || st.Limit != 2 || st.Window != time.Minute || st.Algorithm != "bounded-log" {
 			t.Fatalf("override status: %+v", st)
 		}
 	}
 	r := check(t, e, withOverride(2, time.Minute, "member=u1"))
-	if r.Allowed || !slices.Equal(r.Rejected, []string{OverrideRule}) {
+	if r.Allowed || !slices.Equal(r.Rejected, []string{overrideRule}) {
 		t.Fatalf("third request over an override of 2: allowed=%v rejected=%v", r.Allowed, r.Rejected)
 	}
 	// The rules' counters were not touched: u1 still has per-member's 3.
@@ -76,9 +76,9 @@ func TestOverrideBounds(t *testing.T) {
 	e, _ := newTestEngine(t, composed)
 	bad := []Request{
 		{Descriptors: []Descriptor{desc("member=a"), desc("member=b")}, Overrides: []Override{{Limit: 1, Window: time.Second}}},
-		withOverride(1, MaxWindow+1, "member=a"),
+		withOverride(1, maxWindow+1, "member=a"),
 		withOverride(-1, time.Second, "member=a"),
-		withOverride(MaxLimit+1, time.Second, "member=a"),
+		withOverride(maxLimit+1, time.Second, "member=a"),
 		withOverride(1, -time.Second, "member=a"),
 	}
 	for _, req := range bad {
@@ -134,11 +134,11 @@ func TestOverrideEvictionKeepsVictimAtLimit(t *testing.T) {
 		}
 	}
 	st := set.overrideStats()
-	if st.Entries > MaxOverrides || st.Bytes > MaxOverrideBytes {
+	if st.Entries > maxOverrides || st.Bytes > maxOverrideBytes {
 		t.Fatalf("table past its bounds: %+v", st)
 	}
-	if st.Evicted < flood+1-MaxOverrides {
-		t.Fatalf("evicted %d overrides, want at least %d", st.Evicted, flood+1-MaxOverrides)
+	if st.Evicted < flood+1-maxOverrides {
+		t.Fatalf("evicted %d overrides, want at least %d", st.Evicted, flood+1-maxOverrides)
 	}
 	if _, held := set.overrides.m[Override{Limit: 5, Window: time.Minute}]; held {
 		t.Fatal("the victim's override is still in the table; the flood did not evict it")
@@ -210,9 +210,10 @@ func TestOverrideEntryBytes(t *testing.T) {
 func TestOverridePolicyApply(t *testing.T) {
 	for _, name := range []string{"allow", "ignore", "reject"} {
 		t.Run(name, func(t *testing.T) {
-			p, err := ParseOverridePolicy(name)
+			var p OverridePolicy
+			err := p.UnmarshalText([]byte(name))
 			if err != nil || p.String() != name {
-				t.Fatalf("ParseOverridePolicy(%q) = %v, %v", name, p, err)
+				t.Fatalf("UnmarshalText(%q) = %v, %v", name, p, err)
 			}
 			req := withOverride(4294967294, time.Hour, "client=c1")
 			err = p.Apply(&req)
@@ -226,7 +227,7 @@ func TestOverridePolicyApply(t *testing.T) {
 					t.Fatalf("ignore: %v %v", req.Overrides, err)
 				}
 			case OverridesReject:
-				if !errors.Is(err, ErrOverrideRefused) || !errors.Is(err, ErrInvalidRequest) {
+				if !errors.Is(err, errOverrideRefused) || !errors.Is(err, ErrInvalidRequest) {
 					t.Fatalf("reject: err = %v", err)
 				}
 				zero := Request{Descriptors: req.Descriptors, Overrides: []Override{{}}}
@@ -236,7 +237,8 @@ func TestOverridePolicyApply(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseOverridePolicy("yes"); err == nil {
-		t.Fatal("ParseOverridePolicy accepted yes")
+	var p OverridePolicy
+	if err := p.UnmarshalText([]byte("yes")); err == nil {
+		t.Fatal("UnmarshalText accepted yes")
 	}
 }

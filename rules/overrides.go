@@ -9,8 +9,8 @@ import (
 	"github.com/floodgate-dev/floodgate/algorithm"
 )
 
-// MaxOverrides is the most distinct Overrides (limit and window pairs) a
-// rule set keeps built at once, and MaxOverrideBytes the most memory they
+// maxOverrides is the most distinct Overrides (limit and window pairs) a
+// rule set keeps built at once, and maxOverrideBytes the most memory they
 // may take. A request with an Override the table does not hold evicts the
 // least recently used one when either bound is reached; no request is
 // refused for it.
@@ -20,8 +20,8 @@ import (
 // evicted override built again has the same limit, so it finds the same
 // counters (see docs/security.md).
 const (
-	MaxOverrides     = 256
-	MaxOverrideBytes = 256 << 10
+	maxOverrides     = 256
+	maxOverrideBytes = 256 << 10
 )
 
 // overrideEntryBytes is what one built override holds: its table entry, its
@@ -30,7 +30,7 @@ const (
 const overrideEntryBytes = int64(unsafe.Sizeof(overrideEntry{})+unsafe.Sizeof(rule{})) + 512
 
 // overrideTable maps request Overrides to the rules that enforce them,
-// within MaxOverrides entries and MaxOverrideBytes bytes, least recently
+// within maxOverrides entries and maxOverrideBytes bytes, least recently
 // used first out. The zero value is empty and ready.
 type overrideTable struct {
 	mu      sync.Mutex
@@ -38,7 +38,7 @@ type overrideTable struct {
 	head    *overrideEntry // most recently used; head.prev is the least
 	bytes   int64
 	evicted int64
-	// maxEntries and maxBytes are MaxOverrides and MaxOverrideBytes unless
+	// maxEntries and maxBytes are maxOverrides and maxOverrideBytes unless
 	// a test sets them.
 	maxEntries int
 	maxBytes   int64
@@ -67,7 +67,7 @@ func (t *overrideTable) rule(o Override) (*rule, error) {
 	}
 	maxEntries, maxBytes := t.maxEntries, t.maxBytes
 	if maxEntries == 0 {
-		maxEntries, maxBytes = MaxOverrides, MaxOverrideBytes
+		maxEntries, maxBytes = maxOverrides, maxOverrideBytes
 	}
 	for t.head != nil && (len(t.m) >= maxEntries || t.bytes+overrideEntryBytes > maxBytes) {
 		t.remove(t.head.prev)
@@ -75,7 +75,7 @@ func (t *overrideTable) rule(o Override) (*rule, error) {
 	}
 	// No rule file yields an id that starts with '=': rule names cannot
 	// hold one, and envoyproxy/ratelimit ids escape it.
-	e := &overrideEntry{o: o, r: &rule{index: math.MaxInt, id: "=override", name: OverrideRule, countAll: true, base: lim}}
+	e := &overrideEntry{o: o, r: &rule{index: math.MaxInt, id: "=override", name: overrideRule, countAll: true, base: lim}}
 	if t.m == nil {
 		t.m = make(map[Override]*overrideEntry)
 	}
@@ -120,7 +120,7 @@ func (t *overrideTable) remove(e *overrideEntry) {
 // overrideStats is the state of a rule set's table of request overrides.
 type overrideStats struct {
 	// Entries and Bytes are the overrides built now and the memory they
-	// are accounted (at most MaxOverrides and MaxOverrideBytes).
+	// are accounted (at most maxOverrides and maxOverrideBytes).
 	Entries int
 	Bytes   int64
 	// Evicted counts overrides dropped to make room; each is built again
@@ -157,24 +157,25 @@ const (
 	// OverridesIgnore decides every descriptor by the rules, as if the
 	// request carried no override.
 	OverridesIgnore
-	// OverridesReject answers a request that carries one as invalid
-	// (ErrOverrideRefused, which wraps ErrInvalidRequest).
+	// OverridesReject answers a request that carries one as invalid (an
+	// error wrapping ErrInvalidRequest).
 	OverridesReject
 )
 
-// ErrOverrideRefused is returned by OverridePolicy.Apply for a request
+// errOverrideRefused is returned by OverridePolicy.Apply for a request
 // with an override under OverridesReject.
-var ErrOverrideRefused = fmt.Errorf("%w: limit overrides are refused here", ErrInvalidRequest)
+var errOverrideRefused = fmt.Errorf("%w: limit overrides are refused here", ErrInvalidRequest)
 
-// ParseOverridePolicy reads a policy as configuration files write it:
-// allow, ignore or reject.
-func ParseOverridePolicy(s string) (OverridePolicy, error) {
-	for p := OverridesAllow; p <= OverridesReject; p++ {
-		if p.String() == s {
-			return p, nil
+// UnmarshalText reads a policy as configuration files write it: allow,
+// ignore or reject.
+func (p *OverridePolicy) UnmarshalText(text []byte) error {
+	for q := OverridesAllow; q <= OverridesReject; q++ {
+		if q.String() == string(text) {
+			*p = q
+			return nil
 		}
 	}
-	return 0, fmt.Errorf("limit overrides %q: write allow, ignore or reject", s)
+	return fmt.Errorf("limit overrides %q: write allow, ignore or reject", text)
 }
 
 // String returns the policy's name: allow, ignore or reject.
@@ -190,8 +191,8 @@ func (p OverridePolicy) String() string {
 }
 
 // Apply applies the policy to req: it leaves it alone (allow), drops its
-// overrides (ignore), or returns ErrOverrideRefused if it carries one
-// (reject).
+// overrides (ignore), or returns an error wrapping ErrInvalidRequest if
+// it carries one (reject).
 func (p OverridePolicy) Apply(req *Request) error {
 	if p == OverridesAllow || len(req.Overrides) == 0 {
 		return nil
@@ -203,7 +204,7 @@ func (p OverridePolicy) Apply(req *Request) error {
 	for i, o := range req.Overrides {
 		if o != (Override{}) {
 			return fmt.Errorf("%w: descriptor %d sets its own limit (%d per %s); leave the limit out: the server's rules decide requests from here",
-				ErrOverrideRefused, i, o.Limit, FormatWindow(o.Window))
+				errOverrideRefused, i, o.Limit, FormatWindow(o.Window))
 		}
 	}
 	return nil

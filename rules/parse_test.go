@@ -36,7 +36,7 @@ rules:
         limit: 200
         window: 2m
 `)
-	if s.Domain() != "api" || s.Format() != FormatFloodgate || s.Len() != 1 {
+	if s.Domain() != "api" || s.Format() != formatFloodgate || s.Len() != 1 {
 		t.Fatalf("set: %s %s %d", s.Domain(), s.Format(), s.Len())
 	}
 	r := s.rules[0]
@@ -66,7 +66,7 @@ rules:
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
 
 func TestDefaultAndExamplesParse(t *testing.T) {
-	if err := DefaultErr(); err != nil {
+	if err := defaultErr(); err != nil {
 		t.Fatalf("embedded default.yaml: %v", err)
 	}
 	if d := Default(); d.Len() == 0 || d.Domain() != "default" {
@@ -139,7 +139,7 @@ func TestParseErrors(t *testing.T) {
 		{"two patterns", "domain: a\nrules:\n  - {name: x, match: {path: {prefix: /a, exact: /b}}, count_by: global, limit: 1, window: 1s}\n", "give exactly one of exact, prefix, glob, cidr or any"},
 		{"match not mapping", "domain: a\nrules:\n  - {name: x, match: [a], count_by: global, limit: 1, window: 1s}\n", "match must be a mapping of entry: pattern"},
 		{"empty header", "domain: a\nrules:\n  - {name: x, match: {'header:': a}, count_by: global, limit: 1, window: 1s}\n", "names no header"},
-		{"long key", "domain: a\nrules:\n  - {name: x, count_by: [" + strings.Repeat("k", MaxKeyLen+1) + "], limit: 1, window: 1s}\n", "bytes long; the most is 128"},
+		{"long key", "domain: a\nrules:\n  - {name: x, count_by: [" + strings.Repeat("k", maxKeyLen+1) + "], limit: 1, window: 1s}\n", "bytes long; the most is 128"},
 		{"override without match", "domain: a\nrules:\n  - name: x\n    count_by: global\n    limit: 1\n    window: 1s\n    overrides:\n      - limit: 5\n",
 			"test.yaml:8: rule \"x\": override has no match"},
 		{"override no change", "domain: a\nrules:\n  - name: x\n    count_by: global\n    limit: 1\n    window: 1s\n    overrides:\n      - match: {a: b}\n",
@@ -196,11 +196,11 @@ func TestParseReportsSeveralErrors(t *testing.T) {
 }
 
 func TestParseBounds(t *testing.T) {
-	big := make([]byte, MaxFileSize+1)
+	big := make([]byte, maxFileSize+1)
 	if _, err := Parse("big.yaml", big); err == nil || !strings.Contains(err.Error(), "the most is") {
 		t.Fatalf("oversized file: %v", err)
 	}
-	long := "domain: a\nrules:\n  - {name: x, match: {a: " + strings.Repeat("v", MaxValueLen+1) + "}, count_by: global, limit: 1, window: 1s}\n"
+	long := "domain: a\nrules:\n  - {name: x, match: {a: " + strings.Repeat("v", maxValueLen+1) + "}, count_by: global, limit: 1, window: 1s}\n"
 	if _, err := Parse("f.yaml", []byte(long)); err == nil || !strings.Contains(err.Error(), "bytes long") {
 		t.Fatalf("oversized value: %v", err)
 	}

@@ -32,29 +32,71 @@ import (
 	"github.com/floodgate-dev/floodgate/algorithm"
 )
 
-// Bounds on rule files and requests. Values past them are rejected with an
-// error rather than truncated, hashed or allowed to overflow.
+// Bounds are the largest rule files, requests and limits the engine
+// accepts. Values past them are rejected with an error rather than
+// truncated, hashed or allowed to overflow; a front end that builds a
+// Request from its own wire format can refuse an oversized one before
+// building it. Max returns them.
+type Bounds struct {
+	// Limit is the largest limit, capacity or cost a rule or request may
+	// state: one below algorithm.MaxLimit, so that a cost above any limit
+	// can always be expressed.
+	Limit int64
+	// Window is the longest window a rule or override may state.
+	Window time.Duration
+	// KeyLen is the longest descriptor entry key, in bytes.
+	KeyLen int
+	// ValueLen is the longest entry value a rule file may hold, in bytes.
+	// Longer values in requests are counted by their SHA-256 digest.
+	ValueLen int
+	// Entries is the most entries one descriptor may hold.
+	Entries int
+	// Descriptors is the most descriptors one request may hold.
+	Descriptors int
+	// Rules is the most rules (or rate limits, in the envoyproxy/ratelimit
+	// format) one file may hold.
+	Rules int
+	// FileSize is the largest rule file Parse reads, in bytes.
+	FileSize int
+	// Overrides is the most distinct Overrides (limit and window pairs) a
+	// rule set keeps built at once, and OverrideBytes the most memory they
+	// may take: a request with an Override the set does not hold evicts the
+	// least recently used one when either is reached, and no request is
+	// refused for it.
+	Overrides, OverrideBytes int
+}
+
+// Max returns the bounds the engine enforces.
+func Max() Bounds {
+	return Bounds{
+		Limit: maxLimit, Window: maxWindow, KeyLen: maxKeyLen, ValueLen: maxValueLen,
+		Entries: maxDescriptorEntries, Descriptors: maxDescriptors, Rules: maxRules,
+		FileSize: maxFileSize, Overrides: maxOverrides, OverrideBytes: maxOverrideBytes,
+	}
+}
+
+// The bounds Max reports.
 const (
-	// MaxLimit is the largest limit, capacity or cost a rule or request may
+	// maxLimit is the largest limit, capacity or cost a rule or request may
 	// state: one below algorithm.MaxLimit, so that a cost above any limit can
 	// always be expressed.
-	MaxLimit = algorithm.MaxLimit - 1
-	// MaxWindow is the longest window a rule may state.
-	MaxWindow = algorithm.MaxWindow
-	// MaxKeyLen is the longest descriptor entry key, in bytes.
-	MaxKeyLen = 128
-	// MaxValueLen is the longest entry value a rule file may hold, in bytes.
+	maxLimit = algorithm.MaxLimit - 1
+	// maxWindow is the longest window a rule may state.
+	maxWindow = algorithm.MaxWindow
+	// maxKeyLen is the longest descriptor entry key, in bytes.
+	maxKeyLen = 128
+	// maxValueLen is the longest entry value a rule file may hold, in bytes.
 	// Longer values in requests are counted by their SHA-256 digest.
-	MaxValueLen = 1024
-	// MaxEntries is the most entries one descriptor may hold.
-	MaxEntries = 64
-	// MaxDescriptors is the most descriptors one request may hold.
-	MaxDescriptors = 64
-	// MaxRules is the most rules (or rate limits, in the envoyproxy/ratelimit
+	maxValueLen = 1024
+	// maxDescriptorEntries is the most entries one descriptor may hold.
+	maxDescriptorEntries = 64
+	// maxDescriptors is the most descriptors one request may hold.
+	maxDescriptors = 64
+	// maxRules is the most rules (or rate limits, in the envoyproxy/ratelimit
 	// format) one file may hold.
-	MaxRules = 10000
-	// MaxFileSize is the largest rule file Parse reads, in bytes.
-	MaxFileSize = 8 << 20
+	maxRules = 10000
+	// maxFileSize is the largest rule file Parse reads, in bytes.
+	maxFileSize = 8 << 20
 )
 
 // Entry is one descriptor entry, such as {"member", "u4"}. Request headers
@@ -99,9 +141,9 @@ type Request struct {
 	Peek bool
 }
 
-// OverrideRule is the rule name reported for a limit a request set with an
+// overrideRule is the rule name reported for a limit a request set with an
 // Override.
-const OverrideRule = "limit-override"
+const overrideRule = "limit-override"
 
 // Override is a limit a request sets for one of its descriptors, as the
 // limit field of Envoy's RateLimitDescriptor does. As in
@@ -111,7 +153,7 @@ const OverrideRule = "limit-override"
 // entries, failing open, and in shadow mode only when the engine runs every
 // rule in shadow mode. Limit 0 rejects every request.
 // Descriptors with equal entries and equal overrides share a counter. A
-// rule set keeps at most MaxOverrides distinct overrides built, evicting
+// rule set keeps at most maxOverrides distinct overrides built, evicting
 // the least recently used; an evicted override keeps its counters.
 type Override struct {
 	Limit  int64
@@ -119,19 +161,19 @@ type Override struct {
 }
 
 // UnitOverride builds an Override from Envoy's terms: requestsPerUnit per
-// multiplier units (see UnitWindow for the unit names). Its errors start
+// multiplier units (see unitWindow for the unit names). Its errors start
 // with the name of the field that is wrong (requests_per_unit, unit,
 // unit_multiplier), for the caller to prefix with where the field is.
 func UnitOverride(requestsPerUnit int64, unit string, multiplier int64) (Override, error) {
-	w, ok := UnitWindow(unit)
+	w, ok := unitWindow(unit)
 	switch {
 	case !ok:
 		return Override{}, fmt.Errorf("unit: %q is not second, minute, hour, day, week, month or year", unit)
-	case requestsPerUnit < 0 || requestsPerUnit > MaxLimit:
-		return Override{}, fmt.Errorf("requests_per_unit: %d is out of range 0..%d", requestsPerUnit, int64(MaxLimit))
-	case multiplier < 1 || multiplier > int64(MaxWindow/w):
+	case requestsPerUnit < 0 || requestsPerUnit > maxLimit:
+		return Override{}, fmt.Errorf("requests_per_unit: %d is out of range 0..%d", requestsPerUnit, int64(maxLimit))
+	case multiplier < 1 || multiplier > int64(maxWindow/w):
 		return Override{}, fmt.Errorf("unit_multiplier: %d %ss is not a window from 1 unit to %s",
-			multiplier, strings.ToLower(unit), FormatWindow(MaxWindow))
+			multiplier, strings.ToLower(unit), FormatWindow(maxWindow))
 	}
 	return Override{Limit: requestsPerUnit, Window: time.Duration(multiplier) * w}, nil
 }

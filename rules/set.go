@@ -22,8 +22,8 @@ import (
 
 // File formats Parse recognizes, as Set.Format reports them.
 const (
-	FormatFloodgate = "floodgate"
-	FormatEnvoy     = "envoy-ratelimit"
+	formatFloodgate = "floodgate"
+	formatEnvoy     = "envoy-ratelimit"
 )
 
 // Set is a parsed, validated rule set. It is immutable and safe for
@@ -124,7 +124,7 @@ func (s *Set) Domains() []string {
 // first file).
 func (s *Set) File() string { return s.file }
 
-// Format returns FormatFloodgate or FormatEnvoy (for a directory, the first
+// Format returns formatFloodgate or formatEnvoy (for a directory, the first
 // file's).
 func (s *Set) Format() string { return s.format }
 
@@ -154,17 +154,17 @@ var defaultSet = sync.OnceValues(func() (*Set, error) {
 // Default returns the rules built into the binary (rules/default.yaml), used
 // when the server is given no rule file. The file is tested to parse; should
 // it ever fail, Default returns an empty set in the domain "default" rather
-// than panic, and DefaultErr says why.
+// than panic, and defaultErr says why.
 func Default() *Set {
 	s, err := defaultSet()
 	if err != nil {
-		return &Set{file: "default.yaml", domain: "default", format: FormatFloodgate}
+		return &Set{file: "default.yaml", domain: "default", format: formatFloodgate}
 	}
 	return s
 }
 
-// DefaultErr returns the error, if any, of parsing the built-in rule file.
-func DefaultErr() error {
+// defaultErr returns the error, if any, of parsing the built-in rule file.
+func defaultErr() error {
 	_, err := defaultSet()
 	return err
 }
@@ -249,8 +249,8 @@ func loadFile(path string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > MaxFileSize {
-		return nil, &Error{File: path, Msg: fmt.Sprintf("file is %d bytes; the most is %d", st.Size(), MaxFileSize)}
+	if st.Size() > maxFileSize {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("file is %d bytes; the most is %d", st.Size(), maxFileSize)}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -266,8 +266,8 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // ratelimit's (a top-level "descriptors" list). Errors read
 // "NAME:LINE: what is wrong; how to fix it", one per line.
 func Parse(name string, data []byte) (*Set, error) {
-	if len(data) > MaxFileSize {
-		return nil, &Error{File: name, Msg: fmt.Sprintf("file is %d bytes; the most is %d", len(data), MaxFileSize)}
+	if len(data) > maxFileSize {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("file is %d bytes; the most is %d", len(data), maxFileSize)}
 	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -367,8 +367,8 @@ func (d *decoder) entryKey(n *yaml.Node, what string) (string, bool) {
 		d.errorf(n, "%s is empty; name a descriptor entry such as client, member, path or header:x-api-key", what)
 		return "", false
 	}
-	if len(k) > MaxKeyLen {
-		d.errorf(n, "%s is %d bytes long; the most is %d", what, len(k), MaxKeyLen)
+	if len(k) > maxKeyLen {
+		d.errorf(n, "%s is %d bytes long; the most is %d", what, len(k), maxKeyLen)
 		return "", false
 	}
 	if h, ok := strings.CutPrefix(k, "header:"); ok {
@@ -390,11 +390,11 @@ var ErrInvalidRequest = errors.New("rules: invalid request")
 // validateRequest checks a request against the bounds. Long values are not
 // an error: they are counted by their digest (see ruleKey).
 func validateRequest(req *Request) error {
-	if len(req.Descriptors) > MaxDescriptors {
-		return fmt.Errorf("%w: %d descriptors; the most is %d", ErrInvalidRequest, len(req.Descriptors), MaxDescriptors)
+	if len(req.Descriptors) > maxDescriptors {
+		return fmt.Errorf("%w: %d descriptors; the most is %d", ErrInvalidRequest, len(req.Descriptors), maxDescriptors)
 	}
-	if req.Hits < 0 || req.Hits > MaxLimit {
-		return fmt.Errorf("%w: hits must be between 0 and %d; got %d", ErrInvalidRequest, int64(MaxLimit), req.Hits)
+	if req.Hits < 0 || req.Hits > maxLimit {
+		return fmt.Errorf("%w: hits must be between 0 and %d; got %d", ErrInvalidRequest, int64(maxLimit), req.Hits)
 	}
 	if n := len(req.Overrides); n > 0 && n != len(req.Descriptors) {
 		return fmt.Errorf("%w: %d overrides for %d descriptors; give one per descriptor or none", ErrInvalidRequest, n, len(req.Descriptors))
@@ -403,18 +403,18 @@ func validateRequest(req *Request) error {
 		if o == (Override{}) {
 			continue
 		}
-		if o.Window <= 0 || o.Window > MaxWindow || o.Limit < 0 || o.Limit > MaxLimit {
+		if o.Window <= 0 || o.Window > maxWindow || o.Limit < 0 || o.Limit > maxLimit {
 			return fmt.Errorf("%w: descriptor %d: limit override %d per %s is out of range (0 to %d per 1ns to %s)",
-				ErrInvalidRequest, i, o.Limit, o.Window, int64(MaxLimit), FormatWindow(MaxWindow))
+				ErrInvalidRequest, i, o.Limit, o.Window, int64(maxLimit), FormatWindow(maxWindow))
 		}
 	}
 	for i, d := range req.Descriptors {
-		if len(d) > MaxEntries {
-			return fmt.Errorf("%w: descriptor %d has %d entries; the most is %d", ErrInvalidRequest, i, len(d), MaxEntries)
+		if len(d) > maxDescriptorEntries {
+			return fmt.Errorf("%w: descriptor %d has %d entries; the most is %d", ErrInvalidRequest, i, len(d), maxDescriptorEntries)
 		}
 		for _, e := range d {
-			if len(e.Key) > MaxKeyLen {
-				return fmt.Errorf("%w: descriptor %d: an entry key is %d bytes long; the most is %d", ErrInvalidRequest, i, len(e.Key), MaxKeyLen)
+			if len(e.Key) > maxKeyLen {
+				return fmt.Errorf("%w: descriptor %d: an entry key is %d bytes long; the most is %d", ErrInvalidRequest, i, len(e.Key), maxKeyLen)
 			}
 		}
 	}
@@ -510,8 +510,8 @@ func (s *Set) apply(out []applied, r *rule, i int, d Descriptor, hits int64) []a
 		a.cost = r.cost.def
 		if v, ok := d.Get(r.cost.from); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 || n > MaxLimit {
-				a.costErr = fmt.Sprintf("cost entry %s=%q is not a whole number from 1 to %d", r.cost.from, clip(v), int64(MaxLimit))
+			if err != nil || n < 1 || n > maxLimit {
+				a.costErr = fmt.Sprintf("cost entry %s=%q is not a whole number from 1 to %d", r.cost.from, clip(v), int64(maxLimit))
 			} else {
 				a.cost = n
 			}
@@ -522,28 +522,18 @@ func (s *Set) apply(out []applied, r *rule, i int, d Descriptor, hits int64) []a
 	return append(out, a)
 }
 
-// RuleKey is one rule that applies to a request, with its counter key and
-// the limit that applies to it (after overrides).
-type RuleKey struct {
-	Rule       string
-	Descriptor int
-	Key        string
-	Limit      int64
-	Window     time.Duration
-	Unlimited  bool
-}
-
 // Keys returns the rules that apply to req and the keys they count by,
-// without deciding anything. floodgate check uses it to count the buckets a
-// trace creates.
-func (s *Set) Keys(req Request) ([]RuleKey, error) {
+// without deciding anything: one Status per rule, with Rule, Descriptor,
+// Key, Limit, Window and Unlimited set and no Decision. floodgate check
+// uses it to count the buckets a trace creates.
+func (s *Set) Keys(req Request) ([]Status, error) {
 	apps, err := s.resolve(req, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]RuleKey, len(apps))
+	out := make([]Status, len(apps))
 	for i, a := range apps {
-		out[i] = RuleKey{Rule: a.r.name, Descriptor: a.desc, Key: a.key,
+		out[i] = Status{Rule: a.r.name, Descriptor: a.desc, Key: a.key,
 			Limit: a.lim.limit, Window: a.lim.window, Unlimited: a.lim.unlimited}
 	}
 	return out, nil

@@ -23,15 +23,15 @@ func TestTighter(t *testing.T) {
 		{"less left relative to the limit", st(true, 1, 10, 0), st(true, 50, 100, 0), true},
 		{"more left relative to the limit", st(true, 50, 100, 0), st(true, 1, 10, 0), false},
 		{"equal shares", st(true, 5, 10, 0), st(true, 50, 100, 0), false},
-		// Remaining times Limit overflows int64 near MaxLimit; the
+		// Remaining times Limit overflows int64 near maxLimit; the
 		// comparison must still order the shares: 1/2 of the limit left
 		// against all but one.
-		{"largest limits", st(true, MaxLimit/2, MaxLimit, 0), st(true, MaxLimit-1, MaxLimit, 0), true},
-		{"largest limits reversed", st(true, MaxLimit-1, MaxLimit, 0), st(true, MaxLimit/2, MaxLimit, 0), false},
+		{"largest limits", st(true, maxLimit/2, maxLimit, 0), st(true, maxLimit-1, maxLimit, 0), true},
+		{"largest limits reversed", st(true, maxLimit-1, maxLimit, 0), st(true, maxLimit/2, maxLimit, 0), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Tighter(&c.a, &c.b); got != c.want {
+			if got := c.a.Tighter(&c.b); got != c.want {
 				t.Errorf("%s: Tighter = %v, want %v", c.name, got, c.want)
 			}
 		})

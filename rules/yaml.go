@@ -200,8 +200,8 @@ func (d *decoder) str(n *yaml.Node, what string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if len(s) > MaxValueLen {
-		d.errorf(n, "%s is %d bytes long; the most is %d", what, len(s), MaxValueLen)
+	if len(s) > maxValueLen {
+		d.errorf(n, "%s is %d bytes long; the most is %d", what, len(s), maxValueLen)
 		return "", false
 	}
 	return s, true
@@ -252,7 +252,7 @@ func (d *decoder) number(n *yaml.Node, what string, lo, hi float64) (float64, bo
 	return 0, false
 }
 
-// duration reads a Go duration such as 90s, 1m or 1h30m, in (0, MaxWindow].
+// duration reads a Go duration such as 90s, 1m or 1h30m, in (0, maxWindow].
 func (d *decoder) duration(n *yaml.Node, what string) (time.Duration, bool) {
 	s, ok := d.scalar(n, what)
 	if !ok {
@@ -263,8 +263,8 @@ func (d *decoder) duration(n *yaml.Node, what string) (time.Duration, bool) {
 		d.errorf(n, "%s %q is not a duration; write a number with a unit, such as 500ms, 90s, 1m or 24h", what, clip(s))
 		return 0, false
 	}
-	if v <= 0 || v > MaxWindow {
-		d.errorf(n, "%s must be above 0 and at most %v; got %v", what, MaxWindow, v)
+	if v <= 0 || v > maxWindow {
+		d.errorf(n, "%s must be above 0 and at most %v; got %v", what, maxWindow, v)
 		return 0, false
 	}
 	return v, true

@@ -351,7 +351,7 @@ type traceStats struct {
 }
 
 // add counts k once.
-func (st *traceStats) add(k rules.RuleKey) {
+func (st *traceStats) add(k rules.Status) {
 	if _, seen := st.keys[k.Key]; seen {
 		return
 	}
