@@ -135,7 +135,7 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 
 // ShouldRateLimit decides one request. An empty domain, a request without
 // descriptors, a descriptor entry with an empty key, or a request past the
-// rule engine's bounds (rules.MaxEntries, rules.MaxKeyLen, ...) is
+// rule engine's bounds (rules.Max().Entries, rules.Max().KeyLen, ...) is
 // INVALID_ARGUMENT; a failure to decide is UNAVAILABLE.
 func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if in.GetDomain() == "" {
@@ -145,8 +145,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	if len(descs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no descriptors: a request needs at least one")
 	}
-	if len(descs) > rules.MaxDescriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: the most is %d", len(descs), rules.MaxDescriptors)
+	if len(descs) > rules.Max().Descriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: the most is %d", len(descs), rules.Max().Descriptors)
 	}
 	var wbuf [8]int64
 	weights := wbuf[:0]
@@ -449,7 +449,7 @@ func better(a, b *rules.Status) bool {
 	if a.Shadow != b.Shadow {
 		return !a.Shadow
 	}
-	return rules.Tighter(a, b)
+	return a.Tighter(b)
 }
 
 var units = []struct {

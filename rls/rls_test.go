@@ -191,7 +191,7 @@ func TestInvalidArgument(t *testing.T) {
 		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("", "a")}},
 		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "a", "", "b")}},
 		{Domain: "edge"},
-		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc(strings.Repeat("k", rules.MaxKeyLen+1), "a")}},
+		{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc(strings.Repeat("k", rules.Max().KeyLen+1), "a")}},
 	}
 	for i, req := range cases {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

@@ -182,8 +182,8 @@ func runSimKeys(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if *global < 1 || *global > rules.MaxLimit {
-		return fmt.Errorf("sim keys: --global must be between 1 and %d", int64(rules.MaxLimit))
+	if *global < 1 || *global > rules.Max().Limit {
+		return fmt.Errorf("sim keys: --global must be between 1 and %d", rules.Max().Limit)
 	}
 	if *active < 1 || *active > 1e9 {
 		return fmt.Errorf("sim keys: --members must be between 1 and 1000000000")

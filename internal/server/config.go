@@ -69,7 +69,8 @@ type Listener struct {
 // OverridePolicy returns the listener's LimitOverrides (checked by
 // validate).
 func (l Listener) OverridePolicy() rules.OverridePolicy {
-	p, _ := rules.ParseOverridePolicy(l.LimitOverrides)
+	var p rules.OverridePolicy
+	_ = p.UnmarshalText([]byte(l.LimitOverrides))
 	return p
 }
 
@@ -377,7 +378,8 @@ func (c *Config) validateListeners(at func(string) string) error {
 		if err := l.l.TLS.validate(); err != nil {
 			return fmt.Errorf("%s: %s.tls: %v", at(l.name+".tls"), l.name, err)
 		}
-		if _, err := rules.ParseOverridePolicy(l.l.LimitOverrides); err != nil {
+		var p rules.OverridePolicy
+		if err := p.UnmarshalText([]byte(l.l.LimitOverrides)); err != nil {
 			return fmt.Errorf("%s: %s.limit_overrides: %v", at(l.name+".limit_overrides"), l.name, err)
 		}
 	}

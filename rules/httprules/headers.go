@@ -71,7 +71,7 @@ func visible(res rules.Result, dst []rules.Status) []rules.Status {
 		for j := range out {
 			if out[j].Rule == s.Rule {
 				dup = true
-				if rules.Tighter(&s, &out[j]) {
+				if s.Tighter(&out[j]) {
 					out[j] = s
 				}
 				break
@@ -95,7 +95,7 @@ func tightest(res rules.Result, sts []rules.Status) rules.Status {
 	}
 	best := sts[0]
 	for _, s := range sts[1:] {
-		if rules.Tighter(&s, &best) {
+		if s.Tighter(&best) {
 			best = s
 		}
 	}

@@ -363,7 +363,7 @@ rules:
 func TestCheckErrorFailsOpenOrClosed(t *testing.T) {
 	eng := newEngine(t, perIP)
 	// An entry key past the engine's bounds: Check errs.
-	bad := Func(strings.Repeat("k", rules.MaxKeyLen+1), func(*http.Request) (string, bool) { return "v", true })
+	bad := Func(strings.Repeat("k", rules.Max().KeyLen+1), func(*http.Request) (string, bool) { return "v", true })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := newServer(t, Options{Checker: eng, Sources: []Source{bad}, Logger: quiet}, ok)
 	if code := get(t, open.URL).StatusCode; code != 200 {

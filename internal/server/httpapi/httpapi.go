@@ -18,7 +18,7 @@
 // would merge different bytes into U+FFFD), 405 for a wrong method, 413 for
 // a body larger than the limit, 415 for a body not sent as
 // Content-Type: application/json, 503 when the limiter could not decide. Values longer than
-// rules.MaxValueLen are accepted (the engine counts them by digest).
+// rules.Max().ValueLen are accepted (the engine counts them by digest).
 package httpapi
 
 import (
@@ -269,27 +269,27 @@ func (in *CheckRequest) toRequest() (rules.Request, error) {
 	if len(in.Descriptors) == 0 {
 		return rules.Request{}, errors.New(`descriptors: give at least one, e.g. {"entries":[{"key":"client","value":"acme"}]}`)
 	}
-	if len(in.Descriptors) > rules.MaxDescriptors {
-		return rules.Request{}, fmt.Errorf("descriptors: %d given, the most is %d", len(in.Descriptors), rules.MaxDescriptors)
+	if len(in.Descriptors) > rules.Max().Descriptors {
+		return rules.Request{}, fmt.Errorf("descriptors: %d given, the most is %d", len(in.Descriptors), rules.Max().Descriptors)
 	}
-	if in.Hits < 0 || in.Hits > rules.MaxLimit {
-		return rules.Request{}, fmt.Errorf("hits: %d is out of range 0..%d (0 means 1)", in.Hits, int64(rules.MaxLimit))
+	if in.Hits < 0 || in.Hits > rules.Max().Limit {
+		return rules.Request{}, fmt.Errorf("hits: %d is out of range 0..%d (0 means 1)", in.Hits, rules.Max().Limit)
 	}
 	req := rules.Request{Domain: in.Domain, Hits: in.Hits, Peek: in.Peek, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
 	for i, d := range in.Descriptors {
 		if len(d.Entries) == 0 {
 			return rules.Request{}, fmt.Errorf("descriptors[%d]: no entries", i)
 		}
-		if len(d.Entries) > rules.MaxEntries {
-			return rules.Request{}, fmt.Errorf("descriptors[%d]: %d entries, the most is %d", i, len(d.Entries), rules.MaxEntries)
+		if len(d.Entries) > rules.Max().Entries {
+			return rules.Request{}, fmt.Errorf("descriptors[%d]: %d entries, the most is %d", i, len(d.Entries), rules.Max().Entries)
 		}
 		rd := make(rules.Descriptor, len(d.Entries))
 		for j, e := range d.Entries {
 			switch {
 			case e.Key == "":
 				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: key is empty", i, j)
-			case len(e.Key) > rules.MaxKeyLen:
-				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: key is %d bytes, the most is %d", i, j, len(e.Key), rules.MaxKeyLen)
+			case len(e.Key) > rules.Max().KeyLen:
+				return rules.Request{}, fmt.Errorf("descriptors[%d].entries[%d]: key is %d bytes, the most is %d", i, j, len(e.Key), rules.Max().KeyLen)
 			}
 			rd[j] = rules.Entry{Key: e.Key, Value: e.Value}
 		}

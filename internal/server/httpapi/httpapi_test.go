@@ -105,7 +105,7 @@ func TestCheckLimitOverride(t *testing.T) {
 	}
 	sts := m["statuses"].([]any)
 	st := sts[0].(map[string]any)
-	if len(sts) != 1 || st["rule"] != rules.OverrideRule || st["limit"] != 1.0 || st["window"] != "2m" {
+	if len(sts) != 1 || st["rule"] != "limit-override" || st["limit"] != 1.0 || st["window"] != "2m" {
 		t.Fatalf("statuses %v: want only the override, 1 per 2m", sts)
 	}
 	if code, m = post(t, srv.URL+"/v1/check", body); code != 200 || m["allowed"] != false {
