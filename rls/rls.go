@@ -68,6 +68,7 @@ import (
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/rules"
 	"github.com/floodgate-dev/floodgate/rules/httprules"
+	"github.com/floodgate-dev/floodgate/rules/rulelog"
 )
 
 // Checker decides requests against a rule set. *rules.Engine implements it.
@@ -80,7 +81,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	checker   Checker
 	log       *slog.Logger
-	shadow    *rules.ShadowLog
+	shadow    *rulelog.Shadow
 	headers   bool
 	overrides rules.OverridePolicy
 }
@@ -121,7 +122,7 @@ func New(c Checker, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{checker: c, log: log, shadow: rules.NewShadowLog(log, time.Second)}
+	s := &Service{checker: c, log: log, shadow: rulelog.NewShadow(log, time.Second)}
 	for _, o := range opts {
 		o(s)
 	}

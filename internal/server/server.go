@@ -36,6 +36,7 @@ import (
 	"github.com/floodgate-dev/floodgate/rules"
 	"github.com/floodgate-dev/floodgate/rules/httprules"
 	"github.com/floodgate-dev/floodgate/rules/reload"
+	"github.com/floodgate-dev/floodgate/rules/rulelog"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -121,7 +122,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.rec.RulesLoaded(set)
 	// Requests no rule applies to pass unlimited; they are counted by
 	// domain in metrics and logged at most once a minute with an example.
-	unmatched := rules.NewUnmatchedLog(log, time.Minute)
+	unmatched := rulelog.NewUnmatched(log, time.Minute)
 	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched, tracing: s.tracing}
 	s.rec.SetStoreFunc(s.storeHealth)
 
@@ -135,7 +136,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 
 // buildFrontEnds builds the HTTP API, the RLS service (gRPC and its JSON
 // endpoint) and the gateway on s.check.
-func (s *Server) buildFrontEnds(unmatched *rules.UnmatchedLog) error {
+func (s *Server) buildFrontEnds(unmatched *rulelog.Unmatched) error {
 	cfg, log := s.cfg, s.log
 	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
 	if err != nil {
@@ -171,7 +172,7 @@ func (s *Server) buildFrontEnds(unmatched *rules.UnmatchedLog) error {
 
 // buildGateway builds the reverse proxy of cfg.Gateway with its rate
 // limiting middleware.
-func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rules.UnmatchedLog) (*gateway.Gateway, error) {
+func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rulelog.Unmatched) (*gateway.Gateway, error) {
 	cfg, log := s.cfg, s.log
 	var sources []httprules.Source
 	for _, d := range cfg.Gateway.Descriptors {
@@ -669,7 +670,7 @@ type observed struct {
 	tracing *tracing.Tracing // nil when tracing is off
 	// unmatched logs requests no rule applied to; nil when the front end
 	// logs them itself.
-	unmatched *rules.UnmatchedLog
+	unmatched *rulelog.Unmatched
 }
 
 func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, error) {

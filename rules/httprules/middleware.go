@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/ratelimitheader"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/rulelog"
 )
 
 // Checker decides requests against a rule set. *rules.Engine implements it.
@@ -48,12 +49,12 @@ type Options struct {
 	Logger *slog.Logger
 	// ShadowLog logs shadow rejections; nil means one record per rule per
 	// second to Logger.
-	ShadowLog *rules.ShadowLog
+	ShadowLog *rulelog.Shadow
 	// Unmatched counts and logs the requests no rule applied to (a
 	// mistyped Domain, or rules on entries the Sources never produce): they
-	// pass unlimited. Nil means a new rules.UnmatchedLog writing at most one
+	// pass unlimited. Nil means a new rulelog.Unmatched writing at most one
 	// record a minute to Logger; read its Counts to watch them.
-	Unmatched *rules.UnmatchedLog
+	Unmatched *rulelog.Unmatched
 }
 
 // Middleware returns net/http middleware that checks every request against
@@ -79,10 +80,10 @@ func Middleware(o Options) (func(http.Handler) http.Handler, error) {
 		o.Sources = []Source{IP(o.Proxies)}
 	}
 	if o.ShadowLog == nil {
-		o.ShadowLog = rules.NewShadowLog(o.Logger, time.Second)
+		o.ShadowLog = rulelog.NewShadow(o.Logger, time.Second)
 	}
 	if o.Unmatched == nil {
-		o.Unmatched = rules.NewUnmatchedLog(o.Logger, time.Minute)
+		o.Unmatched = rulelog.NewUnmatched(o.Logger, time.Minute)
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{o: o, next: next}

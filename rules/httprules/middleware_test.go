@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-dev/floodgate/httplimit"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/rulelog"
 )
 
 // newEngine builds a real rule engine over a fresh memory store.
@@ -197,7 +198,7 @@ rules:
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-	srv := newServer(t, Options{Checker: eng, Logger: log, ShadowLog: rules.NewShadowLog(log, 0)}, ok)
+	srv := newServer(t, Options{Checker: eng, Logger: log, ShadowLog: rulelog.NewShadow(log, 0)}, ok)
 	for i := 0; i < 3; i++ {
 		resp := get(t, srv.URL)
 		if resp.StatusCode != 200 {

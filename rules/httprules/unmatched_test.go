@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/rulelog"
 )
 
 // A middleware with a mistyped domain, or with rules on an entry its
@@ -29,12 +29,12 @@ rules:
 		want   map[string]uint64
 		reason string
 	}{
-		{"shpo", map[string]uint64{rules.UnmatchedOther: 3}, "no rule set has this domain"},
+		{"shpo", map[string]uint64{rulelog.Other: 3}, "no rule set has this domain"},
 		{"shop", map[string]uint64{"shop": 3}, "no rule of the domain matches"},
 	} {
 		t.Run(c.domain, func(t *testing.T) {
 			buf.Reset()
-			um := rules.NewUnmatchedLog(log, 0)
+			um := rulelog.NewUnmatched(log, 0)
 			// The default source describes requests by IP only: the rule on
 			// the API key header never applies.
 			srv := newServer(t, Options{Checker: engine, Domain: c.domain, Logger: log, Unmatched: um}, ok)

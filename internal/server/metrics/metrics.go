@@ -22,6 +22,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/internal/topk"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/rulelog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -152,7 +153,7 @@ type Recorder struct {
 	reqAllowed, reqRejected, reqUnmatched, reqError prometheus.Counter
 
 	// unmatched counts requests no rule applied to by domain label
-	// (rules.UnmatchedLabel: a rule set's domain or "other").
+	// (rulelog.Label: a rule set's domain or "other").
 	unmatched *unmatchedCounts
 
 	// rules maps a rule name to its counters; it only grows (rule names
@@ -415,7 +416,7 @@ func (r *Recorder) RulesLoaded(set *rules.Set) {
 	for _, ri := range set.Rules() {
 		r.rule(ri.Name)
 	}
-	r.unmatched.known(append(set.Domains(), rules.UnmatchedOther))
+	r.unmatched.known(append(set.Domains(), rulelog.Other))
 }
 
 // Snapshot is the recorder's state for the status page, in a JSON-friendly

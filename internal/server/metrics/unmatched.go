@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/rulelog"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -43,9 +44,9 @@ func newUnmatchedCounts() *unmatchedCounts {
 }
 
 func (u *unmatchedCounts) add(res rules.Result) {
-	label := rules.UnmatchedLabel(res)
+	label := rulelog.Label(res)
 	if label == "" {
-		label, res.Unmatched = rules.UnmatchedOther, rules.UnmatchedDomain
+		label, res.Unmatched = rulelog.Other, rules.UnmatchedDomain
 	}
 	v, ok := u.counts.Load(label)
 	if !ok {

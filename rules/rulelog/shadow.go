@@ -1,16 +1,18 @@
-package rules
+package rulelog
 
 import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
-// ShadowLog logs what shadow rules would have rejected without flooding the
+// Shadow logs what shadow rules would have rejected without flooding the
 // log: at most one record per rule per interval, carrying how many
 // rejections that rule had since its previous record. Its memory grows with
 // the number of rules, not of keys. It is safe for concurrent use.
-type ShadowLog struct {
+type Shadow struct {
 	log   *slog.Logger
 	every time.Duration
 	now   func() time.Time
@@ -24,19 +26,19 @@ type shadowState struct {
 	suppressed int64
 }
 
-// NewShadowLog returns a ShadowLog writing to log (nil means
+// NewShadow returns a Shadow writing to log (nil means
 // slog.Default()) at most once per rule every interval (0 means every
 // rejection).
-func NewShadowLog(log *slog.Logger, every time.Duration) *ShadowLog {
+func NewShadow(log *slog.Logger, every time.Duration) *Shadow {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &ShadowLog{log: log, every: every, now: time.Now, rules: map[string]*shadowState{}}
+	return &Shadow{log: log, every: every, now: time.Now, rules: map[string]*shadowState{}}
 }
 
 // Record logs the shadow rejections in res; attrs are added to each record
 // (the path, the domain).
-func (s *ShadowLog) Record(res Result, attrs ...any) {
+func (s *Shadow) Record(res rules.Result, attrs ...any) {
 	for i := range res.Statuses {
 		st := &res.Statuses[i]
 		if !st.Shadow || st.Decision.Allowed {
@@ -54,7 +56,7 @@ func (s *ShadowLog) Record(res Result, attrs ...any) {
 
 // due counts one rejection for rule and reports whether to log it now, with
 // the number of rejections the record stands for.
-func (s *ShadowLog) due(rule string) (int64, bool) {
+func (s *Shadow) due(rule string) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()

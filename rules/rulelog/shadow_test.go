@@ -1,4 +1,4 @@
-package rules
+package rulelog
 
 import (
 	"bytes"
@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/rules"
 )
 
-func TestShadowLogSamplesPerRule(t *testing.T) {
+func TestShadowSamplesPerRule(t *testing.T) {
 	var buf bytes.Buffer
-	sl := NewShadowLog(slog.New(slog.NewTextHandler(&buf, nil)), time.Second)
+	sl := NewShadow(slog.New(slog.NewTextHandler(&buf, nil)), time.Second)
 	now := time.Unix(1000, 0)
 	sl.now = func() time.Time { return now }
-	res := Result{Allowed: true, Statuses: []Status{
+	res := rules.Result{Allowed: true, Statuses: []rules.Status{
 		{Rule: "a", Shadow: true, Decision: algorithm.Decision{Allowed: false}},
 		{Rule: "b", Shadow: true, Decision: algorithm.Decision{Allowed: false}},
 		{Rule: "c", Shadow: false, Decision: algorithm.Decision{Allowed: false}},
