@@ -4,11 +4,11 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/window"
 	"github.com/floodgate-dev/floodgate/ratelimitheader"
 )
 
@@ -186,21 +186,8 @@ func writeBody(w http.ResponseWriter, code int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// formatWindow writes a window as rule files do: 1m, 2h and 1h30m rather
-// than Go's 1m0s, 2h0m0s and 1h30m0s.
-func formatWindow(d time.Duration) string {
-	s := d.String()
-	if t, ok := strings.CutSuffix(s, "m0s"); ok {
-		s = t + "m"
-	}
-	if t, ok := strings.CutSuffix(s, "h0m"); ok {
-		s = t + "h"
-	}
-	return s
-}
-
 // decisionRejection describes one limiter's rejection d for a 429 body.
-func decisionRejection(name string, window time.Duration, d algorithm.Decision) Rejection {
+func decisionRejection(name string, w time.Duration, d algorithm.Decision) Rejection {
 	rules := []string{name}
 	return Rejection{
 		Type:             ProblemQuotaExceeded,
@@ -210,8 +197,8 @@ func decisionRejection(name string, window time.Duration, d algorithm.Decision) 
 		Rule:             name,
 		Rules:            rules,
 		Limit:            d.Limit,
-		Window:           formatWindow(window),
-		WindowSeconds:    window.Seconds(),
+		Window:           window.Format(w),
+		WindowSeconds:    w.Seconds(),
 		Remaining:        d.Remaining,
 		RetryAfter:       ratelimitheader.RetryAfterSeconds(d.RetryAfter),
 		Reason:           d.Reason,

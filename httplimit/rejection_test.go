@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/window"
 )
 
 // jsonEncoded is rej as encoding/json's Encoder writes it.
@@ -31,9 +32,9 @@ func TestRejectionJSONAsEncodingJSON(t *testing.T) {
 		{"decision", decisionRejection("per-key", time.Minute, algorithm.Decision{Limit: 100, RetryAfter: 1500 * time.Millisecond, Reason: algorithm.ReasonOverLimit})},
 		{"empty", Rejection{}},
 		{"escapes", Rejection{Rule: "a\"b\\c\n\r\t\b\f\x01<>&\u2028\u2029é\xff", Rules: []string{}, Message: "x"}},
-		{"small window", Rejection{WindowSeconds: 1e-9, Window: formatWindow(time.Nanosecond)}},
+		{"small window", Rejection{WindowSeconds: 1e-9, Window: window.Format(time.Nanosecond)}},
 		{"large window", Rejection{WindowSeconds: 1e22}},
-		{"fractional window", Rejection{WindowSeconds: (1500 * time.Millisecond).Seconds(), Window: formatWindow(1500 * time.Millisecond)}},
+		{"fractional window", Rejection{WindowSeconds: (1500 * time.Millisecond).Seconds(), Window: window.Format(1500 * time.Millisecond)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, want := string(c.rej.appendJSON(nil)), jsonEncoded(t, &c.rej); got != want {

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/window"
 )
 
 // maxOverrides is the most distinct Overrides (limit and window pairs) a
@@ -63,7 +64,7 @@ func (t *overrideTable) rule(o Override) (*rule, error) {
 	}
 	lim, err := newLimit(algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: o.Limit, Window: o.Window})
 	if err != nil {
-		return nil, fmt.Errorf("%w: limit override %d per %s: %v", ErrInvalidRequest, o.Limit, FormatWindow(o.Window), err)
+		return nil, fmt.Errorf("%w: limit override %d per %s: %v", ErrInvalidRequest, o.Limit, window.Format(o.Window), err)
 	}
 	maxEntries, maxBytes := t.maxEntries, t.maxBytes
 	if maxEntries == 0 {
@@ -204,7 +205,7 @@ func (p OverridePolicy) Apply(req *Request) error {
 	for i, o := range req.Overrides {
 		if o != (Override{}) {
 			return fmt.Errorf("%w: descriptor %d sets its own limit (%d per %s); leave the limit out: the server's rules decide requests from here",
-				errOverrideRefused, i, o.Limit, FormatWindow(o.Window))
+				errOverrideRefused, i, o.Limit, window.Format(o.Window))
 		}
 	}
 	return nil

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/window"
 )
 
 // Bounds are the largest rule files, requests and limits the engine
@@ -151,17 +152,19 @@ const overrideRule = "limit-override"
 // (and applies when none does): the descriptor is limited to Limit
 // requests per Window on the bounded-log algorithm, counted by all its
 // entries, failing open, and in shadow mode only when the engine runs every
-// rule in shadow mode. Limit 0 rejects every request.
-// Descriptors with equal entries and equal overrides share a counter. A
-// rule set keeps at most maxOverrides distinct overrides built, evicting
-// the least recently used; an evicted override keeps its counters.
+// rule in shadow mode. Limit 0 rejects every request. Its status reports
+// the rule name limit-override. Descriptors with equal entries and equal
+// overrides share a counter. A rule set keeps at most Max().Overrides
+// distinct overrides built, evicting the least recently used; an evicted
+// override keeps its counters.
 type Override struct {
 	Limit  int64
 	Window time.Duration
 }
 
 // UnitOverride builds an Override from Envoy's terms: requestsPerUnit per
-// multiplier units (see unitWindow for the unit names). Its errors start
+// multiplier units: second, minute, hour, day, week, month (30 days) or
+// year (365 days), in any case. Its errors start
 // with the name of the field that is wrong (requests_per_unit, unit,
 // unit_multiplier), for the caller to prefix with where the field is.
 func UnitOverride(requestsPerUnit int64, unit string, multiplier int64) (Override, error) {
@@ -173,7 +176,7 @@ func UnitOverride(requestsPerUnit int64, unit string, multiplier int64) (Overrid
 		return Override{}, fmt.Errorf("requests_per_unit: %d is out of range 0..%d", requestsPerUnit, int64(maxLimit))
 	case multiplier < 1 || multiplier > int64(maxWindow/w):
 		return Override{}, fmt.Errorf("unit_multiplier: %d %ss is not a window from 1 unit to %s",
-			multiplier, strings.ToLower(unit), FormatWindow(maxWindow))
+			multiplier, strings.ToLower(unit), window.Format(maxWindow))
 	}
 	return Override{Limit: requestsPerUnit, Window: time.Duration(multiplier) * w}, nil
 }
@@ -307,15 +310,15 @@ func (ri RuleInfo) MarshalJSON() ([]byte, error) {
 	if p.Overrides == nil {
 		p.Overrides = []string{}
 	}
-	window := ""
+	text := ""
 	if ri.Window > 0 {
-		window = FormatWindow(ri.Window)
+		text = window.Format(ri.Window)
 	}
 	return json.Marshal(struct {
 		plain
 		Window        string  `json:"window"`
 		WindowSeconds float64 `json:"window_seconds"`
-	}{p, window, ri.Window.Seconds()})
+	}{p, text, ri.Window.Seconds()})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes, the window from

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/window"
+	"github.com/floodgate-dev/floodgate/rules/internal/ruledir"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -124,8 +125,8 @@ func (s *Set) Domains() []string {
 // first file).
 func (s *Set) File() string { return s.file }
 
-// Format returns formatFloodgate or formatEnvoy (for a directory, the first
-// file's).
+// Format returns the format the rules were written in, "floodgate" or
+// "envoy" (envoyproxy/ratelimit's; for a directory, the first file's).
 func (s *Set) Format() string { return s.format }
 
 // Shadow reports the file's global shadow switch (for a directory, the
@@ -154,7 +155,7 @@ var defaultSet = sync.OnceValues(func() (*Set, error) {
 // Default returns the rules built into the binary (rules/default.yaml), used
 // when the server is given no rule file. The file is tested to parse; should
 // it ever fail, Default returns an empty set in the domain "default" rather
-// than panic, and defaultErr says why.
+// than panic.
 func Default() *Set {
 	s, err := defaultSet()
 	if err != nil {
@@ -185,30 +186,8 @@ func Load(path string) (*Set, error) {
 	return loadFile(path)
 }
 
-// Files lists the rule files Load reads from a directory, in name order:
-// its regular .yaml and .yml files that do not start with a dot.
-func Files(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
-			continue // a dangling link, or a directory named like a file
-		}
-		files = append(files, p)
-	}
-	return files, nil
-}
-
 func loadDir(dir string) (*Set, error) {
-	files, err := Files(dir)
+	files, err := ruledir.Files(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +384,7 @@ func validateRequest(req *Request) error {
 		}
 		if o.Window <= 0 || o.Window > maxWindow || o.Limit < 0 || o.Limit > maxLimit {
 			return fmt.Errorf("%w: descriptor %d: limit override %d per %s is out of range (0 to %d per 1ns to %s)",
-				ErrInvalidRequest, i, o.Limit, o.Window, int64(maxLimit), FormatWindow(maxWindow))
+				ErrInvalidRequest, i, o.Limit, o.Window, int64(maxLimit), window.Format(maxWindow))
 		}
 	}
 	for i, d := range req.Descriptors {
@@ -641,21 +620,7 @@ func (l *limit) String() string {
 	case l.block:
 		return "blocked (limit 0)"
 	}
-	return fmt.Sprintf("%d per %s", l.limit, FormatWindow(l.window))
-}
-
-// FormatWindow writes a window the way rule files do: 1m, 2h and 1h30m
-// rather than 1m0s, 2h0m0s and 1h30m0s; other durations as
-// time.Duration.String writes them.
-func FormatWindow(d time.Duration) string {
-	s := d.String()
-	if t, ok := strings.CutSuffix(s, "m0s"); ok {
-		s = t + "m"
-	}
-	if t, ok := strings.CutSuffix(s, "h0m"); ok {
-		s = t + "h"
-	}
-	return s
+	return fmt.Sprintf("%d per %s", l.limit, window.Format(l.window))
 }
 
 // newLimit builds a limit from an algorithm configuration; limit 0 blocks.

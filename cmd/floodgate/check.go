@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/window"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -467,7 +468,7 @@ func fmtDuration(d time.Duration) string {
 	if d == 0 {
 		return "-"
 	}
-	return rules.FormatWindow(d)
+	return window.Format(d)
 }
 
 // printCheck writes doc as text: the rule table, then details, routes and

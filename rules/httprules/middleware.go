@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/internal/window"
 	"github.com/floodgate-dev/floodgate/ratelimitheader"
 	"github.com/floodgate-dev/floodgate/rules"
 	"github.com/floodgate-dev/floodgate/rules/rulelog"
@@ -171,7 +172,7 @@ func NewRejection(res rules.Result) httplimit.Rejection {
 	if worst != nil {
 		rej.Rule = worst.Rule
 		rej.Limit = worst.Limit
-		rej.Window = rules.FormatWindow(worst.Window)
+		rej.Window = window.Format(worst.Window)
 		rej.WindowSeconds = worst.Window.Seconds()
 		rej.Remaining = worst.Decision.Remaining
 		rej.Reason = worst.Decision.Reason

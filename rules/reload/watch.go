@@ -22,6 +22,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/internal/ruledir"
 )
 
 // watchReady, when set (by tests), is called once Watch receives file
@@ -214,7 +215,7 @@ func contentSum(path string, isDir bool) ([32]byte, error) {
 		}
 		return sha256.Sum256(data), nil
 	}
-	files, err := rules.Files(path)
+	files, err := ruledir.Files(path)
 	if err != nil {
 		return [32]byte{}, err
 	}

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/window"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -334,7 +335,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 			Descriptor:    s.Descriptor,
 			Key:           s.Key,
 			Limit:         s.Limit,
-			Window:        rules.FormatWindow(s.Window),
+			Window:        window.Format(s.Window),
 			WindowSeconds: s.Window.Seconds(),
 			Algorithm:     s.Algorithm,
 			Shadow:        s.Shadow,
