@@ -31,9 +31,12 @@ type Service struct {
 	config    atomic.Pointer[Config]
 	client    rueidis.Client
 	perSecond rueidis.Client // nil: client counts every unit
-	local     *localCache    // nil without LOCAL_CACHE_SIZE_IN_BYTES
-	stats     *stats         // nil without a stats sink
-	now       func() int64   // Unix seconds
+	// pipe and perSecondPipe send the counting commands of concurrent
+	// requests to client and perSecond together.
+	pipe, perSecondPipe *sharedPipeline
+	local               *localCache  // nil without LOCAL_CACHE_SIZE_IN_BYTES
+	stats               *stats       // nil without a stats sink
+	now                 func() int64 // Unix seconds
 
 	jitterMu sync.Mutex
 	jitter   *rand.Rand
@@ -48,7 +51,11 @@ func NewService(set Settings, cfg *Config, client, perSecond rueidis.Client, now
 		now = func() int64 { return time.Now().Unix() }
 	}
 	s := &Service{set: set, client: client, perSecond: perSecond, now: now,
+		pipe:   newSharedPipeline(client, set.Redis.Timeout),
 		jitter: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
+	if perSecond != nil {
+		s.perSecondPipe = newSharedPipeline(perSecond, set.PerSecond.Timeout)
+	}
 	if set.LocalCacheSizeInBytes > 0 {
 		s.local = newLocalCache(set.LocalCacheSizeInBytes)
 	}
@@ -411,12 +418,12 @@ func (s *Service) incr(ctx context.Context, ds []descriptorState) error {
 			client.B().Expire().Key(d.key).Seconds(exp).Build())
 	}
 	if len(mainCmds) > 0 {
-		if err := s.exec(ctx, s.client, mainCmds, ds, false); err != nil {
+		if err := s.exec(ctx, s.pipe, mainCmds, ds, false); err != nil {
 			return err
 		}
 	}
 	if len(perSecCmds) > 0 {
-		return s.exec(ctx, s.perSecond, perSecCmds, ds, true)
+		return s.exec(ctx, s.perSecondPipe, perSecCmds, ds, true)
 	}
 	return nil
 }
@@ -427,10 +434,10 @@ func (s *Service) onPerSecond(d *descriptorState) bool {
 }
 
 // exec sends cmds (INCRBY and EXPIRE of each key in turn, in the order of
-// ds) to client in one pipeline and sets the counts of the keys it holds:
-// those on REDIS_PERSECOND's Redis when perSecond, else the others.
-func (s *Service) exec(ctx context.Context, client rueidis.Client, cmds rueidis.Commands, ds []descriptorState, perSecond bool) error {
-	rs := client.DoMulti(ctx, cmds...)
+// ds) through pipe and sets the counts of the keys it holds: those on
+// REDIS_PERSECOND's Redis when perSecond, else the others.
+func (s *Service) exec(ctx context.Context, pipe *sharedPipeline, cmds rueidis.Commands, ds []descriptorState, perSecond bool) error {
+	rs := pipe.do(ctx, cmds)
 	k := 0
 	for i := range ds {
 		d := &ds[i]

@@ -1,0 +1,168 @@
+package envoycompat
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// maxShared bounds the requests of one shared pipeline, so that one
+// pipeline does not hold Redis for long.
+const maxShared = 128
+
+// sharedPipeline sends the counting commands (INCRBY and EXPIRE) of
+// concurrent requests to one Redis together. While no pipeline is in
+// flight, a request's commands go out alone at once: light traffic waits
+// for nothing. Beyond that, requests queue, and as the pipeline in flight
+// returns, everything queued goes out as one pipeline. Each command still
+// answers on its own, so every request gets the counts it would get alone;
+// what is saved is a write to Redis (and Redis's read) per request, which
+// under load costs the server more than anything else it does for a call.
+// A queued request waits at most for the one pipeline in flight to return.
+// Own mode's redisstore batches its script calls the same way.
+type sharedPipeline struct {
+	client rueidis.Client
+	// timeout bounds a shared pipeline whose requests have no deadline.
+	timeout time.Duration
+
+	mu       sync.Mutex
+	inflight bool
+	queue    []*queuedCommands
+	shared   int // shared pipelines sent (a request alone is not one)
+}
+
+// queuedCommands are one request's commands waiting for the next shared
+// pipeline, and then their results.
+type queuedCommands struct {
+	ctx     context.Context
+	cmds    rueidis.Commands
+	done    chan struct{}
+	results []rueidis.RedisResult
+}
+
+func newSharedPipeline(client rueidis.Client, timeout time.Duration) *sharedPipeline {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &sharedPipeline{client: client, timeout: timeout}
+}
+
+// do sends cmds and returns their results, in order: at once if nothing
+// is in flight, else in the next shared pipeline. When ctx ends first, each
+// result is ctx's error; commands already sent may still count.
+func (p *sharedPipeline) do(ctx context.Context, cmds rueidis.Commands) []rueidis.RedisResult {
+	p.mu.Lock()
+	if !p.inflight {
+		p.inflight = true
+		p.mu.Unlock()
+		rs := p.client.DoMulti(ctx, cmds...)
+		p.next()
+		return rs
+	}
+	q := &queuedCommands{ctx: ctx, cmds: cmds, done: make(chan struct{})}
+	p.queue = append(p.queue, q)
+	p.mu.Unlock()
+	select {
+	case <-q.done:
+		return q.results
+	case <-ctx.Done():
+		// Still queued, it is left out and never counted; already sent,
+		// it may count, as any request that runs out of time.
+		return errorResults(len(cmds), ctx.Err())
+	}
+}
+
+// errorResults are n results that all fail with err.
+func errorResults(n int, err error) []rueidis.RedisResult {
+	rs := make([]rueidis.RedisResult, n)
+	for i := range rs {
+		rs[i] = rueidis.NewErrorResult(err)
+	}
+	return rs
+}
+
+// next hands what is queued to a goroutine that sends it, keeping the
+// finished pipeline's place in flight, or gives the place back.
+func (p *sharedPipeline) next() {
+	p.mu.Lock()
+	batch := p.take()
+	if batch == nil {
+		p.inflight = false
+	}
+	p.mu.Unlock()
+	if batch != nil {
+		go p.run(batch)
+	}
+}
+
+// take removes up to maxShared queued requests; p.mu is held.
+func (p *sharedPipeline) take() []*queuedCommands {
+	if len(p.queue) == 0 {
+		return nil
+	}
+	n := min(len(p.queue), maxShared)
+	batch := p.queue[:n:n]
+	if n == len(p.queue) {
+		p.queue = nil
+	} else {
+		p.queue = p.queue[n:]
+	}
+	return batch
+}
+
+// run sends shared pipelines until nothing is queued.
+func (p *sharedPipeline) run(batch []*queuedCommands) {
+	for batch != nil {
+		p.send(batch)
+		p.mu.Lock()
+		batch = p.take()
+		if batch == nil {
+			p.inflight = false
+		}
+		p.mu.Unlock()
+	}
+}
+
+// send sends the commands of batch in one pipeline, bounded by the latest
+// deadline among them, and wakes each request with its results. Requests
+// whose caller already gave up are left out.
+func (p *sharedPipeline) send(batch []*queuedCommands) {
+	live := batch[:0:0]
+	var last time.Time
+	total := 0
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.results = errorResults(len(q.cmds), err)
+			close(q.done)
+			continue
+		}
+		dl, ok := q.ctx.Deadline()
+		if !ok {
+			dl = time.Now().Add(p.timeout)
+		}
+		if dl.After(last) {
+			last = dl
+		}
+		live = append(live, q)
+		total += len(q.cmds)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), last)
+	defer cancel()
+	all := make(rueidis.Commands, 0, total)
+	for _, q := range live {
+		all = append(all, q.cmds...)
+	}
+	p.mu.Lock()
+	p.shared++
+	p.mu.Unlock()
+	rs := p.client.DoMulti(ctx, all...)
+	for _, q := range live {
+		q.results, rs = rs[:len(q.cmds):len(q.cmds)], rs[len(q.cmds):]
+		close(q.done)
+	}
+}
