@@ -18,33 +18,33 @@ import (
 // should not pace itself by them. A rule that applied to several descriptors
 // is described once, by its most restrictive status.
 func Fields(res rules.Result) []ratelimitheader.Field {
-	var arr [8]rules.Status
+	var idx [8]int
 	var lims [8]ratelimitheader.Limit
-	return ratelimitheader.Fields(outcome(res, arr[:0], lims[:0]))
+	return ratelimitheader.Fields(outcome(res, idx[:0], lims[:0]))
 }
 
 // SetHeaders sets the fields Fields returns on h, replacing any values they
 // had.
 func SetHeaders(h http.Header, res rules.Result) {
-	var arr [8]rules.Status
+	var idx [8]int
 	var lims [8]ratelimitheader.Limit
-	ratelimitheader.Set(h, outcome(res, arr[:0], lims[:0]))
+	ratelimitheader.Set(h, outcome(res, idx[:0], lims[:0]))
 }
 
-// outcome is what the header fields say of res, built in sts and lims
-// (kept off the heap by the callers for up to eight rules).
-func outcome(res rules.Result, sts []rules.Status, lims []ratelimitheader.Limit) ratelimitheader.Outcome {
-	sts = visible(res, sts)
-	if len(sts) == 0 {
+// outcome is what the header fields say of res, built in idx (the indexes
+// of the statuses described) and lims, which the callers keep off the heap
+// for up to eight rules.
+func outcome(res rules.Result, idx []int, lims []ratelimitheader.Limit) ratelimitheader.Outcome {
+	idx = visible(res, idx)
+	if len(idx) == 0 {
 		return ratelimitheader.Outcome{}
 	}
-	for i := range sts {
-		lims = append(lims, limit(&sts[i]))
+	for _, i := range idx {
+		lims = append(lims, limit(&res.Statuses[i]))
 	}
-	tight := tightest(res, sts)
 	return ratelimitheader.Outcome{
 		Limits:     lims,
-		Tightest:   limit(&tight),
+		Tightest:   limit(&res.Statuses[tightest(res, idx)]),
 		Rejected:   !res.Allowed,
 		RetryAfter: res.RetryAfter(),
 	}
@@ -59,44 +59,44 @@ func limit(s *rules.Status) ratelimitheader.Limit {
 	return l
 }
 
-// visible appends to dst the statuses the headers describe: limited, not
-// shadow, one per rule (the most restrictive), in rule order.
-func visible(res rules.Result, dst []rules.Status) []rules.Status {
+// visible appends to dst the indexes in res.Statuses of the statuses the
+// headers describe: limited, not shadow, one per rule (the most
+// restrictive), in rule order.
+func visible(res rules.Result, dst []int) []int {
 	out := dst
-	for _, s := range res.Statuses {
+	for i := range res.Statuses {
+		s := &res.Statuses[i]
 		if s.Shadow || s.Unlimited {
 			continue
 		}
 		dup := false
-		for j := range out {
-			if out[j].Rule == s.Rule {
+		for j, k := range out {
+			if o := &res.Statuses[k]; o.Rule == s.Rule {
 				dup = true
-				if s.Tighter(&out[j]) {
-					out[j] = s
+				if s.Tighter(o) {
+					out[j] = i
 				}
 				break
 			}
 		}
 		if !dup {
-			out = append(out, s)
+			out = append(out, i)
 		}
 	}
 	return out
 }
 
-// tightest returns the status the X-RateLimit fields describe: the engine's
-// choice when it is visible, else the tightest visible one.
-func tightest(res rules.Result, sts []rules.Status) rules.Status {
-	if res.Tightest >= 0 && res.Tightest < len(res.Statuses) {
-		t := res.Statuses[res.Tightest]
-		if !t.Shadow && !t.Unlimited {
-			return t
-		}
+// tightest returns the index of the status the X-RateLimit fields
+// describe: the engine's choice when it is visible, else the tightest of
+// the visible ones, idx.
+func tightest(res rules.Result, idx []int) int {
+	if t := res.Tightest; t >= 0 && t < len(res.Statuses) && !res.Statuses[t].Shadow && !res.Statuses[t].Unlimited {
+		return t
 	}
-	best := sts[0]
-	for _, s := range sts[1:] {
-		if s.Tighter(&best) {
-			best = s
+	best := idx[0]
+	for _, i := range idx[1:] {
+		if res.Statuses[i].Tighter(&res.Statuses[best]) {
+			best = i
 		}
 	}
 	return best
