@@ -22,8 +22,12 @@ const maxShared = 128
 // under load costs the server more than anything else it does for a call.
 // A queued request waits at most for the one pipeline in flight to return.
 // Own mode's redisstore batches its script calls the same way.
+//
+// On a Redis Cluster every request goes out on its own: a pipeline in
+// flight to one slow master must not hold the requests for the others.
 type sharedPipeline struct {
 	client rueidis.Client
+	alone  bool // every request on its own (a cluster)
 	// timeout bounds a shared pipeline whose requests have no deadline.
 	timeout time.Duration
 
@@ -42,17 +46,22 @@ type queuedCommands struct {
 	results []rueidis.RedisResult
 }
 
-func newSharedPipeline(client rueidis.Client, timeout time.Duration) *sharedPipeline {
+// newSharedPipeline shares pipelines to client, a Redis of REDIS_TYPE
+// redisType, bounding those without a deadline by timeout.
+func newSharedPipeline(client rueidis.Client, redisType string, timeout time.Duration) *sharedPipeline {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	return &sharedPipeline{client: client, timeout: timeout}
+	return &sharedPipeline{client: client, alone: redisType == "cluster", timeout: timeout}
 }
 
 // do sends cmds and returns their results, in order: at once if nothing
 // is in flight, else in the next shared pipeline. When ctx ends first, each
 // result is ctx's error; commands already sent may still count.
 func (p *sharedPipeline) do(ctx context.Context, cmds rueidis.Commands) []rueidis.RedisResult {
+	if p.alone {
+		return p.client.DoMulti(ctx, cmds...)
+	}
 	p.mu.Lock()
 	if !p.inflight {
 		p.inflight = true

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -27,7 +30,7 @@ func pipelineOn(t *testing.T) (*sharedPipeline, rueidis.Client, *redistest.Serve
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return newSharedPipeline(c, set.Redis.Timeout), c, srv
+	return newSharedPipeline(c, set.Redis.Type, set.Redis.Timeout), c, srv
 }
 
 // incr is a request's commands: INCRBY key 1 and EXPIRE key 60 for each key.
@@ -161,4 +164,65 @@ func mustInt(t *testing.T, r rueidis.RedisResult) int64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestSharedPipelineClusterAlone: on a Redis Cluster each request goes out
+// on its own, so a request to a healthy master answers while one to a
+// paused master is in flight.
+func TestSharedPipelineClusterAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := redistest.StartCluster(t)
+	set, err := ParseSettings(mapLookup(map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "cluster",
+		"REDIS_URL": strings.Join(cl.Addrs(), ",")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialRedis(context.Background(), set.Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	p := newSharedPipeline(c, set.Redis.Type, set.Redis.Timeout)
+	slow, fast := "k0", ""
+	for i := 1; fast == ""; i++ {
+		if k := fmt.Sprint("k", i); cl.Owner(cl.Slot(k)) != cl.Owner(cl.Slot(slow)) {
+			fast = k
+		}
+	}
+	paused := cl.Servers()[cl.Owner(cl.Slot(slow))]
+	paused.Pause()
+	first := make(chan []rueidis.RedisResult)
+	go func() { first <- p.do(context.Background(), incr(c, slow)) }()
+	waitFor(t, "the request to the paused master sent", func() bool { return unread(t, paused.Port()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if rs := p.do(ctx, incr(c, fast)); mustInt(t, rs[0]) != 1 {
+		t.Fatalf("a request to a healthy master: %v", rs)
+	}
+	paused.Resume()
+	if rs := <-first; mustInt(t, rs[0]) != 1 {
+		t.Fatalf("the request to the paused master, once resumed: %v", rs)
+	}
+}
+
+// unread reports whether a loopback TCP connection to port holds bytes its
+// server has not read (/proc/net/tcp's rx_queue).
+func unread(t *testing.T, port int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || !strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) {
+			continue
+		}
+		if _, rx, ok := strings.Cut(f[4], ":"); ok && strings.Trim(rx, "0") != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -51,10 +51,10 @@ func NewService(set Settings, cfg *Config, client, perSecond rueidis.Client, now
 		now = func() int64 { return time.Now().Unix() }
 	}
 	s := &Service{set: set, client: client, perSecond: perSecond, now: now,
-		pipe:   newSharedPipeline(client, set.Redis.Timeout),
+		pipe:   newSharedPipeline(client, set.Redis.Type, set.Redis.Timeout),
 		jitter: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
 	if perSecond != nil {
-		s.perSecondPipe = newSharedPipeline(perSecond, set.PerSecond.Timeout)
+		s.perSecondPipe = newSharedPipeline(perSecond, set.PerSecond.Type, set.PerSecond.Timeout)
 	}
 	if set.LocalCacheSizeInBytes > 0 {
 		s.local = newLocalCache(set.LocalCacheSizeInBytes)
