@@ -206,8 +206,11 @@ func (d *decoder) ruleAlgorithm(f map[string]field, what string) algorithm.Confi
 func (d *decoder) ruleParam(cfg *algorithm.Config, p string, v *yaml.Node, what string) {
 	switch p {
 	case "slices":
-		// algorithm.New bounds the slices; its error names the rule.
-		if x, ok := d.integer(v, what, 1, math.MaxInt32); ok {
+		// algorithm.New bounds the slices (1 to 1024) and its error names
+		// the rule; 0 would be its default.
+		if x, ok := d.integer(v, what, math.MinInt32, math.MaxInt32); ok && x == 0 {
+			d.errorf(v, "%s must be at least 1; got 0", what)
+		} else if ok {
 			cfg.Slices = int(x)
 		}
 	case "capacity":
