@@ -40,7 +40,7 @@
 // the limit.
 //
 // With WithHeaders the response also carries, in response_headers_to_add,
-// the RateLimit header fields package httplimit writes (X-RateLimit-*,
+// the RateLimit header fields package ratelimitheader writes (X-RateLimit-*,
 // RateLimit-Policy, RateLimit, and Retry-After when over the limit), so
 // Envoy can pass them to the client. Without it (the default, as in
 // envoyproxy/ratelimit) it carries none: Envoy adds its own from the
