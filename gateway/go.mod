@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
 )
 
@@ -14,7 +13,6 @@ replace (
 	github.com/floodgate-dev/floodgate => ..
 	github.com/floodgate-dev/floodgate/distributed => ../distributed
 	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../httplimit
 	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
 	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../redisstore

@@ -15,7 +15,6 @@ require (
 	cel.dev/expr v0.25.3 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
@@ -29,7 +28,6 @@ replace (
 	github.com/floodgate-dev/floodgate/distributed => ../distributed
 	github.com/floodgate-dev/floodgate/gateway => ../gateway
 	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../httplimit
 	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
 	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../redisstore

@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000
 	github.com/fsnotify/fsnotify v1.10.1
 	go.yaml.in/yaml/v3 v3.0.6
 )
@@ -16,7 +15,6 @@ replace (
 	github.com/floodgate-dev/floodgate/distributed => ../distributed
 	github.com/floodgate-dev/floodgate/gateway => ../gateway
 	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../httplimit
 	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
 	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../redisstore

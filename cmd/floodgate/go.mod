@@ -25,7 +25,6 @@ require (
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -60,7 +59,6 @@ replace (
 	github.com/floodgate-dev/floodgate/distributed => ../../distributed
 	github.com/floodgate-dev/floodgate/gateway => ../../gateway
 	github.com/floodgate-dev/floodgate/grpclimit => ../../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../../httplimit
 	github.com/floodgate-dev/floodgate/internal/envoycompat => ../../internal/envoycompat
 	github.com/floodgate-dev/floodgate/internal/server => ../../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../../redisstore

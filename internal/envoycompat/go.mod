@@ -26,7 +26,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
@@ -43,7 +42,6 @@ replace (
 	github.com/floodgate-dev/floodgate/distributed => ../../distributed
 	github.com/floodgate-dev/floodgate/gateway => ../../gateway
 	github.com/floodgate-dev/floodgate/grpclimit => ../../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../../httplimit
 	github.com/floodgate-dev/floodgate/internal/server => ../server
 	github.com/floodgate-dev/floodgate/redisstore => ../../redisstore
 	github.com/floodgate-dev/floodgate/rls => ../../rls

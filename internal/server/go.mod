@@ -7,7 +7,6 @@ require (
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/gateway v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
@@ -56,7 +55,6 @@ replace (
 	github.com/floodgate-dev/floodgate/distributed => ../../distributed
 	github.com/floodgate-dev/floodgate/gateway => ../../gateway
 	github.com/floodgate-dev/floodgate/grpclimit => ../../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../../httplimit
 	github.com/floodgate-dev/floodgate/internal/envoycompat => ../envoycompat
 	github.com/floodgate-dev/floodgate/redisstore => ../../redisstore
 	github.com/floodgate-dev/floodgate/rls => ../../rls

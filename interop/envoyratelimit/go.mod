@@ -31,7 +31,6 @@ require (
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/gateway v0.0.0-00010101000000-000000000000 // indirect
-	github.com/floodgate-dev/floodgate/httplimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
@@ -83,7 +82,6 @@ replace (
 	github.com/floodgate-dev/floodgate/distributed => ../../distributed
 	github.com/floodgate-dev/floodgate/gateway => ../../gateway
 	github.com/floodgate-dev/floodgate/grpclimit => ../../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../../httplimit
 	github.com/floodgate-dev/floodgate/internal/envoycompat => ../../internal/envoycompat
 	github.com/floodgate-dev/floodgate/internal/server => ../../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../../redisstore

@@ -128,7 +128,6 @@ replace (
 	github.com/floodgate-dev/floodgate/distributed => ../../../distributed
 	github.com/floodgate-dev/floodgate/gateway => ../../../gateway
 	github.com/floodgate-dev/floodgate/grpclimit => ../../../grpclimit
-	github.com/floodgate-dev/floodgate/httplimit => ../../../httplimit
 	github.com/floodgate-dev/floodgate/internal/envoycompat => ../../../internal/envoycompat
 	github.com/floodgate-dev/floodgate/internal/server => ../../../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../../../redisstore
