@@ -30,15 +30,14 @@ import (
 // counted twice, which only errs towards rejecting), and the store has
 // not lost data (the read pulls the node's sync-count key too, and a
 // store found to have lost data within the key's idle time is not read).
-// Otherwise, or when the store does not answer within the decision
-// deadline, the charge stands and the request is rejected, as before. A
+// Otherwise, or when the store does not answer within the sync deadline,
+// the charge stands and the request is rejected, as before. A
 // read never counts as a store failure: the breaker and readiness follow
 // the syncs only.
 //
 // An entry makes at most one read (one that does not settle, or fails,
 // leaves the charge to the key's first pull), only for a request the
-// summary alone rejects, and waits for it at most the decision deadline's
-// ceiling (Options.MaxDeadline).
+// summary alone rejects, and waits for it at most the sync deadline.
 
 // orphanKey identifies a key and its limit on a shard's orphan count.
 func (t *table) orphanKey(key string, cfg algorithm.Config) uint64 {
@@ -104,8 +103,14 @@ func (n *Node) readable(s *shard, e *entry, now, cost int64) bool {
 // settleRejected reads the shared count of the keys of reqs that only
 // their eviction charge rejected (see readable) and ends the charge of
 // those the read settles. It reports whether it settled any, so the
-// requests are decided again.
+// requests are decided again. The read gets the sync deadline (a store
+// busy with a flood's pushes answers reads late too), never more than ctx
+// allows; one that answers after it still settles, for the key's next
+// requests.
 func (n *Node) settleRejected(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) bool {
+	if n.syncer == nil || n.br.isOpen() {
+		return false
+	}
 	var reads []chargeRead
 	for i := range reqs {
 		if out[i].Allowed || reqs[i].Algorithm == nil {
@@ -120,7 +125,7 @@ func (n *Node) settleRejected(ctx context.Context, now int64, reqs []store.Reque
 		}
 		s.mu.Unlock()
 	}
-	if len(reads) == 0 || n.syncer == nil || n.br.isOpen() {
+	if len(reads) == 0 {
 		return false
 	}
 	batches := make([]store.SyncBatch, 0, len(reads)+1)
@@ -133,10 +138,15 @@ func (n *Node) settleRejected(ctx context.Context, now int64, reqs []store.Reque
 	}
 	n.chargeReads.Add(1)
 	// An abandoned read may still fill its batches: they are its own.
-	err := call(ctx, n.lat.ceiling, func(c context.Context) error { return n.syncer.Sync(c, now, batches) }, nil)
-	if err != nil {
-		return false
-	}
+	err := call(ctx, n.syncDL, func(c context.Context) error { return n.syncer.Sync(c, now, batches) },
+		func() { n.settle(reads, batches, syncs, now) })
+	return err == nil && n.settle(reads, batches, syncs, now)
+}
+
+// settle ends the charges of reads whose shared counts batches (read at
+// now, the node's sync count then syncs) can be trusted with, and reports
+// whether it ended any.
+func (n *Node) settle(reads []chargeRead, batches []store.SyncBatch, syncs, now int64) bool {
 	if n.sentinel.alg != nil && used(n.sentinel.alg, batches[len(reads)].State, now) < syncs {
 		return false // the store lost data since the last sync
 	}
