@@ -1357,6 +1357,7 @@ if op == 's' and #KEYS > 1 then fetch() end
 -- merges into the state its first mention left.
 if op == 's' then
   local out, i, nargs, states, built = {}, 0, #ARGV, {}, {}
+  local ts, cs = {}, {} -- one key's events, reused: only 1..ne are read
   while pos <= nargs do
     local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
     local alg = built[code] or build(code)
@@ -1387,7 +1388,6 @@ if op == 's' then
         states[key] = s
       end
       local ne = nextarg()
-      local ts, cs = {}, {}
       if ne < 0 then
         ne = -ne
         for k = 1, ne do ts[k], cs[k] = nextarg(), 1 end

@@ -212,6 +212,7 @@ func BenchmarkSharedCall(b *testing.B) {
 // BenchmarkSharedSync measures redis-server CPU per key of a Sync push as
 // the delayed arrangement sends it: 200 keys per push, each with 1 or 8
 // events of cost 1, over 20,000 keys (so most keys already hold a state),
+// or one event on a new key (events-0),
 // for fixed-window and bounded-log at 1,000,000 per second (the limit
 // scripts/compare-redis-cpu uses). One op is one key pushed. Run with
 //
@@ -221,11 +222,18 @@ func BenchmarkSharedSync(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b, Options{})
 	var seq atomic.Int64
-	for _, events := range []int{1, 8} {
+	for _, events := range []int{0, 1, 8} {
 		for _, alg := range []string{algorithm.FixedWindow, algorithm.BoundedLog} {
 			a := mustAlg(b, algorithm.Config{Algorithm: alg, Limit: 1000000, Window: time.Second})
+			// events 0 stands for one event on a key never pushed before
+			// (as with 200,000 keys, each pushed again after its state
+			// expired).
 			b.Run(alg+"/events-"+strconv.Itoa(events), func(b *testing.B) {
 				const per = 200
+				keys, events := int64(20000), events
+				if events == 0 {
+					keys, events = 1<<62, 1
+				}
 				batches := make([]store.SyncBatch, per)
 				resetStats(b)
 				for i := 0; i < b.N; i += per {
@@ -235,7 +243,7 @@ func BenchmarkSharedSync(b *testing.B) {
 						for k := range evs {
 							evs[k] = store.Event{Time: now + int64(k)*int64(time.Millisecond), Cost: 1}
 						}
-						batches[j] = store.SyncBatch{Algorithm: a, Key: "push-" + strconv.FormatInt(seq.Add(1)%20000, 10), Events: evs}
+						batches[j] = store.SyncBatch{Algorithm: a, Key: "push-" + strconv.FormatInt(seq.Add(1)%keys, 10), Events: evs}
 					}
 					if err := s.Sync(ctx, now, batches); err != nil {
 						b.Fatal(err)
