@@ -1105,6 +1105,17 @@ local function dfmt(n)
   end
   return f
 end
+-- pxarg returns ttl (ms) as the text SET's PX takes, made once per call
+-- for each ttl: Redis would format the number again for every key.
+local PXARG = {}
+local function pxarg(ttl)
+  local a = PXARG[ttl]
+  if not a then
+    a = string.format('%d', ttl)
+    PXARG[ttl] = a
+  end
+  return a
+end
 -- packwords returns words 1..used of s (default: up to the last nonzero)
 -- packed as doubles.
 local function packwords(s, used)
@@ -1184,10 +1195,14 @@ local function save(key, s, ttl, code, P, alg)
   while used > 0 and s[used] == 0 do used = used - 1 end
   local stored, packed
   if alg.tostored then stored = alg.tostored(P, s, used, ttl, anchor) end
-  if not stored or op == 's' then packed = packwords(s, used) end
+  if stored and op == 's' and #stored >= 17 and #stored <= 19 and string.byte(stored, 1) ~= 45 then
+    packed = stored -- the one-time form, which Sync reads as it is
+  elseif not stored or op == 's' then
+    packed = packwords(s, used)
+  end
   stored = stored or packed
   if ttl > 0 then
-    redis.call('SET', key, stored, 'PX', ttl)
+    redis.call('SET', key, stored, 'PX', pxarg(ttl))
   else
     redis.call('SET', key, stored)
   end
@@ -1306,7 +1321,7 @@ if op == 'i' then
               st = struct.pack('<d', k)
             end
             if ttl > 0 then
-              redis.call('SET', key, st, 'PX', ttl)
+              redis.call('SET', key, st, 'PX', pxarg(ttl))
             else
               redis.call('SET', key, st)
             end
@@ -1401,9 +1416,9 @@ if op == 's' then
           for k = 1, ne do alg.record(P, s, ts[k], cs[k]) end
         end
         -- The state goes back packed as it is stored (doubles, trailing
-        -- zero words left out): one string per key instead of one reply
-        -- integer per word, which for a log of a hundred words was most
-        -- of a sync's cost.
+        -- zero words left out; a bounded-log key's one-time form as it
+        -- is): one string per key instead of one reply integer per word,
+        -- which for a log of a hundred words was most of a sync's cost.
         raw[key] = save(key, s, ttl, code, P, alg)
       end
       out[#out + 1] = raw[key]

@@ -148,3 +148,24 @@ func TestPushBoundedLogOneEntry(t *testing.T) {
 		})
 	}
 }
+
+// FuzzOneTimeState reads any string a sync could return: a one-time form
+// decodes to its count and time, anything else is left to unpackState,
+// and nothing panics.
+func FuzzOneTimeState(f *testing.F) {
+	f.Add("11764470000000000")
+	f.Add("9991764470000000000")
+	f.Add("01764470000000000")
+	f.Add("-1000000021764470000")
+	f.Add("12345678")
+	f.Fuzz(func(t *testing.T, v string) {
+		if !oneTime(v) {
+			return
+		}
+		w := oneTimeState(v, 3, nil)
+		c, tm := (w[0]-1<<52-1)>>18, w[1]
+		if got := fmt.Sprintf("%d%016d", c, tm); got != v || w[2] != tm || c < 1 {
+			t.Fatalf("%q read as count %d, time %d (%q)", v, c, tm, got)
+		}
+	})
+}

@@ -930,7 +930,9 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 			if err != nil {
 				return fmt.Errorf("redisstore: reading synced state: %w", err)
 			}
-			if words, err = unpackState(packed, sp.luaWords, words); err != nil {
+			if sp.code == codeBoundedLog && oneTime(packed) {
+				words = oneTimeState(packed, sp.luaWords, words)
+			} else if words, err = unpackState(packed, sp.luaWords, words); err != nil {
 				return fmt.Errorf("redisstore: batch %d: %w", i, err)
 			}
 			b := &batches[i]
@@ -1025,6 +1027,32 @@ func appendEvents(args []string, evs []store.Event) []string {
 		args = append(args, itoa(floorDiv(e.Time, usec)), itoa(e.Cost))
 	}
 	return args
+}
+
+// oneTime reports whether a synced state is bounded-log's one-time form:
+// the count (1 to 999) and then the time in 16 digits, 17 to 19 digits in
+// all (never a multiple of 8 bytes, so never doubles).
+func oneTime(packed string) bool {
+	if len(packed) < 17 || len(packed) > 19 || packed[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(packed); i++ {
+		if packed[i] < '0' || packed[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// oneTimeState returns the n state words of a one-time form (see oneTime):
+// one entry of count units, all at one time, as the script reads it.
+func oneTimeState(packed string, n int, buf []int64) []int64 {
+	buf = slices.Grow(buf[:0], n)[:n]
+	clear(buf)
+	c, _ := strconv.ParseInt(packed[:len(packed)-16], 10, 64)
+	t, _ := strconv.ParseInt(packed[len(packed)-16:], 10, 64)
+	buf[0], buf[1], buf[2] = 1<<52+c<<18+1, t, t
+	return buf
 }
 
 // unpackState decodes a state as the script stores it, little-endian
