@@ -45,7 +45,7 @@ func BenchmarkArrangementsRedis(b *testing.B) {
 	}
 	srv := redistest.Start(b)
 	for _, arr := range Arrangements() {
-		b.Run(arr, func(b *testing.B) {
+		b.Run(string(arr), func(b *testing.B) {
 			srv.FlushAll()
 			rs, err := redisstore.New(context.Background(), redisstore.Options{Addrs: []string{srv.Addr()}})
 			if err != nil {
@@ -124,7 +124,7 @@ type job struct {
 	hot  bool
 }
 
-func loadRun(b *testing.B, srv *redistest.Server, rs *redisstore.Store, arr string, rate int, dur time.Duration) loadResult {
+func loadRun(b *testing.B, srv *redistest.Server, rs *redisstore.Store, arr Arrangement, rate int, dur time.Duration) loadResult {
 	const nodesN, keys, workers = 8, 200_000, 64
 	name := os.Getenv("FLOODGATE_BENCH_ALGORITHM")
 	if name == "" {
@@ -275,7 +275,7 @@ func BenchmarkDecideOne(b *testing.B) {
 		keys[i] = fmt.Sprintf("client-%04d", i)
 	}
 	for _, arr := range Arrangements() {
-		b.Run(arr, func(b *testing.B) {
+		b.Run(string(arr), func(b *testing.B) {
 			n, err := New(Options{Arrangement: arr, Nodes: 8, Shared: newFaultStore(), Deadline: time.Second})
 			if err != nil {
 				b.Fatal(err)

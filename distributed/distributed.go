@@ -37,15 +37,29 @@ import (
 	"github.com/floodgate-dev/floodgate/store"
 )
 
-// Arrangement names, as written in configuration and on the command line.
+// Arrangement names how a node shares its limits with other nodes. Its
+// values are the constants below, as written in configuration and on the
+// command line; Valid tells a known name from any other string.
+type Arrangement string
+
+// The arrangements.
 const (
-	Centralized = "centralized"
-	Split       = "split"
-	Delayed     = "delayed"
+	Centralized Arrangement = "centralized"
+	Split       Arrangement = "split"
+	Delayed     Arrangement = "delayed"
 )
 
 // Arrangements returns the arrangement names in a stable order.
-func Arrangements() []string { return []string{Centralized, Split, Delayed} }
+func Arrangements() []Arrangement { return []Arrangement{Centralized, Split, Delayed} }
+
+// Valid reports whether a is one of Arrangements.
+func (a Arrangement) Valid() bool {
+	switch a {
+	case Centralized, Split, Delayed:
+		return true
+	}
+	return false
+}
 
 // Defaults for Options fields left zero.
 const (
@@ -69,7 +83,7 @@ var ErrBreakerOpen = errors.New("distributed: circuit breaker open, shared store
 // Options configures a Node.
 type Options struct {
 	// Arrangement is Centralized, Split or Delayed.
-	Arrangement string
+	Arrangement Arrangement
 	// Nodes is the number of limiter nodes sharing the rules. Split
 	// enforces limit/Nodes on each; FailLocal uses it the same way during
 	// an outage. Zero means 1.
@@ -158,7 +172,7 @@ type Options struct {
 // Node is one limiter node. It implements store.Store and is safe for
 // concurrent use.
 type Node struct {
-	arr      string
+	arr      Arrangement
 	nodes    int
 	interval time.Duration
 	deadline time.Duration
@@ -390,7 +404,7 @@ func (n *Node) initBounds(o Options) error {
 }
 
 // Arrangement returns the node's arrangement.
-func (n *Node) Arrangement() string { return n.arr }
+func (n *Node) Arrangement() Arrangement { return n.arr }
 
 // loop calls Sync every interval, or sooner when kicked, until Close.
 func (n *Node) loop() {
@@ -470,7 +484,7 @@ func (n *Node) Close(ctx context.Context) error {
 // Health is a node's view of itself and of the shared store.
 type Health struct {
 	// Arrangement is the node's arrangement.
-	Arrangement string
+	Arrangement Arrangement
 	// Store names the shared store.
 	Store string
 	// Up reports whether the shared store is answering (the breaker is

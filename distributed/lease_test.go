@@ -49,10 +49,11 @@ func TestLeasesSplitAndDelayedOverRedis(t *testing.T) {
 	shared := redisShared(t, srv, true)
 	conc := mustAlg(t, algorithm.Config{Algorithm: algorithm.Concurrency, Limit: 2, Window: time.Minute})
 	rate := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Minute})
-	for _, arr := range []string{Split, Delayed} {
+	for _, mode := range []Arrangement{Split, Delayed} {
+		arr := string(mode)
 		t.Run(arr, func(t *testing.T) {
-			a := mustNode(t, Options{Arrangement: arr, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
-			b := mustNode(t, Options{Arrangement: arr, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
+			a := mustNode(t, Options{Arrangement: mode, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
+			b := mustNode(t, Options{Arrangement: mode, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
 			now := time.Now().UnixNano()
 			job := "job-" + arr
 			reqs := []store.Request{{Algorithm: conc, Key: job, Cost: 1}}

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/internal/server v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
@@ -18,7 +19,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
-	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/gateway v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect

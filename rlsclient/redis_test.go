@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
 	"github.com/floodgate-dev/floodgate/internal/server"
 	"github.com/floodgate-dev/floodgate/rlsclient"
@@ -15,10 +16,10 @@ import (
 // checks go to Redis itself.
 func TestChargeSharedThroughRedis(t *testing.T) {
 	rs := redistest.Start(t)
-	for _, mode := range []string{"centralized", "delayed"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []distributed.Arrangement{distributed.Centralized, distributed.Delayed} {
+		t.Run(string(mode), func(t *testing.T) {
 			edit := func(c *server.Config) {
-				c.Store = server.Store{Type: server.StoreRedis, Addrs: []string{rs.Addr()}, Prefix: "fg-" + mode}
+				c.Store = server.Store{Type: server.StoreRedis, Addrs: []string{rs.Addr()}, Prefix: "fg-" + string(mode)}
 				c.Arrangement.Mode = mode
 			}
 			a, _, _ := serveWith(t, edit)

@@ -225,7 +225,7 @@ func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 	}
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	runs := 0
-	run := func(arr string, rate int, interval time.Duration) (distRow, error) {
+	run := func(arr distributed.Arrangement, rate int, interval time.Duration) (distRow, error) {
 		sh, done, err := open()
 		if err != nil {
 			return distRow{}, err
@@ -270,7 +270,7 @@ func (g *lcg) node(n int) int {
 
 // simRun runs one client at rate for one window through p.nodes nodes of
 // the arrangement, sharing sh.
-func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate int, interval time.Duration, key string) (distRow, error) {
+func simRun(ctx context.Context, p distParams, sh *sharedStore, arr distributed.Arrangement, rate int, interval time.Duration, key string) (distRow, error) {
 	alg, err := algorithm.New(p.limit)
 	if err != nil {
 		return distRow{}, err
@@ -282,7 +282,7 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 		return distRow{}, err
 	}
 	n := int(int64(rate) * int64(p.limit.Window) / int64(time.Second))
-	row := distRow{Rate: rate, Arrangement: arr, Requests: n}
+	row := distRow{Rate: rate, Arrangement: string(arr), Requests: n}
 	if arr == distributed.Delayed {
 		row.IntervalMS = interval.Milliseconds()
 	}
@@ -328,7 +328,7 @@ func simRun(ctx context.Context, p distParams, sh *sharedStore, arr string, rate
 
 // simNodes makes p.nodes nodes of the arrangement on sh, synchronized by
 // hand (Sync) and reading time from clock.
-func simNodes(p distParams, sh *sharedStore, arr string, interval time.Duration, key string, clock func() time.Time) ([]*distributed.Node, error) {
+func simNodes(p distParams, sh *sharedStore, arr distributed.Arrangement, interval time.Duration, key string, clock func() time.Time) ([]*distributed.Node, error) {
 	nodes := make([]*distributed.Node, p.nodes)
 	for i := range nodes {
 		var err error
@@ -384,7 +384,7 @@ func syncDue(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, la
 
 // closeSimNodes closes the nodes (their final push counts as touches) and
 // fails if any saw a store error.
-func closeSimNodes(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, arr string) error {
+func closeSimNodes(ctx context.Context, nodes []*distributed.Node, sh *sharedStore, arr distributed.Arrangement) error {
 	sh.counting.Store(true)
 	defer sh.counting.Store(false)
 	for k, nd := range nodes {
@@ -492,7 +492,7 @@ func distNotes(p distParams, doc distDoc) []string {
 }
 
 func printDistributed(w io.Writer, doc distDoc) {
-	name := map[string]string{
+	name := map[distributed.Arrangement]string{
 		distributed.Centralized: "centralized",
 		distributed.Split:       "split quota",
 		distributed.Delayed:     "delayed synchronization",
@@ -518,7 +518,7 @@ func printDistributed(w io.Writer, doc distDoc) {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "%-26s%11s%11s%12s%16s%18s\n", "arrangement", "accepted", "rejected", "overshoot", "false rejects", "counter touches")
 		for _, r := range rows {
-			fmt.Fprintf(w, "%-26s%11d%11d%12d%16d%18d\n", name[r.Arrangement], r.Accepted, r.Rejected, r.Overshoot, r.FalseRejects, r.Touches)
+			fmt.Fprintf(w, "%-26s%11d%11d%12d%16d%18d\n", name[distributed.Arrangement(r.Arrangement)], r.Accepted, r.Rejected, r.Overshoot, r.FalseRejects, r.Touches)
 		}
 	}
 	if len(doc.Intervals) > 0 {

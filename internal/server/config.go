@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/internal/urlpath"
 	"go.yaml.in/yaml/v3"
 
@@ -132,10 +133,10 @@ const (
 // Arrangement says how nodes share counters through a Redis store.
 type Arrangement struct {
 	// Mode is centralized, split or delayed.
-	Mode     string        `yaml:"mode"`
-	Nodes    int           `yaml:"nodes"`
-	Interval time.Duration `yaml:"interval"`
-	Deadline time.Duration `yaml:"deadline"`
+	Mode     distributed.Arrangement `yaml:"mode"`
+	Nodes    int                     `yaml:"nodes"`
+	Interval time.Duration           `yaml:"interval"`
+	Deadline time.Duration           `yaml:"deadline"`
 	// SyncDeadline bounds one delayed-sync exchange.
 	SyncDeadline time.Duration `yaml:"sync_deadline"`
 	// BreakerFailures consecutive failures open the circuit breaker for
@@ -408,9 +409,7 @@ func (c *Config) validateStore(at func(string) string) error {
 
 // validateArrangement checks the arrangement section.
 func (c *Config) validateArrangement(at func(string) string) error {
-	switch c.Arrangement.Mode {
-	case "centralized", "split", "delayed":
-	default:
+	if !c.Arrangement.Mode.Valid() {
 		return fmt.Errorf("%s: arrangement.mode %q: want centralized, split or delayed", at("arrangement.mode"), c.Arrangement.Mode)
 	}
 	if c.Arrangement.Nodes < 1 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
 )
 
@@ -28,8 +29,8 @@ rules:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"delayed", "split"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []distributed.Arrangement{distributed.Delayed, distributed.Split} {
+		t.Run(string(mode), func(t *testing.T) {
 			cfg := testConfig()
 			cfg.Rules = rulesFile
 			if err := cfg.Store.SetURL("redis://" + rs.Addr()); err != nil {
@@ -40,7 +41,7 @@ rules:
 			cfg.Arrangement.Deadline = testDeadline() // the lease calls go to Redis: a stalled machine must not turn them into 503s
 			r := start(t, cfg)
 			body := func(lease string) string {
-				b := `{"domain":"leases","descriptors":[{"entries":[{"key":"job","value":"` + mode + `"}]}]`
+				b := `{"domain":"leases","descriptors":[{"entries":[{"key":"job","value":"` + string(mode) + `"}]}]`
 				if lease != "" {
 					b += `,"lease":"` + lease + `"`
 				}

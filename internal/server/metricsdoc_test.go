@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
 )
 
@@ -29,7 +30,7 @@ func TestMetricsDocumented(t *testing.T) {
 	scrapeFamilies(t, cfg, exported)
 
 	rs := redistest.Start(t)
-	for _, mode := range []string{"centralized", "split", "delayed"} {
+	for _, mode := range distributed.Arrangements() {
 		cfg := testConfig()
 		cfg.Store = Store{Type: StoreRedis, Addrs: []string{rs.Addr()}, Prefix: "fgmetrics"}
 		cfg.Arrangement.Mode = mode

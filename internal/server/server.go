@@ -575,7 +575,7 @@ func (s *Server) Ready(ctx context.Context) (bool, string) {
 // slowNotDown reports whether err, a failed readiness ping, only ran out of
 // time (not the caller's) on a node of arrangement mode that does not wait
 // for the store to decide.
-func slowNotDown(ctx context.Context, err error, mode string) bool {
+func slowNotDown(ctx context.Context, err error, mode distributed.Arrangement) bool {
 	return mode == distributed.Delayed && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -617,7 +617,7 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 	nh := s.node.Health()
 	h := metrics.StoreHealth{
 		Type:        s.cfg.Store.Type,
-		Arrangement: nh.Arrangement,
+		Arrangement: string(nh.Arrangement),
 		Up:          nh.Up,
 		Breaker:     metrics.BreakerClosed,
 		Errors:      nh.StoreErrors,

@@ -40,7 +40,7 @@ func (s *Server) arrangement() string {
 	if s.cfg.Store.Type == StoreMemory {
 		return "local"
 	}
-	return s.cfg.Arrangement.Mode
+	return string(s.cfg.Arrangement.Mode)
 }
 
 // currentError returns the node's last store error if the store has not
