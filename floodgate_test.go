@@ -95,7 +95,7 @@ func TestAllowCountsPerKeyAndCost(t *testing.T) {
 // frozen clock: exactly Limit requests may pass.
 func TestAllowExactUnderConcurrency(t *testing.T) {
 	clock, _ := fixedClock(time.Unix(5000, 0))
-	for _, name := range []string{algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.TokenBucket,
+	for _, name := range []algorithm.Name{algorithm.FixedWindow, algorithm.SlidingWindow, algorithm.TokenBucket,
 		algorithm.BoundedLog, algorithm.WeightedWindow, algorithm.SlidingLog} {
 		lim, err := floodgate.New(floodgate.Limit{Algorithm: name, Limit: 100, Window: time.Minute}, floodgate.WithClock(clock))
 		if err != nil {
@@ -122,7 +122,7 @@ func TestAllowExactUnderConcurrency(t *testing.T) {
 }
 
 func TestAllowAllocatesNothingForKnownKey(t *testing.T) {
-	for _, name := range []string{algorithm.FixedWindow, algorithm.TokenBucket, algorithm.GCRA, algorithm.BoundedLog,
+	for _, name := range []algorithm.Name{algorithm.FixedWindow, algorithm.TokenBucket, algorithm.GCRA, algorithm.BoundedLog,
 		algorithm.SlidingWindow} {
 		lim, err := floodgate.New(floodgate.Limit{Algorithm: name, Limit: algorithm.MaxLimit, Window: time.Hour,
 			Burst: 1000})
@@ -196,8 +196,8 @@ func TestThrottleReturnsRejectionAtOnce(t *testing.T) {
 // with a rejection it does not look at. Five calls at two a second take
 // two seconds (on synctest's clock).
 func TestWaitAsInXTimeRate(t *testing.T) {
-	for _, alg := range []string{algorithm.FixedWindow, algorithm.GCRA, algorithm.TokenBucket, algorithm.BoundedLog, algorithm.LeakyBucket} {
-		t.Run(alg, func(t *testing.T) {
+	for _, alg := range []algorithm.Name{algorithm.FixedWindow, algorithm.GCRA, algorithm.TokenBucket, algorithm.BoundedLog, algorithm.LeakyBucket} {
+		t.Run(string(alg), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				lim, err := floodgate.New(floodgate.Limit{Algorithm: alg, Limit: 2, Window: time.Second, Burst: 1, Capacity: 1})
 				if err != nil {

@@ -6,23 +6,39 @@ import (
 	"time"
 )
 
-// Names of the algorithms, as written in rule files and on the command line.
+// Name names an algorithm. Its values are the constants below, as written
+// in rule files and on the command line; Valid tells a known name from any
+// other string.
+type Name string
+
+// The algorithms' names.
 const (
-	FixedWindow    = "fixed-window"
-	SlidingWindow  = "sliding-window"
-	WeightedWindow = "weighted-window"
-	SlidingLog     = "sliding-log"
-	TokenBucket    = "token-bucket"
-	GCRA           = "gcra"
-	LeakyBucket    = "leaky-bucket"
-	Concurrency    = "concurrency"
-	BoundedLog     = "bounded-log"
+	FixedWindow    Name = "fixed-window"
+	SlidingWindow  Name = "sliding-window"
+	WeightedWindow Name = "weighted-window"
+	SlidingLog     Name = "sliding-log"
+	TokenBucket    Name = "token-bucket"
+	GCRA           Name = "gcra"
+	LeakyBucket    Name = "leaky-bucket"
+	Concurrency    Name = "concurrency"
+	BoundedLog     Name = "bounded-log"
 )
 
 // Names returns every algorithm name in a stable order.
-func Names() []string {
-	return []string{FixedWindow, SlidingWindow, WeightedWindow, SlidingLog,
+func Names() []Name {
+	return []Name{FixedWindow, SlidingWindow, WeightedWindow, SlidingLog,
 		TokenBucket, GCRA, LeakyBucket, Concurrency, BoundedLog}
+}
+
+// Valid reports whether n is one of Names. The empty Name, which Config
+// reads as BoundedLog, is not.
+func (n Name) Valid() bool {
+	switch n {
+	case FixedWindow, SlidingWindow, WeightedWindow, SlidingLog,
+		TokenBucket, GCRA, LeakyBucket, Concurrency, BoundedLog:
+		return true
+	}
+	return false
 }
 
 // Reason says why a decision rejected a request. It is one of the Reason
@@ -105,7 +121,7 @@ type Decision struct {
 // handed are not shared between concurrent calls.
 type Algorithm interface {
 	// Name returns the algorithm's name, one of Names.
-	Name() string
+	Name() Name
 	// Config returns the parameters the algorithm was built with, with
 	// defaults filled in.
 	Config() Config
@@ -134,7 +150,7 @@ type Algorithm interface {
 // not use are ignored.
 type Config struct {
 	// Algorithm is one of Names. Empty means BoundedLog.
-	Algorithm string
+	Algorithm Name
 	// Limit is the number of cost units allowed per Window (all algorithms;
 	// for concurrency, the number of requests in flight at once; for
 	// token-bucket and leaky-bucket it is the default Capacity).

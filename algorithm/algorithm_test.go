@@ -181,7 +181,7 @@ func TestGCRABurstCost(t *testing.T) {
 func TestClockBackwards(t *testing.T) {
 	// These keep the latest time in the state and decide exactly as at it;
 	// the window counters know only the newest window or slice.
-	exact := map[string]bool{SlidingLog: true, TokenBucket: true, GCRA: true,
+	exact := map[Name]bool{SlidingLog: true, TokenBucket: true, GCRA: true,
 		LeakyBucket: true, Concurrency: true, BoundedLog: true}
 	for _, c := range testConfigs(20, time.Second) {
 		a := mustNew(t, c)
@@ -372,5 +372,26 @@ func TestLeakyBucketQueue(t *testing.T) {
 	}
 	if d := a.Peek(s, int64(100*time.Millisecond), 1); !d.Allowed || d.Delay != time.Second {
 		t.Fatalf("at RetryAfter: %+v, want allowed with a delay of 1s", d)
+	}
+}
+
+// TestNameValid: every name New accepts is Valid, and near misses (a
+// different case, an underscore, the empty name New reads as BoundedLog)
+// are not.
+func TestNameValid(t *testing.T) {
+	for _, n := range Names() {
+		if !n.Valid() {
+			t.Errorf("%q.Valid() = false", n)
+		}
+	}
+	for _, n := range []Name{"", "Fixed-Window", "fixed_window", "token bucket", "gcra "} {
+		if n.Valid() {
+			t.Errorf("%q.Valid() = true", n)
+		}
+		if n != "" {
+			if _, err := New(Config{Algorithm: n, Limit: 1, Window: time.Second}); !errors.Is(err, ErrUnknown) {
+				t.Errorf("New(%q) = %v, want ErrUnknown", n, err)
+			}
+		}
 	}
 }

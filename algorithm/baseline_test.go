@@ -70,13 +70,14 @@ func runBaseline(t *testing.T, alg Algorithm, times []int64) (acc, rej, peak int
 }
 
 func TestBaselineWindowTable(t *testing.T) {
-	configs := map[string]Config{
+	configs := map[Name]Config{
 		FixedWindow:   {Algorithm: FixedWindow, Limit: baseLimit, Window: time.Minute},
 		SlidingWindow: {Algorithm: SlidingWindow, Limit: baseLimit, Window: time.Minute, Slices: 12},
 		TokenBucket:   {Algorithm: TokenBucket, Limit: baseLimit, Window: time.Minute, Capacity: 60, Rate: 10},
 	}
 	want := []struct {
-		pattern, alg   string
+		pattern        string
+		alg            Name
 		acc, rej, peak int
 	}{
 		{"uniform 2x", FixedWindow, 1800, 1800, 600},

@@ -12,7 +12,7 @@ import (
 // minute as in the baseline.
 func BenchmarkDecide(b *testing.B) {
 	for _, c := range testConfigs(600, time.Minute) {
-		b.Run(c.Algorithm, func(b *testing.B) {
+		b.Run(string(c.Algorithm), func(b *testing.B) {
 			a := mustNew(b, c)
 			s := make([]int64, a.Words())
 			now := int64(1_700_000_000e9)

@@ -10,7 +10,7 @@ import (
 // full, the decision without the shortcuts Decide takes, on a copy, with
 // late Records and now and then a damaged word on both, and fails at the
 // first decision or state in which they differ.
-func checkFastPath(t *testing.T, alg string, full func(a Algorithm, s []int64, now, cost int64) Decision) {
+func checkFastPath(t *testing.T, alg Name, full func(a Algorithm, s []int64, now, cost int64) Decision) {
 	forEachSeed(t, alg, func(t *testing.T, rng *rand.Rand, a Algorithm) {
 		c := a.Config()
 		fast, slow := make([]int64, a.Words()), make([]int64, a.Words())

@@ -15,7 +15,7 @@ type base struct {
 }
 
 // Name returns the algorithm's name.
-func (b *base) Name() string { return b.cfg.Algorithm }
+func (b *base) Name() Name { return b.cfg.Algorithm }
 
 // Config returns the checked parameters, defaults filled in.
 func (b *base) Config() Config { return b.cfg }

@@ -65,7 +65,7 @@ func TestDirectMatchesDecide(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{SlidingWindow, SlidingLog, LeakyBucket, Concurrency} {
+	for _, name := range []Name{SlidingWindow, SlidingLog, LeakyBucket, Concurrency} {
 		a, err := New(Config{Algorithm: name, Limit: 10, Window: time.Second})
 		if err != nil {
 			t.Fatal(err)

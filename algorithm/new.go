@@ -149,7 +149,7 @@ func emissionInterval(c *Config) (int64, error) {
 
 // checkSpan checks that n units of interval nanoseconds each span at most
 // twice MaxWindow.
-func checkSpan(alg, what string, n, interval int64) error {
+func checkSpan(alg Name, what string, n, interval int64) error {
 	if interval > int64(2*MaxWindow)/n {
 		return fmt.Errorf("%s: %s is %.0fs, longer than the maximum %v",
 			alg, what, float64(n)*float64(interval)/1e9, 2*MaxWindow)

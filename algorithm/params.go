@@ -15,7 +15,7 @@ import "time"
 // stores may key tables by it.
 type Params struct {
 	// Name is the algorithm's name, one of Names.
-	Name string
+	Name Name
 	// Limit is what Decision.Limit reports: the units per Window (for GCRA
 	// the rate's units per Window, for the token bucket its capacity).
 	Limit int64

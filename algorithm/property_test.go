@@ -65,7 +65,7 @@ func busiestUnits(acc []event, window int64) int64 {
 }
 
 // randomConfig returns a configuration of alg with random limit and window.
-func randomConfig(rng *rand.Rand, alg string) Config {
+func randomConfig(rng *rand.Rand, alg Name) Config {
 	c := Config{
 		Algorithm: alg,
 		Limit:     1 + rng.Int64N(150),
@@ -177,7 +177,7 @@ func checkRemaining(t *testing.T, a Algorithm, s []int64, e event, d Decision) {
 }
 
 // forEachSeed runs f for propertySeeds random configurations of alg.
-func forEachSeed(t *testing.T, alg string, f func(t *testing.T, rng *rand.Rand, a Algorithm)) {
+func forEachSeed(t *testing.T, alg Name, f func(t *testing.T, rng *rand.Rand, a Algorithm)) {
 	for seed := range uint64(propertySeeds) {
 		rng := rand.New(rand.NewPCG(seed, 0x5eed))
 		a := mustNew(t, randomConfig(rng, alg))
@@ -231,7 +231,7 @@ func compliant(rng *rand.Rand, n int, window, limit int64) []event {
 }
 
 func TestPropertyNoFalseRejects(t *testing.T) {
-	for _, alg := range []string{BoundedLog, SlidingLog} {
+	for _, alg := range []Name{BoundedLog, SlidingLog} {
 		forEachSeed(t, alg, func(t *testing.T, rng *rand.Rand, a Algorithm) {
 			c := a.Config()
 			ev := compliant(rng, 800, int64(c.Window), c.Limit)
@@ -258,7 +258,7 @@ func TestPropertySlidingLog(t *testing.T) {
 
 // TestPropertyWindowBounds checks the 2L bound of the three window counters.
 func TestPropertyWindowBounds(t *testing.T) {
-	for _, alg := range []string{FixedWindow, SlidingWindow, WeightedWindow} {
+	for _, alg := range []Name{FixedWindow, SlidingWindow, WeightedWindow} {
 		forEachSeed(t, alg, func(t *testing.T, rng *rand.Rand, a Algorithm) {
 			l, w := a.Config().Limit, int64(a.Config().Window)
 			acc := run(t, a, traffic(rng, 1500, w, l), nil)
@@ -285,7 +285,7 @@ func TestPropertyTokenBucket(t *testing.T) {
 // leaky bucket, whose requests leave at their Delay, the requests before the
 // last one leaving within d hold at most d/T units.
 func TestPropertySpacing(t *testing.T) {
-	for _, alg := range []string{GCRA, LeakyBucket} {
+	for _, alg := range []Name{GCRA, LeakyBucket} {
 		forEachSeed(t, alg, func(t *testing.T, rng *rand.Rand, a Algorithm) {
 			c := a.Config()
 			interval, burst := ceilDiv(int64(c.Window), c.Limit), c.Burst

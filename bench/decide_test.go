@@ -116,10 +116,10 @@ func (f floodgateLimiter) allow(ctx context.Context, key string) bool {
 	return err == nil && d.Allowed
 }
 
-func newFloodgate(alg string) func() limiter { return newFloodgateAt(alg, algorithm.MaxLimit) }
+func newFloodgate(alg algorithm.Name) func() limiter { return newFloodgateAt(alg, algorithm.MaxLimit) }
 
 // newFloodgateAt is newFloodgate with limit requests per hour.
-func newFloodgateAt(alg string, limit int64) func() limiter {
+func newFloodgateAt(alg algorithm.Name, limit int64) func() limiter {
 	return func() limiter {
 		cfg := floodgate.Limit{Algorithm: alg, Limit: limit, Window: time.Hour}
 		if alg == algorithm.GCRA {

@@ -126,7 +126,7 @@ type job struct {
 
 func loadRun(b *testing.B, srv *redistest.Server, rs *redisstore.Store, arr Arrangement, rate int, dur time.Duration) loadResult {
 	const nodesN, keys, workers = 8, 200_000, 64
-	name := os.Getenv("FLOODGATE_BENCH_ALGORITHM")
+	name := algorithm.Name(os.Getenv("FLOODGATE_BENCH_ALGORITHM"))
 	if name == "" {
 		name = algorithm.BoundedLog
 	}

@@ -622,3 +622,18 @@ func TestDelayedSparseClientNearItsLimit(t *testing.T) {
 		t.Fatalf("busiest minute %d, want at most 21", b)
 	}
 }
+
+// TestArrangementValid: the three arrangements are Valid and near misses
+// are not.
+func TestArrangementValid(t *testing.T) {
+	for _, a := range Arrangements() {
+		if !a.Valid() {
+			t.Errorf("%q.Valid() = false", a)
+		}
+	}
+	for _, a := range []Arrangement{"", "Delayed", "central", "gossip"} {
+		if a.Valid() {
+			t.Errorf("%q.Valid() = true", a)
+		}
+	}
+}

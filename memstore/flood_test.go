@@ -32,7 +32,7 @@ func TestFloodCannotResetVictims(t *testing.T) {
 		{Algorithm: algorithm.TokenBucket, Limit: 5, Window: time.Hour},
 		{Algorithm: algorithm.SlidingLog, Limit: 200, Window: time.Hour},
 	} {
-		t.Run(cfg.Algorithm, func(t *testing.T) {
+		t.Run(string(cfg.Algorithm), func(t *testing.T) {
 			a, err := algorithm.New(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -23,7 +23,7 @@ func newCounter(limit int64, window time.Duration, words int) *counter {
 	return &counter{cfg: algorithm.Config{Algorithm: "test-counter", Limit: limit, Window: window, Slices: words}, words: words}
 }
 
-func (c *counter) Name() string             { return c.cfg.Algorithm }
+func (c *counter) Name() algorithm.Name     { return c.cfg.Algorithm }
 func (c *counter) Config() algorithm.Config { return c.cfg }
 func (c *counter) Words() int               { return c.words }
 func (c *counter) IdleAfter() time.Duration { return c.cfg.Window }

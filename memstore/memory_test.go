@@ -91,7 +91,7 @@ func TestMemoryPerKey(t *testing.T) {
 			t.Fatalf("%+v: %v", c.cfg, err)
 		}
 		if c.name == "" {
-			c.name = a.Name()
+			c.name = string(a.Name())
 		}
 		cases = append(cases, memCase{c.name, a, c.keys, c.perKey, c.target})
 	}

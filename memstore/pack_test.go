@@ -17,12 +17,12 @@ import (
 // converts the table to the plain layout with its live keys in it; every
 // decision before and after must match the model's.
 func TestPackedTableConverts(t *testing.T) {
-	for _, name := range []string{algorithm.FixedWindow, algorithm.WeightedWindow} {
-		t.Run(name, func(t *testing.T) { testPackedTableConverts(t, name) })
+	for _, name := range []algorithm.Name{algorithm.FixedWindow, algorithm.WeightedWindow} {
+		t.Run(string(name), func(t *testing.T) { testPackedTableConverts(t, name) })
 	}
 }
 
-func testPackedTableConverts(t *testing.T, name string) {
+func testPackedTableConverts(t *testing.T, name algorithm.Name) {
 	a, err := algorithm.New(algorithm.Config{Algorithm: name, Limit: 1000, Window: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -223,12 +223,12 @@ func BenchmarkSharedSync(b *testing.B) {
 	s := newStore(b, Options{})
 	var seq atomic.Int64
 	for _, events := range []int{0, 1, 8} {
-		for _, alg := range []string{algorithm.FixedWindow, algorithm.BoundedLog} {
+		for _, alg := range []algorithm.Name{algorithm.FixedWindow, algorithm.BoundedLog} {
 			a := mustAlg(b, algorithm.Config{Algorithm: alg, Limit: 1000000, Window: time.Second})
 			// events 0 stands for one event on a key never pushed before
 			// (as with 200,000 keys, each pushed again after its state
 			// expired).
-			b.Run(alg+"/events-"+strconv.Itoa(events), func(b *testing.B) {
+			b.Run(string(alg)+"/events-"+strconv.Itoa(events), func(b *testing.B) {
 				const per = 200
 				keys, events := int64(20000), events
 				if events == 0 {

@@ -44,7 +44,7 @@ type spec struct {
 const usec = int64(time.Microsecond)
 
 // scriptCodes maps an algorithm name to its function in floodgate.lua.
-var scriptCodes = map[string]int{
+var scriptCodes = map[algorithm.Name]int{
 	algorithm.FixedWindow:    codeFixed,
 	algorithm.SlidingWindow:  codeSliding,
 	algorithm.WeightedWindow: codeWeighted,

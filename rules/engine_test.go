@@ -597,7 +597,7 @@ func TestClock(t *testing.T) {
 // or by the others.
 func TestLocalRejectionCountsNothing(t *testing.T) {
 	for _, alg := range algorithm.Names() {
-		t.Run(alg, func(t *testing.T) {
+		t.Run(string(alg), func(t *testing.T) {
 			e, _ := newTestEngine(t, fmt.Sprintf(`
 domain: d
 rules:

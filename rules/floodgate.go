@@ -32,7 +32,7 @@ var (
 )
 
 // paramAlgorithms says which algorithms use each parameter field.
-var paramAlgorithms = map[string][]string{
+var paramAlgorithms = map[string][]algorithm.Name{
 	"slices":    {algorithm.SlidingWindow},
 	"capacity":  {algorithm.TokenBucket, algorithm.LeakyBucket},
 	"rate":      {algorithm.TokenBucket, algorithm.LeakyBucket},
@@ -181,10 +181,11 @@ func (d *decoder) ruleAlgorithm(f map[string]field, what string) algorithm.Confi
 	cfg := algorithm.Config{Algorithm: algorithm.BoundedLog}
 	if v, ok := f["algorithm"]; ok {
 		if a, ok := d.str(v.value, what+": algorithm"); ok {
-			if !contains(algorithm.Names(), a) {
-				d.errorf(v.value, "%s: unknown algorithm %q; use one of %s%s", what, clip(a), strings.Join(algorithm.Names(), ", "), suggest(a, algorithm.Names()))
+			if name := algorithm.Name(a); !name.Valid() {
+				names := nameStrings(algorithm.Names())
+				d.errorf(v.value, "%s: unknown algorithm %q; use one of %s%s", what, clip(a), strings.Join(names, ", "), suggest(a, names))
 			} else {
-				cfg.Algorithm = a
+				cfg.Algorithm = name
 			}
 		}
 	}
@@ -193,8 +194,8 @@ func (d *decoder) ruleAlgorithm(f map[string]field, what string) algorithm.Confi
 		if !ok {
 			continue
 		}
-		if !contains(paramAlgorithms[p], cfg.Algorithm) {
-			d.errorf(v.key, "%s: %s does not apply to %s (it is for %s); remove it or change algorithm", what, p, cfg.Algorithm, strings.Join(paramAlgorithms[p], " and "))
+		if !slices.Contains(paramAlgorithms[p], cfg.Algorithm) {
+			d.errorf(v.key, "%s: %s does not apply to %s (it is for %s); remove it or change algorithm", what, p, cfg.Algorithm, strings.Join(nameStrings(paramAlgorithms[p]), " and "))
 			continue
 		}
 		d.ruleParam(&cfg, p, v.value, what+": "+p)
@@ -540,4 +541,13 @@ func (d *decoder) cost(n *yaml.Node, what string) cost {
 		c.def, _ = d.integer(v.value, what+": cost default", 1, maxLimit)
 	}
 	return c
+}
+
+// nameStrings returns algorithm names as strings, for error messages.
+func nameStrings(names []algorithm.Name) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, string(n))
+	}
+	return out
 }

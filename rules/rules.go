@@ -197,7 +197,7 @@ type Status struct {
 	Window time.Duration
 	// Algorithm names the algorithm that decided; empty when no store was
 	// asked (unlimited).
-	Algorithm string
+	Algorithm algorithm.Name
 	// Unlimited reports a rule (or override) that lets every request through
 	// without counting.
 	Unlimited bool
@@ -278,9 +278,9 @@ type RuleInfo struct {
 	Limit int64  `json:"limit"`
 	// Window is written in JSON twice: as in rule files ("window": "1m",
 	// empty for none) and in seconds ("window_seconds": 60).
-	Window    time.Duration `json:"-"`
-	Algorithm string        `json:"algorithm"`
-	Unlimited bool          `json:"unlimited"`
+	Window    time.Duration  `json:"-"`
+	Algorithm algorithm.Name `json:"algorithm"`
+	Unlimited bool           `json:"unlimited"`
 	// Block reports a rule that rejects every request it applies to (limit 0).
 	Block  bool `json:"block"`
 	Shadow bool `json:"shadow"`

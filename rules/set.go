@@ -89,7 +89,7 @@ type limit struct {
 	alg       algorithm.Algorithm
 	// algName is the algorithm the rule names; a block decides with a
 	// fixed window of its own instead.
-	algName string
+	algName algorithm.Name
 	// reject is the cost that makes alg reject without counting: above its
 	// limit and capacity.
 	reject int64

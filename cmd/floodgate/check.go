@@ -240,7 +240,7 @@ func newCheckRule(info rules.RuleInfo, card cardinalityFlag) checkRule {
 	r := checkRule{
 		Name: info.Name, Domain: info.Domain, Line: info.Line, Match: info.Match, CountBy: info.CountBy, Key: info.Key,
 		Limit: info.Limit, Window: fmtDuration(info.Window), WindowSeconds: info.Window.Seconds(),
-		Algorithm: info.Algorithm, Unlimited: info.Unlimited, Block: info.Block, Shadow: info.Shadow,
+		Algorithm: string(info.Algorithm), Unlimited: info.Unlimited, Block: info.Block, Shadow: info.Shadow,
 		Failure: info.Failure, Cost: info.Cost, Overrides: info.Overrides,
 	}
 	if r.CountBy == nil {

@@ -70,7 +70,7 @@ func runSimDistributed(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("floodgate sim distributed", flag.ContinueOnError)
 	var lf limitFlags
 	lf.register(fs, false)
-	fs.StringVar(&lf.algorithm, "algorithm", algorithm.FixedWindow,
+	fs.StringVar(&lf.algorithm, "algorithm", string(algorithm.FixedWindow),
 		"algorithm; fixed-window (one counter whose single window spans the run) is the baseline's global counter")
 	nodes := fs.Int("nodes", 8, "limiter nodes: N")
 	rates := fs.String("rates", "10,90", "client rates in requests per second, comma-separated")
@@ -206,7 +206,7 @@ func (o onceShared) SyncOnce(ctx context.Context, now int64, id store.SyncID, ba
 func simDistributed(ctx context.Context, p distParams) (distDoc, error) {
 	doc := distDoc{
 		Limit: p.limit.Limit, WindowMS: p.limit.Window.Milliseconds(), Nodes: p.nodes,
-		Seed: p.seed, Algorithm: p.limit.Algorithm, Store: "memory",
+		Seed: p.seed, Algorithm: string(p.limit.Algorithm), Store: "memory",
 	}
 	open := func() (*sharedStore, func(), error) {
 		m := memstore.New(memstore.Options{})

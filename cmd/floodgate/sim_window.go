@@ -104,7 +104,7 @@ func windowJSON(shape sim.Shape, tables []sim.WindowTable) windowJSONDoc {
 		p := windowPatternJSON{Name: t.Name, Requests: len(t.Requests)}
 		for _, r := range t.Results {
 			p.Results = append(p.Results, windowResultJSON{
-				Algorithm: r.Algorithm, Accepted: r.Accepted, Rejected: r.Rejected,
+				Algorithm: string(r.Algorithm), Accepted: r.Accepted, Rejected: r.Rejected,
 				Busiest: r.Busiest, Overshoot: r.Overshoot,
 				Ratio:        math.Round(r.Ratio*1000) / 1000,
 				FalseRejects: r.FalseRejects,

@@ -102,7 +102,7 @@ func writeWorstJSON(w io.Writer, cfg floodgate.Limit, seed uint64, res sim.Worst
 		Runs      int          `json:"runs"`
 		Overshoot worstFinding `json:"overshoot"`
 		Compliant worstFinding `json:"compliant"`
-	}{cfg.Algorithm, L, cfg.Window.Milliseconds(), seed, res.Runs, mk(res.Overshoot), mk(res.Compliant)})
+	}{string(cfg.Algorithm), L, cfg.Window.Milliseconds(), seed, res.Runs, mk(res.Overshoot), mk(res.Compliant)})
 }
 
 // worstRun is how a search ran, for its text report.

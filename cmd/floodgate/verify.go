@@ -35,7 +35,7 @@ type limitFlags struct {
 // register adds the flags to fs; withAlgorithm adds --algorithm too.
 func (f *limitFlags) register(fs *flag.FlagSet, withAlgorithm bool) {
 	if withAlgorithm {
-		fs.StringVar(&f.algorithm, "algorithm", "", "algorithm, one of: "+strings.Join(algorithm.Names(), ", "))
+		fs.StringVar(&f.algorithm, "algorithm", "", "algorithm, one of: "+algorithmList())
 	}
 	fs.Int64Var(&f.limit, "limit", 600, "requests (cost units) allowed per window: L")
 	fs.DurationVar(&f.window, "window", time.Minute, "window the limit applies to: W")
@@ -47,19 +47,31 @@ func (f *limitFlags) register(fs *flag.FlagSet, withAlgorithm bool) {
 	fs.DurationVar(&f.maxDelay, "max-delay", 0, "leaky-bucket queue bound (0: the window)")
 }
 
+// algorithmList returns the algorithm names separated by commas.
+func algorithmList() string {
+	var b strings.Builder
+	for i, n := range algorithm.Names() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(n))
+	}
+	return b.String()
+}
+
 // requireAlgorithm reports a missing --algorithm, listing the choices.
 func (f *limitFlags) requireAlgorithm() error {
 	if f.algorithm == "" {
-		return errors.New("--algorithm is required (one of " + strings.Join(algorithm.Names(), ", ") + ")")
+		return errors.New("--algorithm is required (one of " + algorithmList() + ")")
 	}
 	return nil
 }
 
 // config returns the limit the flags describe for algorithm name (the
 // --algorithm flag when name is empty), checked by building it.
-func (f *limitFlags) config(name string) (floodgate.Limit, error) {
+func (f *limitFlags) config(name algorithm.Name) (floodgate.Limit, error) {
 	if name == "" {
-		name = f.algorithm
+		name = algorithm.Name(f.algorithm)
 	}
 	c := floodgate.Limit{
 		Algorithm: name,
@@ -190,7 +202,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	}
 	keys, total := verifyReport(reqs, outs, cfg.Limit, cfg.Window)
 	if *asJSON {
-		if err := writeJSON(stdout, verifyDoc{*path, cfg.Algorithm, cfg.Limit, cfg.Window.Milliseconds(), keys, total}); err != nil {
+		if err := writeJSON(stdout, verifyDoc{*path, string(cfg.Algorithm), cfg.Limit, cfg.Window.Milliseconds(), keys, total}); err != nil {
 			return err
 		}
 	} else {

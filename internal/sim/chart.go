@@ -104,7 +104,7 @@ func WindowSVG(w io.Writer, tables []WindowTable, shape Shape) error {
 			x0 := left + j*(pw+gapX)
 			colour := palette[j%len(palette)]
 			if i == 0 {
-				p(`<text x="%d" y="%d" font-size="12" font-weight="bold" fill="%s">%s</text>`+"\n", x0, top-8, colour, html.EscapeString(res.Algorithm))
+				p(`<text x="%d" y="%d" font-size="12" font-weight="bold" fill="%s">%s</text>`+"\n", x0, top-8, colour, html.EscapeString(string(res.Algorithm)))
 			}
 			X := func(k int) float64 { return float64(x0) + float64(k)*pw/float64(nColumns) }
 			Y := func(v int64) float64 { return float64(y0+ph) - float64(v)*ph/float64(yMax) }

@@ -60,7 +60,11 @@ func TestWindowSVG(t *testing.T) {
 		t.Errorf("%d paths, want %d (sent area and accepted line per panel)", paths, want)
 	}
 	svg := buf.String()
-	for _, s := range append([]string{Uniform2x, PiledBoundary, SpacedAtLimit, "limit L = 20"}, algorithm.Names()...) {
+	names := []string{Uniform2x, PiledBoundary, SpacedAtLimit, "limit L = 20"}
+	for _, n := range algorithm.Names() {
+		names = append(names, string(n))
+	}
+	for _, s := range names {
 		if !strings.Contains(svg, s) {
 			t.Errorf("SVG does not mention %q", s)
 		}

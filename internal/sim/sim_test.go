@@ -190,7 +190,7 @@ func TestBaselineWindowTable(t *testing.T) {
 		acc, rej int
 		busiest  int64
 	}
-	want := map[string]map[string]row{
+	want := map[string]map[algorithm.Name]row{
 		Uniform2x:     {algorithm.FixedWindow: {1800, 1800, 600}, algorithm.SlidingWindow: {1800, 1800, 600}, algorithm.TokenBucket: {1859, 1741, 659}},
 		PiledBoundary: {algorithm.FixedWindow: {1800, 600, 1200}, algorithm.SlidingWindow: {1200, 1200, 600}, algorithm.TokenBucket: {318, 2082, 159}},
 		SpacedAtLimit: {algorithm.FixedWindow: {1800, 0, 600}, algorithm.SlidingWindow: {1800, 0, 600}, algorithm.TokenBucket: {327, 1473, 109}},

@@ -9,7 +9,7 @@ import (
 
 // WindowResult is one algorithm's run over one pattern.
 type WindowResult struct {
-	Algorithm string
+	Algorithm algorithm.Name
 	Summary
 	// Overshoot is Busiest minus the limit; negative when the busiest
 	// window stayed below it.

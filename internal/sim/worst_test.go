@@ -12,7 +12,7 @@ import (
 )
 
 // worstLimit is small so that the searches run fast under -race.
-func worstLimit(name string) floodgate.Limit {
+func worstLimit(name algorithm.Name) floodgate.Limit {
 	c := floodgate.Limit{Algorithm: name, Limit: 100, Window: 10 * time.Second, Slices: 10}
 	if name == algorithm.TokenBucket {
 		c.Capacity = 10 // the baseline's proportion: a tenth of the limit

@@ -337,7 +337,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 			Limit:         s.Limit,
 			Window:        window.Format(s.Window),
 			WindowSeconds: s.Window.Seconds(),
-			Algorithm:     s.Algorithm,
+			Algorithm:     string(s.Algorithm),
 			Shadow:        s.Shadow,
 			Unlimited:     s.Unlimited,
 			Allowed:       s.Decision.Allowed,

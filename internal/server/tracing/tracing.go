@@ -266,7 +266,7 @@ func EndDecision(span trace.Span, res rules.Result, err error) {
 	ruleNames := make([]string, len(res.Statuses))
 	algorithms := make([]string, len(res.Statuses))
 	for i, st := range res.Statuses {
-		ruleNames[i], algorithms[i] = st.Rule, st.Algorithm
+		ruleNames[i], algorithms[i] = st.Rule, string(st.Algorithm)
 	}
 	attrs := []attribute.KeyValue{
 		attribute.Bool("floodgate.allowed", res.Allowed),
