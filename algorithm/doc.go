@@ -29,6 +29,10 @@
 //
 // # The algorithms
 //
+// Config.Algorithm is a Name: one of the Name constants, or a name read at
+// run time converted with Name(s) and checked with Valid (New reports
+// ErrUnknown for any other).
+//
 // In what follows L is Config.Limit and W is Config.Window. "Busiest window"
 // is the most units accepted inside any W-long interval.
 //
