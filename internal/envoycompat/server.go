@@ -28,6 +28,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
 	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
 	"github.com/floodgate-dev/floodgate/rls"
 )
@@ -100,6 +101,10 @@ type Server struct {
 	mu      sync.Mutex
 	// stopXDS ends the xDS client and waits for it (a no-op with files).
 	stopXDS func()
+	// admission bounds the gRPC calls in flight and waiting for their
+	// message; guardLog counts what the guards refuse (grpcguard.go).
+	admission *grpcguard.Admission
+	guardLog  *guardLog
 }
 
 // Listener names, for Addr.
@@ -193,7 +198,8 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 }
 
 // newGRPC makes the gRPC server: the RLS service and gRPC health, with
-// TLS when GRPC_SERVER_USE_TLS asks for it.
+// TLS when GRPC_SERVER_USE_TLS asks for it, behind the bounds on hostile
+// traffic of serve's own mode (grpcguard.go).
 func (s *Server) newGRPC() error {
 	opts := []grpc.ServerOption{rls.ServerOption(), grpc.KeepaliveParams(keepalive.ServerParameters{
 		MaxConnectionAge: s.set.GrpcMaxConnectionAge, MaxConnectionAgeGrace: s.set.GrpcMaxConnectionAgeGrace}),
@@ -201,16 +207,19 @@ func (s *Server) newGRPC() error {
 		// mode) instead of a new goroutine each, whose stack grows anew
 		// on every call.
 		grpc.NumStreamWorkers(uint32(32 * runtime.GOMAXPROCS(0)))}
-	if s.svc.stats != nil {
-		opts = append(opts, grpc.UnaryInterceptor(s.svc.stats.interceptor(s.set.statsdOn())))
-	}
+	var creds credentials.TransportCredentials // nil: plaintext
 	if s.set.GrpcTLS.Use {
 		c, certs, err := grpcServerTLS(s.set.GrpcTLS, s.log)
 		if err != nil {
 			return err
 		}
 		s.certs = certs
-		opts = append(opts, grpc.Creds(credentials.NewTLS(c)))
+		creds = credentials.NewTLS(c)
+	}
+	// The guards' interceptors come first: a refused call costs nothing more.
+	opts = append(opts, s.grpcGuards(creds)...)
+	if s.svc.stats != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.svc.stats.interceptor(s.set.statsdOn())))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, s.svc)
@@ -398,6 +407,7 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-sctx.Done():
 		s.grpc.Stop()
 	}
+	s.admission.Close()
 	s.closeClients()
 	return err
 }

@@ -21,8 +21,9 @@ import (
 )
 
 // runServer runs the compatibility server with the settings m, overridden
-// by env, until the test ends.
-func runServer(t *testing.T, m, env map[string]string) *Server {
+// by env and then by tweak (for settings without a variable), until the
+// test ends.
+func runServer(t *testing.T, m, env map[string]string, tweak ...func(*Settings)) *Server {
 	t.Helper()
 	for k, v := range env {
 		m[k] = v
@@ -30,6 +31,9 @@ func runServer(t *testing.T, m, env map[string]string) *Server {
 	set, err := ParseSettings(mapLookup(m))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range tweak {
+		f(&set)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -51,7 +55,7 @@ func runServer(t *testing.T, m, env map[string]string) *Server {
 // startServer runs the compatibility server on loopback ports with a
 // runtime directory holding rules, as envoyproxy/ratelimit's environment
 // would configure it.
-func startServer(t *testing.T, rules string, env map[string]string) (*Server, string) {
+func startServer(t *testing.T, rules string, env map[string]string, tweak ...func(*Settings)) (*Server, string) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
@@ -66,7 +70,7 @@ func startServer(t *testing.T, rules string, env map[string]string) (*Server, st
 		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": t.Name() + ":",
 		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
 	}
-	srv := runServer(t, m, env)
+	srv := runServer(t, m, env, tweak...)
 	return srv, dir
 }
 

@@ -43,6 +43,8 @@ type Settings struct {
 	GrpcMaxConnectionAgeGrace time.Duration
 	// GrpcTLS is TLS (and mutual TLS) on the gRPC listener.
 	GrpcTLS GrpcTLSSettings
+	// Guard bounds hostile traffic on the gRPC listener (no variable).
+	Guard GuardSettings
 
 	LogLevel  string
 	LogFormat string
@@ -298,7 +300,7 @@ var refusals = []refusal{
 // does not parse, or a setting this package cannot honour, is an error
 // that names the variable.
 func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
-	var s Settings
+	s := Settings{Guard: defaultGuard()}
 	for _, r := range refusals {
 		if v, ok := lookup(r.name); ok && r.refused(v) {
 			return s, fmt.Errorf("%s=%s: %s", r.name, clip(v), r.why)

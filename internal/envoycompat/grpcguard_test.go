@@ -1,0 +1,218 @@
+package envoycompat
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
+)
+
+// attacker is the attacking client's address; the well-behaved client
+// calls from 127.0.0.1, a different client address.
+var attacker = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+
+// rawH2 is an HTTP/2 connection that writes its frames itself: a gRPC
+// client never resets streams in a burst or leaves out its request message.
+type rawH2 struct {
+	c     net.Conn
+	w     *bufio.Writer
+	fr    *http2.Framer
+	block []byte // HPACK block of one ShouldRateLimit call's headers
+	next  uint32 // the next stream id
+}
+
+func dialRawH2(t *testing.T, addr string) *rawH2 {
+	t.Helper()
+	d := net.Dialer{LocalAddr: attacker, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a hung server fails the test, not the run
+	h := &rawH2{c: c, w: bufio.NewWriter(c), next: 1}
+	h.fr = http2.NewFramer(h.w, c)
+	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
+		{":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	h.block = buf.Bytes() // literals only, so the block can be sent again
+	h.w.WriteString(http2.ClientPreface)
+	h.fr.WriteSettings()
+	return h
+}
+
+// streams writes n streams' HEADERS, each followed by RST_STREAM if reset,
+// and flushes.
+func (h *rawH2) streams(n int, reset bool) error {
+	for i := 0; i < n; i++ {
+		id := h.next
+		h.next += 2
+		h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block, EndHeaders: true})
+		if reset {
+			h.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		}
+	}
+	return h.w.Flush()
+}
+
+// rlsCall makes one ShouldRateLimit call from the well-behaved client.
+func rlsCall(t *testing.T, c rlsv3.RateLimitServiceClient, when string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "test",
+		Descriptors: []*commonv3.RateLimitDescriptor{desc("free", "x")}})
+	if err != nil || r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("the other client's call %s: %v %v", when, r, err)
+	}
+}
+
+func rlsClient(t *testing.T, addr string) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+// connEnded reports whether err is the peer ending the connection.
+func connEnded(err error) bool {
+	return errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset by peer") ||
+		strings.Contains(err.Error(), "broken pipe")
+}
+
+// TestCompatRapidResetCutOff: with the default bounds, a client that opens
+// streams and resets them at once (HTTP/2 rapid reset) has its connection
+// cut off and its next connection refused during the cooldown, while a
+// client at another address keeps getting answers.
+func TestCompatRapidResetCutOff(t *testing.T) {
+	srv, _ := startServer(t, testRules, nil)
+	addr := srv.Addr(ListenerGRPC)
+	rlsc := rlsClient(t, addr)
+	rlsCall(t, rlsc, "before the attack")
+
+	h := dialRawH2(t, addr)
+	frames := make(chan error, 1)
+	var goAway *http2.GoAwayFrame
+	go func() { // read what the server sends until it ends the connection
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				frames <- err
+				return
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				goAway = g
+			}
+		}
+	}()
+	// The default budget is 1000 resets and each stream gives half a reset
+	// back: about 2000 reset streams spend it. Stop writing at the cut.
+	const most = 20000
+	sent := 0
+	for sent < most {
+		if err := h.streams(100, true); err != nil {
+			break
+		}
+		sent += 100
+	}
+	err := <-frames
+	if !connEnded(err) {
+		t.Fatalf("after %d reset streams the connection did not end: %v", sent, err)
+	}
+	if goAway != nil && goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
+		t.Errorf("GOAWAY %v, want ENHANCE_YOUR_CALM", goAway.ErrCode)
+	}
+	rlsCall(t, rlsc, "after the attack")
+
+	// The attacker's next connection is closed without a frame.
+	h2 := dialRawH2(t, addr)
+	h2.w.Flush()
+	if f, err := h2.fr.ReadFrame(); err == nil {
+		t.Fatalf("a connection during the cooldown got %v, want it closed", f)
+	}
+	rlsCall(t, rlsc, "during the cooldown")
+	got := srv.guardLog.refusals()
+	if got[grpcguard.CutResets] != 1 || got[grpcguard.CutCooldown] != 1 {
+		t.Errorf("refusals %v, want one connection cut for resets and one refused in the cooldown", got)
+	}
+}
+
+// TestCompatHeldStreamsBounded: streams whose request message never
+// arrives are bounded per client address (the rest refused at once with
+// RESOURCE_EXHAUSTED) and cancelled at the request message deadline, while
+// a client at another address keeps getting answers.
+func TestCompatHeldStreamsBounded(t *testing.T) {
+	srv, _ := startServer(t, testRules, nil, func(s *Settings) {
+		s.Guard.MaxWaitingPerClient = 20
+		s.Guard.MessageTimeout = 2 * time.Second
+	})
+	addr := srv.Addr(ListenerGRPC)
+	rlsc := rlsClient(t, addr)
+
+	h := dialRawH2(t, addr)
+	const n = 60
+	if err := h.streams(n, false); err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]int{} // stream endings by grpc-status
+	for ended := 0; ended < n; {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d of %d streams ended: %v", ended, n, err)
+		}
+		mh, ok := f.(*http2.MetaHeadersFrame)
+		if !ok || !mh.StreamEnded() {
+			continue
+		}
+		ended++
+		codes[headerValue(mh, "grpc-status")]++
+		if ended == n-20 { // the refused ones end first; 20 are still held
+			if _, waiting := srv.admission.Counts(); waiting != 20 {
+				t.Errorf("%d calls waiting for their message, want 20", waiting)
+			}
+			rlsCall(t, rlsc, "while streams are held")
+		}
+	}
+	// 8 is RESOURCE_EXHAUSTED, 1 CANCELLED.
+	if codes["8"] != n-20 || codes["1"] != 20 {
+		t.Fatalf("stream endings by grpc-status %v, want %d refused (8) and 20 cancelled (1)", codes, n-20)
+	}
+	if _, waiting := srv.admission.Counts(); waiting != 0 {
+		t.Errorf("%d calls waiting for their message after the deadline, want 0", waiting)
+	}
+	got := srv.guardLog.refusals()
+	if got[grpcguard.RefusedClientWaiting] != n-20 || got[grpcguard.CancelledNoMessage] != 20 {
+		t.Errorf("refusals %v, want %d client_waiting_full and 20 message_timeout", got, n-20)
+	}
+}
+
+func headerValue(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.Fields {
+		if hf.Name == name {
+			return hf.Value
+		}
+	}
+	return ""
+}
