@@ -1,6 +1,7 @@
 package envoycompat
 
 import (
+	"net"
 	"sync"
 	"time"
 
@@ -9,15 +10,20 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-dev/floodgate/internal/ratelog"
+	"github.com/floodgate-dev/floodgate/internal/server/connlimit"
 	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
 )
 
 // GuardSettings bound what hostile clients can hold on the gRPC listener:
-// calls in flight, calls whose request message has not arrived, and
-// stream resets (HTTP/2 rapid reset), in all and per client address. They
+// connections, calls in flight, calls whose request message has not
+// arrived, and stream resets (HTTP/2 rapid reset), in all and per client
+// address. They
 // have no environment variable: ParseSettings gives them serve's own-mode
 // defaults (connections.grpc in its configuration file).
 type GuardSettings struct {
+	// MaxConns and MaxConnsPerClient cap the connections held open: see
+	// connlimit.Listener.
+	MaxConns, MaxConnsPerClient     int
 	MaxCalls, MaxCallsPerClient     int
 	MaxWaiting, MaxWaitingPerClient int
 	// MessageTimeout cancels a call whose request message has not arrived
@@ -32,7 +38,7 @@ type GuardSettings struct {
 
 // defaultGuard is serve's own-mode connections.grpc defaults.
 func defaultGuard() GuardSettings {
-	return GuardSettings{MaxCalls: 8192, MaxCallsPerClient: 2048, MaxWaiting: 4096, MaxWaitingPerClient: 1024,
+	return GuardSettings{MaxConns: 4096, MaxConnsPerClient: 256, MaxCalls: 8192, MaxCallsPerClient: 2048, MaxWaiting: 4096, MaxWaitingPerClient: 1024,
 		MessageTimeout: 10 * time.Second, MaxResets: 1000, ResetsPerSecond: 100, ResetCooldown: 10 * time.Second}
 }
 
@@ -65,6 +71,15 @@ func (g *guardLog) refusals() map[string]int64 {
 		m[k] = v
 	}
 	return m
+}
+
+// limitConns wraps the gRPC listener ln in the connection caps.
+func (s *Server) limitConns(ln net.Listener) net.Listener {
+	g := s.set.Guard
+	if g.MaxConns == 0 && g.MaxConnsPerClient == 0 {
+		return ln
+	}
+	return connlimit.New(ln, ListenerGRPC, g.MaxConns, g.MaxConnsPerClient, s.log, s.guardLog.refused)
 }
 
 // grpcGuards returns the gRPC server options that apply s.set.Guard, with

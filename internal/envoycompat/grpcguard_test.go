@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/floodgate-dev/floodgate/internal/server/connlimit"
 	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
 )
 
@@ -215,4 +216,33 @@ func headerValue(f *http2.MetaHeadersFrame, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestCompatConnectionsCappedPerClient: past the per-address cap, a
+// client's connections are closed at once, while those within it and a
+// client at another address are served.
+func TestCompatConnectionsCappedPerClient(t *testing.T) {
+	srv, _ := startServer(t, testRules, nil, func(s *Settings) { s.Guard.MaxConnsPerClient = 3 })
+	addr := srv.Addr(ListenerGRPC)
+	var conns []*rawH2
+	for i := 0; i < 5; i++ {
+		h := dialRawH2(t, addr)
+		if err := h.w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, h)
+	}
+	for i, h := range conns {
+		f, err := h.fr.ReadFrame() // the server's SETTINGS, or the end
+		if i < 3 && err != nil {
+			t.Errorf("connection %d, within the cap: %v", i+1, err)
+		}
+		if i >= 3 && err == nil {
+			t.Errorf("connection %d, past the cap, got %v, want it closed", i+1, f)
+		}
+	}
+	rlsCall(t, rlsClient(t, addr), "with the attacker's connections held")
+	if got := srv.guardLog.refusals()[connlimit.RefusedClientFull]; got != 2 {
+		t.Errorf("%d connections refused for the per-client cap, want 2", got)
+	}
 }

@@ -282,6 +282,9 @@ func (s *Server) listen() error {
 		if err != nil {
 			return fmt.Errorf("%s: %v", l.env, err)
 		}
+		if l.name == ListenerGRPC {
+			ln = s.limitConns(ln)
+		}
 		s.lis[l.name] = ln
 	}
 	if s.prom != nil {

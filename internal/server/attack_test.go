@@ -13,6 +13,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/floodgate-dev/floodgate/internal/server/connlimit"
 )
 
 // attacker is a loopback source address other than the checker's, so the
@@ -110,7 +112,7 @@ func TestSilentBodiesCannotHoldTheServer(t *testing.T) {
 			longest = max(longest, h)
 		}
 		var refused float64
-		for _, reason := range []string{refusedListenerFull, refusedClientFull, evictedForNewClient} {
+		for _, reason := range []string{connlimit.RefusedListenerFull, connlimit.RefusedClientFull, connlimit.EvictedForNewClient} {
 			refused += metricValue(t, r, fmt.Sprintf(`floodgate_connections_refused_total{listener=%q,reason=%q}`, name, reason))
 		}
 		peakOpen, peakClient := r.srv.capped[name].Peaks()

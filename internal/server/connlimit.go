@@ -1,175 +1,12 @@
 package server
 
 import (
-	"log/slog"
 	"net"
-	"sync"
-	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/ratelog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
+	"github.com/floodgate-dev/floodgate/internal/server/connlimit"
 )
-
-// limitListener caps the connections a listener holds open: at most max in
-// all and at most perClient from one client address (0 means no cap). A
-// connection past the per-client cap is accepted and closed at once, so the
-// kernel's backlog keeps draining and one client cannot take every file
-// descriptor of the process. When the listener is full, a new client is
-// not simply turned away: if some address holds at least two connections
-// more than the newcomer's, that address's oldest connection is closed to
-// make room. Many addresses holding connections open can therefore fill the
-// listener, but cannot keep a client with few connections out of it.
-type limitListener struct {
-	net.Listener
-	name      string
-	max       int
-	perClient int
-	log       *slog.Logger
-	onReject  func(reason string)
-
-	mu      sync.Mutex
-	open    int
-	clients map[string][]*limitedConn // oldest first
-	// peakOpen and peakClient are the most connections held at once, in
-	// all and from one address.
-	peakOpen, peakClient int
-
-	refusals *ratelog.Every // one log record every 10 s at most
-}
-
-// Reasons a connection is refused or closed, as counted in metrics.
-const (
-	refusedListenerFull = "listener_full"
-	refusedClientFull   = "client_full"
-	evictedForNewClient = "evicted"
-)
-
-func newLimitListener(ln net.Listener, name string, maxConns, perClient int, log *slog.Logger, onReject func(string)) *limitListener {
-	if onReject == nil {
-		onReject = func(string) {}
-	}
-	return &limitListener{Listener: ln, name: name, max: maxConns, perClient: perClient, log: log, onReject: onReject,
-		clients: map[string][]*limitedConn{}, refusals: ratelog.New(10 * time.Second)}
-}
-
-// Accept returns the next connection within the caps.
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		lc := &limitedConn{Conn: c, l: l, client: grpcguard.ClientAddr(c.RemoteAddr())}
-		victim, reason := l.admit(lc)
-		if reason != "" {
-			c.Close()
-			l.refuse(reason)
-			continue
-		}
-		if victim != nil {
-			victim.Conn.Close() // its place is already given to lc
-			l.refuse(evictedForNewClient)
-		}
-		return lc, nil
-	}
-}
-
-// admit counts c, or says which cap refuses it. When the listener is full
-// it may instead return a connection to close to make room for c.
-func (l *limitListener) admit(c *limitedConn) (victim *limitedConn, reason string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	mine := l.clients[c.client]
-	if l.perClient > 0 && len(mine) >= l.perClient {
-		return nil, refusedClientFull
-	}
-	if l.max > 0 && l.open >= l.max {
-		var top string
-		most := 0
-		for addr, cs := range l.clients {
-			if len(cs) > most {
-				top, most = addr, len(cs)
-			}
-		}
-		if most < len(mine)+2 {
-			return nil, refusedListenerFull
-		}
-		victim = l.clients[top][0]
-		l.remove(victim)
-	}
-	l.open++
-	l.clients[c.client] = append(mine, c)
-	l.peakOpen = max(l.peakOpen, l.open)
-	l.peakClient = max(l.peakClient, len(mine)+1)
-	return victim, ""
-}
-
-// remove stops counting c; it reports false if c was not counted (already
-// evicted). l.mu must be held.
-func (l *limitListener) remove(c *limitedConn) bool {
-	cs := l.clients[c.client]
-	for i, x := range cs {
-		if x == c {
-			cs = append(cs[:i], cs[i+1:]...)
-			if len(cs) == 0 {
-				delete(l.clients, c.client)
-			} else {
-				l.clients[c.client] = cs
-			}
-			l.open--
-			return true
-		}
-	}
-	return false
-}
-
-func (l *limitListener) release(c *limitedConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.remove(c)
-}
-
-// refuse counts a refused connection and logs the count at most every 10 s.
-func (l *limitListener) refuse(reason string) {
-	l.onReject(reason)
-	n, due := l.refusals.Add()
-	if !due {
-		return
-	}
-	l.log.Warn("connections refused: a connection cap is full", "listener", l.name, "refused", n,
-		"last_reason", reason, "max_conns", l.max, "max_conns_per_client", l.perClient)
-}
-
-// Open returns the number of connections held open.
-func (l *limitListener) Open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
-}
-
-// Peaks returns the most connections the listener has held at once, in all
-// and from one client address.
-func (l *limitListener) Peaks() (open, perClient int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.peakOpen, l.peakClient
-}
-
-// limitedConn gives its place back to the listener when closed.
-type limitedConn struct {
-	net.Conn
-	l      *limitListener
-	client string
-	once   sync.Once
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c) })
-	return err
-}
 
 // limitConns wraps a bound listener in the configured connection caps and
 // counts what they refuse in floodgate_connections_refused_total.
@@ -185,10 +22,10 @@ func (s *Server) limitConns(name string, ln net.Listener) net.Listener {
 		}, []string{"listener", "reason"})
 		s.rec.Registry().MustRegister(s.refused)
 	})
-	for _, reason := range []string{refusedListenerFull, refusedClientFull, evictedForNewClient} {
+	for _, reason := range []string{connlimit.RefusedListenerFull, connlimit.RefusedClientFull, connlimit.EvictedForNewClient} {
 		s.refused.WithLabelValues(name, reason) // at 0 from the start
 	}
-	ll := newLimitListener(ln, name, c.MaxConns, c.MaxConnsPerClient, s.log, func(reason string) {
+	ll := connlimit.New(ln, name, c.MaxConns, c.MaxConnsPerClient, s.log, func(reason string) {
 		s.refused.WithLabelValues(name, reason).Inc()
 	})
 	s.capped[name] = ll

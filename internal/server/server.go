@@ -26,6 +26,7 @@ import (
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/gateway"
 	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/internal/server/connlimit"
 	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
 	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
 	"github.com/floodgate-dev/floodgate/internal/server/metrics"
@@ -68,8 +69,8 @@ type Server struct {
 	inflight    inflight             // requests being served, for the shutdown report
 	admission   *grpcguard.Admission // the gRPC listener's call bounds
 	refusedOnce sync.Once
-	refused     *prometheus.CounterVec    // connections refused by a cap
-	capped      map[string]*limitListener // listeners under connection caps, by name
+	refused     *prometheus.CounterVec         // connections refused by a cap
+	capped      map[string]*connlimit.Listener // listeners under connection caps, by name
 }
 
 // Listener names, for Addr.
@@ -91,7 +92,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	cfg.FitMemory(ContainerMemoryLimit()) // store bounds left at 0 (serve has done it already)
 	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{},
-		capped: map[string]*limitListener{}}
+		capped: map[string]*connlimit.Listener{}}
 	var err error
 	if s.tls, err = loadListenerTLS(cfg); err != nil {
 		return nil, err

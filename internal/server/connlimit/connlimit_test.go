@@ -1,4 +1,4 @@
-package server
+package connlimit
 
 import (
 	"io"
@@ -22,7 +22,7 @@ func TestLimitListener(t *testing.T) {
 	// handled says what the listener did with each connection, in order:
 	// a refusal's reason, or "accepted" (after an eviction's reason).
 	handled := make(chan string, 16)
-	ln := newLimitListener(raw, "test", 4, 3, slog.New(slog.NewTextHandler(io.Discard, nil)), func(r string) {
+	ln := New(raw, "test", 4, 3, slog.New(slog.NewTextHandler(io.Discard, nil)), func(r string) {
 		mu.Lock()
 		reasons[r]++
 		mu.Unlock()
@@ -50,7 +50,7 @@ func TestLimitListener(t *testing.T) {
 		for timeout := time.After(30 * time.Second); ; {
 			select {
 			case r := <-handled:
-				if r != evictedForNewClient { // an eviction is followed by the newcomer's accept
+				if r != EvictedForNewClient { // an eviction is followed by the newcomer's accept
 					return c
 				}
 			case <-timeout:
@@ -82,7 +82,7 @@ func TestLimitListener(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if reasons[refusedClientFull] != 1 || reasons[evictedForNewClient] != 1 || reasons[refusedListenerFull] != 1 {
+	if reasons[RefusedClientFull] != 1 || reasons[EvictedForNewClient] != 1 || reasons[RefusedListenerFull] != 1 {
 		t.Errorf("counted %v, want one of each reason", reasons)
 	}
 }
