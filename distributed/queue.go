@@ -10,10 +10,12 @@ import (
 
 // The pending queue is every entry's events not yet pushed. Its size is
 // accounted in bytes: eventBytes per event, plus queuedKeyBytes and the
-// key's length for each key that has any.
+// key's length for each key that has any, and orphanKeyBytes for each
+// queued orphan (its place in the shard's count of orphans by key).
 const (
 	eventBytes     = 16
 	queuedKeyBytes = 64
+	orphanKeyBytes = 32
 )
 
 // DefaultMaxPendingBytes is Options.MaxPendingBytes when left zero: 64 MiB,
@@ -137,6 +139,7 @@ func (n *Node) orphanEvents(s *shard, e *entry) {
 	}
 	s.orphans = append(s.orphans, &orphan{alg: e.alg, key: e.key, events: e.events})
 	s.orphanQueued(e.key, e.alg.Config())
+	n.pendingBytes.Add(orphanKeyBytes)
 	n.orphaned.Add(uint64(len(e.events)))
 	n.orphanedCost.Add(uint64(cost))
 	e.events = nil
@@ -144,7 +147,7 @@ func (n *Node) orphanEvents(s *shard, e *entry) {
 
 // unqueueOrphan accounts for o's events leaving the queue (pushed).
 func (n *Node) unqueueOrphan(o *orphan) {
-	n.pendingBytes.Add(-(int64(len(o.events))*eventBytes + queuedKeyBytes + int64(len(o.key))))
+	n.pendingBytes.Add(-(int64(len(o.events))*eventBytes + queuedKeyBytes + orphanKeyBytes + int64(len(o.key))))
 	s := &n.table.shards[n.table.shardOf(o.key)]
 	s.mu.Lock()
 	s.orphanPushed(o.key, o.alg.Config())

@@ -62,6 +62,9 @@ func (s *shard) orphanPushed(key string, cfg algorithm.Config) {
 	} else {
 		delete(s.orphanKeys, k)
 	}
+	if len(s.orphanKeys) == 0 {
+		s.orphanKeys = nil // a map keeps its size: free a flood's
+	}
 }
 
 // hasOrphan reports whether an earlier life of e's key has counts on s's
