@@ -147,11 +147,11 @@ type Options struct {
 	Refresh time.Duration
 	// MaxPendingBytes bounds the queue of accepted requests not yet pushed
 	// to the shared store, in bytes (16 per event, plus the key and 64 per
-	// key with events). When it is full, a key's new event is merged into
-	// its last one, and the cost of a key with none queued waits on its
-	// entry until a sync finds room (it is dropped, and counted in Health,
-	// only if the table evicts the key first). Zero means
-	// DefaultMaxPendingBytes.
+	// key with events, and 32 more for an evicted key's). When it is full,
+	// a key's new event is merged into its last one, and the cost of a key
+	// with none queued waits on its entry until a sync finds room (it is
+	// dropped, and counted in Health, only if the table evicts the key
+	// first). Zero means DefaultMaxPendingBytes.
 	MaxPendingBytes int64
 	// MaxSyncKeys bounds the keys whose counts one sync pushes, so a sync
 	// fits its deadline however many keys have counts; the rest go in the
