@@ -35,7 +35,7 @@ func TestDirectSendsWhatReverseProxySends(t *testing.T) {
 	proxies, _ := httplimit.ParseProxies("127.0.0.0/8")
 	front := map[bool]*httptest.Server{}
 	for _, noDirect := range []bool{false, true} {
-		gw, err := New(Options{NoDirect: noDirect, Proxies: proxies, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, up.URL+"/base?u=1")}}})
+		gw, err := New(Options{noDirect: noDirect, Proxies: proxies, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, up.URL+"/base?u=1")}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestDirectRelaysWhatReverseProxyRelays(t *testing.T) {
 	var clients [2]*http.Client
 	var fronts [2]*httptest.Server
 	for j, noDirect := range []bool{false, true} {
-		gw, err := New(Options{NoDirect: noDirect, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, up.URL)}}})
+		gw, err := New(Options{noDirect: noDirect, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, up.URL)}}})
 		if err != nil {
 			t.Fatal(err)
 		}

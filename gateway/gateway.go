@@ -77,13 +77,13 @@ type Options struct {
 	// Transport, when set, sends every route's requests upstream instead of
 	// the route's own pooled transport (its connections are not counted).
 	Transport http.RoundTripper
-	// NoDirect sends every request through httputil.ReverseProxy and the
-	// route's http.Transport, instead of sending bodiless requests to a
-	// plain-HTTP upstream on the gateway's own pooled HTTP/1.1 connections
-	// (for comparison; see direct.go).
-	NoDirect bool
 	// Logger receives upstream errors; nil means slog.Default().
 	Logger *slog.Logger
+	// noDirect sends every request through httputil.ReverseProxy and the
+	// route's http.Transport, instead of sending bodiless requests to a
+	// plain-HTTP upstream on the gateway's own pooled HTTP/1.1 connections;
+	// the package's tests compare the two (see direct.go).
+	noDirect bool
 	// Proxies are the trusted proxies in front of the gateway. When a
 	// request comes from one, its X-Forwarded-For chain is passed on with
 	// the peer appended; from anyone else the chain is dropped and the
@@ -198,7 +198,7 @@ func (g *Gateway) newRoute(r Route, o Options) *route {
 	if transport == nil {
 		rt.tr = newTransport(r.Transport, rt.conns)
 		transport = rt.tr
-		if up.Scheme == "http" && !o.NoDirect {
+		if up.Scheme == "http" && !o.noDirect {
 			rt.pool = newPool(hostPort(up), r.Transport, rt.conns)
 		}
 	}

@@ -72,7 +72,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(Options{NoDirect: os.Getenv("NODIRECT") != "", Limit: mw, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, upstream), Transport: tr}}})
+	gw, err := New(Options{noDirect: os.Getenv("NODIRECT") != "", Limit: mw, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, upstream), Transport: tr}}})
 	if err != nil {
 		t.Fatal(err)
 	}
