@@ -26,7 +26,7 @@ import (
 // 8) whatever b.N is; run it with -benchtime 1x. FLOODGATE_BENCH_RATE
 // changes the offered rate, FLOODGATE_BENCH_ALGORITHM the rule's algorithm
 // (default bounded-log, 600 per 60 s) and FLOODGATE_BENCH_DEADLINE the
-// nodes' store deadline (default 100ms, well above DefaultDeadline, so the
+// nodes' store deadline (default 100ms, well above the default Deadline, so the
 // figures measure Redis rather than the breaker). It reports the decisions
 // per second achieved, Redis commands per decision (from INFO
 // commandstats), decision latency p50 and p99, and the hot client's

@@ -9,13 +9,12 @@ import (
 	"github.com/floodgate-dev/floodgate/memstore"
 )
 
-// Defaults of the node's table bound.
-const (
-	// DefaultMaxKeys is Options.MaxKeys when left zero.
-	DefaultMaxKeys = 1 << 21
-	// DefaultMaxBytes is Options.MaxBytes when left zero.
-	DefaultMaxBytes = 512 << 20
-)
+// defaultMaxKeys is Options.MaxKeys when left zero.
+const defaultMaxKeys = 1 << 21
+
+// DefaultMaxBytes is Options.MaxBytes when left zero: 512 MiB. A server
+// that sizes its memory budget reads it.
+const DefaultMaxBytes = 512 << 20
 
 // entryBytes is what the table accounts for an entry beyond its key, state
 // and history: the entry, its map slot and key, rounded up.

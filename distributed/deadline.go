@@ -10,8 +10,8 @@ import (
 
 // Defaults of the centralized arrangement's adaptive deadline.
 const (
-	// DefaultMaxDeadline is Options.MaxDeadline when left zero.
-	DefaultMaxDeadline = 250 * time.Millisecond
+	// defaultMaxDeadline is Options.MaxDeadline when left zero.
+	defaultMaxDeadline = 250 * time.Millisecond
 	// deadlineFactor times the slowest recent round trip is the deadline.
 	deadlineFactor = 3
 	// latencyPeriod is how long a slow round trip keeps raising the
@@ -33,11 +33,11 @@ type latency struct {
 	answered       atomic.Int64 // when the store last answered, Unix ns
 }
 
-// init sets the floor and the ceiling (zero: DefaultMaxDeadline, or the
+// init sets the floor and the ceiling (zero: defaultMaxDeadline, or the
 // floor if that is longer).
 func (l *latency) init(floor, ceiling time.Duration) error {
 	if ceiling == 0 {
-		ceiling = max(DefaultMaxDeadline, floor)
+		ceiling = max(defaultMaxDeadline, floor)
 	}
 	if ceiling < floor {
 		return fmt.Errorf("distributed: MaxDeadline %v is below Deadline %v", ceiling, floor)

@@ -61,19 +61,20 @@ func (a Arrangement) Valid() bool {
 	return false
 }
 
-// Defaults for Options fields left zero.
+// Defaults for Options fields left zero (their doc comments give the
+// values).
 const (
-	DefaultInterval        = 200 * time.Millisecond
-	DefaultDeadline        = 5 * time.Millisecond
-	DefaultBreakerFailures = 3
-	DefaultBreakerCooldown = time.Second
-	DefaultSyncDeadline    = time.Second
-	// DefaultRemember is the least time the shared store remembers a
+	defaultInterval        = 200 * time.Millisecond
+	defaultDeadline        = 5 * time.Millisecond
+	defaultBreakerFailures = 3
+	defaultBreakerCooldown = time.Second
+	defaultSyncDeadline    = time.Second
+	// defaultRemember is the least time the shared store remembers a
 	// push it applied (store.SyncID.Remember); it is also at least 100
 	// sync deadlines.
-	DefaultRemember = time.Hour
-	// DefaultMaxSyncKeys is how many keys' counts one sync pushes at most.
-	DefaultMaxSyncKeys = 8192
+	defaultRemember = time.Hour
+	// defaultMaxSyncKeys is how many keys' counts one sync pushes at most.
+	defaultMaxSyncKeys = 8192
 )
 
 // ErrBreakerOpen is returned by Sync when the circuit breaker is open and
@@ -90,22 +91,22 @@ type Options struct {
 	Nodes int
 	// Interval is how often a delayed node synchronizes (and how often a
 	// centralized node retries pushing counts taken during an outage).
-	// Zero means DefaultInterval.
+	// Zero means 200ms.
 	Interval time.Duration
 	// Deadline is the least time a decision waits for the shared store
 	// (the adaptive deadline's floor). A centralized node waits for each
 	// call three times the slowest round trip of the last second or two,
 	// between Deadline and MaxDeadline; a call that misses a deadline
 	// below MaxDeadline sends its decision to the failure policy but is
-	// not counted as a store failure. Zero means DefaultDeadline.
+	// not counted as a store failure. Zero means 5ms.
 	Deadline time.Duration
 	// MaxDeadline is the most a decision waits for the shared store (the
 	// ceiling). Calls that reach it, and store errors, are the failures
-	// that open the circuit breaker. Zero means DefaultMaxDeadline, or
+	// that open the circuit breaker. Zero means 250ms, or
 	// Deadline if that is longer.
 	MaxDeadline time.Duration
 	// SyncDeadline bounds one Sync call to the shared store. Zero means
-	// DefaultSyncDeadline or Interval, whichever is longer. A sync that
+	// one second or Interval, whichever is longer. A sync that
 	// times out costs an extra round trip to learn whether the store
 	// applied it, so it should be generous; decisions never wait for a
 	// sync.
@@ -133,10 +134,10 @@ type Options struct {
 	// (tests and the simulator do, under a virtual clock).
 	ManualSync bool
 	// BreakerFailures is how many consecutive store failures open the
-	// circuit breaker. Zero means DefaultBreakerFailures.
+	// circuit breaker. Zero means 3.
 	BreakerFailures int
 	// BreakerCooldown is how long the breaker stays open before one probe
-	// call is let through. Zero means DefaultBreakerCooldown.
+	// call is let through. Zero means one second.
 	BreakerCooldown time.Duration
 	// Refresh makes a delayed node also pull keys it decided on within the
 	// last Refresh, not only those it decided on since its last sync. Zero
@@ -155,7 +156,7 @@ type Options struct {
 	MaxPendingBytes int64
 	// MaxSyncKeys bounds the keys whose counts one sync pushes, so a sync
 	// fits its deadline however many keys have counts; the rest go in the
-	// next sync, started at once. Zero means DefaultMaxSyncKeys.
+	// next sync, started at once. Zero means 8192.
 	MaxSyncKeys int
 	// MaxKeys and MaxBytes bound the node's table of keys (its local
 	// views, states and history, and its eviction summary; pending events
@@ -163,8 +164,8 @@ type Options struct {
 	// least recently used of a few entries with nothing to push or pull is
 	// evicted, and what it had used is kept in a summary that charges the
 	// key again if it returns (until its first pull), so eviction never
-	// gives a key back an allowance it spent. Zero means DefaultMaxKeys and
-	// DefaultMaxBytes.
+	// gives a key back an allowance it spent. Zero means 2^21 keys and
+	// DefaultMaxBytes (512 MiB).
 	MaxKeys  int
 	MaxBytes int64
 }
@@ -294,23 +295,23 @@ func (n *Node) applyDefaults(o Options) error {
 		return errors.New("distributed: Interval, Deadline, SyncDeadline, Refresh, MaxDeadline, MaxPendingBytes, MaxSyncKeys and the breaker settings must not be negative")
 	}
 	if n.interval == 0 {
-		n.interval = DefaultInterval
+		n.interval = defaultInterval
 	}
 	if n.deadline == 0 {
-		n.deadline = DefaultDeadline
+		n.deadline = defaultDeadline
 	}
 	if err := n.lat.init(n.deadline, o.MaxDeadline); err != nil {
 		return err
 	}
 	if n.syncDL == 0 {
-		n.syncDL = max(DefaultSyncDeadline, n.interval)
+		n.syncDL = max(defaultSyncDeadline, n.interval)
 	}
 	n.br.threshold, n.br.cooldown = o.BreakerFailures, o.BreakerCooldown
 	if n.br.threshold == 0 {
-		n.br.threshold = DefaultBreakerFailures
+		n.br.threshold = defaultBreakerFailures
 	}
 	if n.br.cooldown == 0 {
-		n.br.cooldown = DefaultBreakerCooldown
+		n.br.cooldown = defaultBreakerCooldown
 	}
 	if n.clock == nil {
 		n.clock = time.Now
@@ -325,7 +326,7 @@ func (n *Node) applyDefaults(o Options) error {
 		n.id = randomID()
 	}
 	n.origin = n.id + "/" + randomID()
-	n.remember = max(DefaultRemember, 100*n.syncDL)
+	n.remember = max(defaultRemember, 100*n.syncDL)
 	if n.syncer != nil {
 		if o, ok := n.syncer.(store.OnceSyncer); ok {
 			n.once = o
@@ -376,7 +377,7 @@ func (n *Node) initBounds(o Options) error {
 	}
 	maxKeys, maxBytes := o.MaxKeys, o.MaxBytes
 	if maxKeys == 0 {
-		maxKeys = DefaultMaxKeys
+		maxKeys = defaultMaxKeys
 	}
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxBytes
@@ -391,7 +392,7 @@ func (n *Node) initBounds(o Options) error {
 	}
 	n.maxSyncKeys = o.MaxSyncKeys
 	if n.maxSyncKeys == 0 {
-		n.maxSyncKeys = DefaultMaxSyncKeys
+		n.maxSyncKeys = defaultMaxSyncKeys
 	}
 	n.syncKeys = n.maxSyncKeys
 	n.maxPending = o.MaxPendingBytes

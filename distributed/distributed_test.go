@@ -251,14 +251,14 @@ func TestDelayedFailClosedRejectsWhileBreakerOpen(t *testing.T) {
 		t.Fatalf("before the outage: %+v", d)
 	}
 	shared.setDown(true)
-	for i := 0; i < DefaultBreakerFailures; i++ {
+	for i := 0; i < defaultBreakerFailures; i++ {
 		clk.Add(200 * time.Millisecond)
 		if err := n.Sync(ctx); err == nil {
 			t.Fatal("Sync against a down store: no error")
 		}
 	}
 	if h := n.Health(); !h.BreakerOpen || h.Up {
-		t.Fatalf("after %d failed syncs health = %+v, want breaker open", DefaultBreakerFailures, h)
+		t.Fatalf("after %d failed syncs health = %+v, want breaker open", defaultBreakerFailures, h)
 	}
 	d, err := n.DecideOne(ctx, clk.NS(), req)
 	if err != nil || d.Allowed || d.Reason != algorithm.ReasonStoreUnavailable {
@@ -276,7 +276,7 @@ func TestDelayedFailClosedRejectsWhileBreakerOpen(t *testing.T) {
 		t.Fatal("Sync called the store while the breaker was open")
 	}
 	shared.setDown(false)
-	clk.Add(DefaultBreakerCooldown)
+	clk.Add(defaultBreakerCooldown)
 	if err := n.Sync(ctx); err != nil {
 		t.Fatalf("Sync after the store came back: %v", err)
 	}
@@ -357,7 +357,7 @@ func TestCentralizedFailOpenDecidesFromLastViewAndPushesLater(t *testing.T) {
 		t.Fatalf("health during the outage = %+v, want 10 pending events and the breaker open", h)
 	}
 	shared.setDown(false)
-	clk.Add(DefaultBreakerCooldown)
+	clk.Add(defaultBreakerCooldown)
 	if err := n.Sync(ctx); err != nil {
 		t.Fatalf("pushing the outage's counts: %v", err)
 	}
@@ -382,7 +382,7 @@ func TestCentralizedFailClosedAndFailLocal(t *testing.T) {
 	}
 	shared.setDown(true)
 	d, err := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailClosed})
-	if err != nil || d.Allowed || d.Reason != algorithm.ReasonStoreUnavailable || d.Limit != 100 || d.RetryAfter != DefaultBreakerCooldown {
+	if err != nil || d.Allowed || d.Reason != algorithm.ReasonStoreUnavailable || d.Limit != 100 || d.RetryAfter != defaultBreakerCooldown {
 		t.Fatalf("fail-closed = %+v, %v; want rejected, %q, limit 100, retry after the breaker's cooldown", d, err, algorithm.ReasonStoreUnavailable)
 	}
 	accepted := 0
@@ -412,21 +412,21 @@ func TestBreakerStopsCallingThenProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c := shared.calls.Load(); c != DefaultBreakerFailures {
-		t.Fatalf("%d calls reached a down store, want %d before the breaker opened", c, DefaultBreakerFailures)
+	if c := shared.calls.Load(); c != defaultBreakerFailures {
+		t.Fatalf("%d calls reached a down store, want %d before the breaker opened", c, defaultBreakerFailures)
 	}
-	clk.Add(DefaultBreakerCooldown)
+	clk.Add(defaultBreakerCooldown)
 	n.DecideOne(ctx, clk.NS(), req) // the probe, which fails
 	n.DecideOne(ctx, clk.NS(), req)
-	if c := shared.calls.Load(); c != DefaultBreakerFailures+1 {
+	if c := shared.calls.Load(); c != defaultBreakerFailures+1 {
 		t.Fatalf("after the cooldown %d calls, want exactly one probe more", c)
 	}
 	shared.setDown(false)
-	clk.Add(DefaultBreakerCooldown)
+	clk.Add(defaultBreakerCooldown)
 	if d, _ := n.DecideOne(ctx, clk.NS(), req); !d.Allowed {
 		t.Fatal("probe after recovery not allowed")
 	}
-	if h := n.Health(); !h.Up || h.BreakerOpenings != 1 || h.StoreErrors != DefaultBreakerFailures+1 || h.LastError == "" {
+	if h := n.Health(); !h.Up || h.BreakerOpenings != 1 || h.StoreErrors != defaultBreakerFailures+1 || h.LastError == "" {
 		t.Fatalf("health = %+v", h)
 	}
 }
@@ -435,7 +435,7 @@ func TestBreakerStopsCallingThenProbes(t *testing.T) {
 // its context, in a synctest bubble (the deadlines are exact, whatever the
 // load of the machine): each decision still returns within the ceiling, the adaptive
 // deadline climbs to the ceiling, the breaker opens after
-// DefaultBreakerFailures calls that reached it, and then no call waits.
+// the default BreakerFailures (3) calls that reached it, and then no call waits.
 func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
@@ -468,8 +468,8 @@ func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
 		h := n.Health()
 		calls := shared.calls.Load()
 		t.Logf("stalled store: %d calls, %d below the ceiling", calls-1, h.DeadlineMisses)
-		if h.StoreErrors != DefaultBreakerFailures || h.DeadlineMisses == 0 {
-			t.Fatalf("want %d failures at the ceiling after some misses below it: %+v", DefaultBreakerFailures, h)
+		if h.StoreErrors != defaultBreakerFailures || h.DeadlineMisses == 0 {
+			t.Fatalf("want %d failures at the ceiling after some misses below it: %+v", defaultBreakerFailures, h)
 		}
 		for i := 0; i < 10; i++ {
 			n.DecideOne(ctx, time.Now().UnixNano(), req)
@@ -521,7 +521,7 @@ func TestDelayedFailLocalSplitsWhatIsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	shared.setDown(true)
-	for i := 0; i < DefaultBreakerFailures; i++ {
+	for i := 0; i < defaultBreakerFailures; i++ {
 		clk.Add(200 * time.Millisecond)
 		n.Sync(ctx)
 	}
@@ -539,7 +539,7 @@ func TestDelayedFailLocalSplitsWhatIsLeft(t *testing.T) {
 		t.Fatalf("fail-local during the outage accepted %d, want (100-60)/4 = 10", accepted)
 	}
 	shared.setDown(false)
-	clk.Add(DefaultBreakerCooldown)
+	clk.Add(defaultBreakerCooldown)
 	if err := n.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
