@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/internal/tlsfiles"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -104,7 +105,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.TLS, err = LoadTLS(files.CA, files.ClientCert, files.ClientKey, ""); err != nil {
+	if o.TLS, err = tlsfiles.Load(files.CA, files.ClientCert, files.ClientKey, ""); err != nil {
 		t.Fatal(err)
 	}
 	st := newStore(t, o)
@@ -117,17 +118,17 @@ func TestTLS(t *testing.T) {
 	o.Timeout = 500 * time.Millisecond
 
 	noCert := o
-	noCert.TLS, _ = LoadTLS(files.CA, "", "", "")
+	noCert.TLS, _ = tlsfiles.Load(files.CA, "", "", "")
 	if _, err := New(ctx, noCert); err == nil {
 		t.Error("TLS without the client certificate the server demands succeeded")
 	}
 	otherCA := o
-	otherCA.TLS, _ = LoadTLS(redistest.MakeCertificates(t, t.TempDir()).CA, files.ClientCert, files.ClientKey, "")
+	otherCA.TLS, _ = tlsfiles.Load(redistest.MakeCertificates(t, t.TempDir()).CA, files.ClientCert, files.ClientKey, "")
 	if _, err := New(ctx, otherCA); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("TLS to a server whose certificate another CA signed: %v, want a certificate error", err)
 	}
 	wrongName := o
-	wrongName.TLS, _ = LoadTLS(files.CA, files.ClientCert, files.ClientKey, "redis.example")
+	wrongName.TLS, _ = tlsfiles.Load(files.CA, files.ClientCert, files.ClientKey, "redis.example")
 	if _, err := New(ctx, wrongName); err == nil {
 		t.Error("TLS with a server name the certificate does not carry succeeded")
 	}
@@ -136,8 +137,8 @@ func TestTLS(t *testing.T) {
 	if _, err := New(ctx, plain); err == nil {
 		t.Error("plain text to the TLS port succeeded")
 	}
-	if _, err := LoadTLS(files.CA, files.ClientCert, "", ""); err == nil {
-		t.Error("LoadTLS with a cert and no key succeeded")
+	if _, err := tlsfiles.Load(files.CA, files.ClientCert, "", ""); err == nil {
+		t.Error("tlsfiles.Load with a cert and no key succeeded")
 	}
 }
 

@@ -8,7 +8,6 @@ require (
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/internal/server v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/prometheus/client_golang v1.25.0

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/floodgate-dev/floodgate/redisstore"
+	"github.com/floodgate-dev/floodgate/internal/tlsfiles"
 )
 
 // Config sources (CONFIG_TYPE), lower case as ParseSettings keeps them.
@@ -126,7 +126,7 @@ func checkConfigSource(s Settings) error {
 // system's roots) and, when set, CONFIG_GRPC_XDS_SERVER_TLS_SAN as its name;
 // the client certificate presented when given.
 func xdsTLS(x XDSSettings) (*tls.Config, error) {
-	c, err := redisstore.LoadTLS(x.CACert, x.ClientCert, x.ClientKey, x.ServerName)
+	c, err := tlsfiles.Load(x.CACert, x.ClientCert, x.ClientKey, x.ServerName)
 	if err != nil {
 		return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_USE_TLS: %v (CONFIG_GRPC_XDS_SERVER_TLS_CACERT, CONFIG_GRPC_XDS_CLIENT_TLS_CERT/KEY)", err)
 	}

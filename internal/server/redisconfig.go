@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/floodgate-dev/floodgate/internal/tlsfiles"
 	"github.com/floodgate-dev/floodgate/redisstore"
 )
 
@@ -190,7 +191,7 @@ func (s Store) RedisOptions(getenv func(string) string) (redisstore.Options, err
 	}
 	tlsOn := o.TLS != nil || s.TLS.on()
 	if tlsOn {
-		if o.TLS, err = redisstore.LoadTLS(s.TLS.CAFile, s.TLS.Cert, s.TLS.Key, s.TLS.ServerName); err != nil {
+		if o.TLS, err = tlsfiles.Load(s.TLS.CAFile, s.TLS.Cert, s.TLS.Key, s.TLS.ServerName); err != nil {
 			return o, fmt.Errorf("store.tls: %w", err)
 		}
 	}

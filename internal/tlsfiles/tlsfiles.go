@@ -1,4 +1,6 @@
-package redisstore
+// Package tlsfiles builds a client TLS configuration from PEM files, as the
+// server's Redis settings and the envoy-ratelimit compatible mode name them.
+package tlsfiles
 
 import (
 	"crypto/tls"
@@ -8,13 +10,13 @@ import (
 	"os"
 )
 
-// LoadTLS builds a client TLS configuration for Options.TLS from PEM files:
-// caFile holds the certificate authorities that sign the server's
+// Load builds a client TLS configuration (for redisstore.Options.TLS) from
+// PEM files: caFile holds the certificate authorities that sign the server's
 // certificate (empty: the system's roots), certFile and keyFile a client
 // certificate for servers that ask for one (both or neither), and
 // serverName the name the server's certificate must carry (empty: the host
 // of the address dialed).
-func LoadTLS(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
+func Load(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
