@@ -1,12 +1,12 @@
 package httplimit
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/floodgate-dev/floodgate"
+	"github.com/floodgate-dev/floodgate/internal/ctxsleep"
 )
 
 // LimitError is the error a call fails with when a limiter (LimiterTransport)
@@ -25,21 +25,6 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("rate limited: retry after %v", e.RetryAfter)
 	}
 	return fmt.Sprintf("rate limited by rule %q: retry after %v", e.Rule, e.RetryAfter)
-}
-
-// sleep waits for d or until ctx is done, and returns ctx's error then.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // LimiterTransport is an http.RoundTripper that holds outgoing calls to
@@ -87,7 +72,7 @@ func (t *LimiterTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			}
 			pause = d.RetryAfter
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := ctxsleep.Sleep(ctx, pause); err != nil {
 			return nil, err
 		}
 		if d.Allowed {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/httplimit"
+	"github.com/floodgate-dev/floodgate/internal/ctxsleep"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
@@ -89,7 +90,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return nil, lerr
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := ctxsleep.Sleep(ctx, wait); err != nil {
 			return nil, lerr
 		}
 	}
@@ -101,7 +102,7 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	if d := res.Delay(); d > 0 {
-		if err := sleep(r.Context(), d); err != nil {
+		if err := ctxsleep.Sleep(r.Context(), d); err != nil {
 			release()
 			return nil, err
 		}
@@ -128,21 +129,6 @@ func retryDuration(res rules.Result) time.Duration {
 		}
 	}
 	return d
-}
-
-// sleep waits for d or until ctx is done, and returns ctx's error then.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // releasingBody releases concurrency units when the body is closed or
