@@ -1,8 +1,6 @@
 package envoycompat
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,68 +12,30 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-dev/floodgate/internal/server/connlimit"
 	"github.com/floodgate-dev/floodgate/internal/server/grpcguard"
+	"github.com/floodgate-dev/floodgate/internal/server/h2raw"
 )
 
 // attacker is the attacking client's address; the well-behaved client
 // calls from 127.0.0.1, a different client address.
 var attacker = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
 
-// rawH2 is an HTTP/2 connection that writes its frames itself: a gRPC
-// client never resets streams in a burst or leaves out its request message.
-type rawH2 struct {
-	c     net.Conn
-	w     *bufio.Writer
-	fr    *http2.Framer
-	block []byte // HPACK block of one ShouldRateLimit call's headers
-	next  uint32 // the next stream id
-}
-
-func dialRawH2(t *testing.T, addr string) *rawH2 {
+// dialRawH2 connects a raw HTTP/2 client from the attacker's address to
+// addr, for ShouldRateLimit calls.
+func dialRawH2(t *testing.T, addr string) *h2raw.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: attacker, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", addr)
+	h, err := h2raw.Dial(attacker, addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", time.Now().Add(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(30 * time.Second)) // a hung server fails the test, not the run
-	h := &rawH2{c: c, w: bufio.NewWriter(c), next: 1}
-	h.fr = http2.NewFramer(h.w, c)
-	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	var buf bytes.Buffer
-	enc := hpack.NewEncoder(&buf)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
-		{":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"},
-		{"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	h.block = buf.Bytes() // literals only, so the block can be sent again
-	h.w.WriteString(http2.ClientPreface)
-	h.fr.WriteSettings()
+	t.Cleanup(func() { h.Close() })
 	return h
 }
 
-// streams writes n streams' HEADERS, each followed by RST_STREAM if reset,
-// and flushes.
-func (h *rawH2) streams(n int, reset bool) error {
-	for i := 0; i < n; i++ {
-		id := h.next
-		h.next += 2
-		h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block, EndHeaders: true})
-		if reset {
-			h.fr.WriteRSTStream(id, http2.ErrCodeCancel)
-		}
-	}
-	return h.w.Flush()
-}
-
-// rlsCall makes one ShouldRateLimit call from the well-behaved client.
 func rlsCall(t *testing.T, c rlsv3.RateLimitServiceClient, when string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -118,7 +78,7 @@ func TestCompatRapidResetCutOff(t *testing.T) {
 	var goAway *http2.GoAwayFrame
 	go func() { // read what the server sends until it ends the connection
 		for {
-			f, err := h.fr.ReadFrame()
+			f, err := h.Framer.ReadFrame()
 			if err != nil {
 				frames <- err
 				return
@@ -133,7 +93,7 @@ func TestCompatRapidResetCutOff(t *testing.T) {
 	const most = 20000
 	sent := 0
 	for sent < most {
-		if err := h.streams(100, true); err != nil {
+		if err := h.Streams(100, true); err != nil {
 			break
 		}
 		sent += 100
@@ -149,8 +109,8 @@ func TestCompatRapidResetCutOff(t *testing.T) {
 
 	// The attacker's next connection is closed without a frame.
 	h2 := dialRawH2(t, addr)
-	h2.w.Flush()
-	if f, err := h2.fr.ReadFrame(); err == nil {
+	h2.Flush()
+	if f, err := h2.Framer.ReadFrame(); err == nil {
 		t.Fatalf("a connection during the cooldown got %v, want it closed", f)
 	}
 	rlsCall(t, rlsc, "during the cooldown")
@@ -174,12 +134,12 @@ func TestCompatHeldStreamsBounded(t *testing.T) {
 
 	h := dialRawH2(t, addr)
 	const n = 60
-	if err := h.streams(n, false); err != nil {
+	if err := h.Streams(n, false); err != nil {
 		t.Fatal(err)
 	}
 	codes := map[string]int{} // stream endings by grpc-status
 	for ended := 0; ended < n; {
-		f, err := h.fr.ReadFrame()
+		f, err := h.Framer.ReadFrame()
 		if err != nil {
 			t.Fatalf("after %d of %d streams ended: %v", ended, n, err)
 		}
@@ -224,16 +184,16 @@ func headerValue(f *http2.MetaHeadersFrame, name string) string {
 func TestCompatConnectionsCappedPerClient(t *testing.T) {
 	srv, _ := startServer(t, testRules, nil, func(s *Settings) { s.Guard.MaxConnsPerClient = 3 })
 	addr := srv.Addr(ListenerGRPC)
-	var conns []*rawH2
+	var conns []*h2raw.Conn
 	for i := 0; i < 5; i++ {
 		h := dialRawH2(t, addr)
-		if err := h.w.Flush(); err != nil {
+		if err := h.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		conns = append(conns, h)
 	}
 	for i, h := range conns {
-		f, err := h.fr.ReadFrame() // the server's SETTINGS, or the end
+		f, err := h.Framer.ReadFrame() // the server's SETTINGS, or the end
 		if i < 3 && err != nil {
 			t.Errorf("connection %d, within the cap: %v", i+1, err)
 		}

@@ -1,71 +1,37 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/floodgate-dev/floodgate/internal/server/h2raw"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// rawH2 is an HTTP/2 client connection from the attacker's address that
-// writes frames itself: the gRPC client never resets streams in a burst or
-// leaves out its request message.
-type rawH2 struct {
-	c     net.Conn
-	w     *bufio.Writer
-	fr    *http2.Framer
-	block []byte // HPACK block of the headers of one RLS call
-}
-
-func dialRawH2(t *testing.T, addr string) *rawH2 {
+// dialRawH2 connects a raw HTTP/2 client from the attacker's address to
+// addr, for RLS calls.
+func dialRawH2(t *testing.T, addr string) *h2raw.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: attacker, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", addr)
+	h, err := h2raw.Dial(attacker, addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", time.Now().Add(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second)) // a hung server fails the test, not the run
-	h := &rawH2{c: c, w: bufio.NewWriter(c)}
-	h.fr = http2.NewFramer(h.w, c)
-	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	var buf bytes.Buffer
-	enc := hpack.NewEncoder(&buf)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", addr},
-		{":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"},
-		{"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	h.block = buf.Bytes() // the first block: literals only, so it can be sent again
-	h.w.WriteString(http2.ClientPreface)
-	h.fr.WriteSettings()
+	t.Cleanup(func() { h.Close() })
 	return h
 }
 
-// streams writes n streams' HEADERS (ids 1, 3, ...), each followed by
-// RST_STREAM if reset, and flushes.
-func (h *rawH2) streams(t *testing.T, n int, reset bool) {
+// streams writes n streams' HEADERS, each followed by RST_STREAM if reset.
+func streams(t *testing.T, h *h2raw.Conn, n int, reset bool) {
 	t.Helper()
-	for i := 0; i < n; i++ {
-		id := uint32(2*i + 1)
-		h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block, EndHeaders: true})
-		if reset {
-			h.fr.WriteRSTStream(id, http2.ErrCodeCancel)
-		}
-	}
-	if err := h.w.Flush(); err != nil {
+	if err := h.Streams(n, reset); err != nil {
 		t.Fatalf("writing %d streams: %v", n, err)
 	}
 }
@@ -89,10 +55,10 @@ func TestGRPCRapidResetCutOff(t *testing.T) {
 	h := dialRawH2(t, addr)
 	// With a budget of 50 and half a reset given back per stream, the
 	// 100th reset is one too many; nothing is left unread after it.
-	h.streams(t, 100, true)
+	streams(t, h, 100, true)
 	var goAway *http2.GoAwayFrame
 	for {
-		f, err := h.fr.ReadFrame()
+		f, err := h.Framer.ReadFrame()
 		if err != nil {
 			if errors.Is(err, io.EOF) || isConnReset(err) {
 				break
@@ -115,8 +81,8 @@ func TestGRPCRapidResetCutOff(t *testing.T) {
 
 	// The attacker's next connection is closed without a frame.
 	h2 := dialRawH2(t, addr)
-	h2.w.Flush()
-	if f, err := h2.fr.ReadFrame(); err == nil {
+	h2.Flush()
+	if f, err := h2.Framer.ReadFrame(); err == nil {
 		t.Fatalf("a connection during the cooldown got %v, want it closed", f)
 	}
 
@@ -151,12 +117,12 @@ func TestGRPCHeldStreamsBounded(t *testing.T) {
 
 	h := dialRawH2(t, addr)
 	const n = 60
-	h.streams(t, n, false)
+	streams(t, h, n, false)
 	// Each stream ends with trailers; count the statuses.
 	codes := map[string]int{}
 	answered := 0
 	for ended := 0; ended < n; {
-		f, err := h.fr.ReadFrame()
+		f, err := h.Framer.ReadFrame()
 		if err != nil {
 			t.Fatalf("after %d of %d streams ended: %v", ended, n, err)
 		}
