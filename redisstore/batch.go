@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/inflight"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -32,9 +32,7 @@ const (
 // decisions, where each of these cost about as much as the decision itself.
 // A queued decision waits at most for one call in flight to return.
 type batcher struct {
-	mu       sync.Mutex
-	inflight int
-	queue    []*pending
+	q inflight.Queue[*pending]
 }
 
 // pending is one queued decision.
@@ -66,17 +64,14 @@ func (s *Store) batcherFor(key string) *batcher {
 // once if nothing is in flight, else in the next shared call.
 func (s *Store) decideBatched(ctx context.Context, now int64, req store.Request, sp *spec, key string) (algorithm.Decision, error) {
 	b := s.batcherFor(key)
-	b.mu.Lock()
-	if b.inflight < batchInflight {
-		b.inflight++
-		b.mu.Unlock()
+	p, alone := b.q.Enter(batchInflight, func() *pending {
+		return &pending{ctx: ctx, now: now, req: req, sp: sp, key: key, done: make(chan struct{})}
+	})
+	if alone {
 		d, err := s.decideAlone(ctx, now, req, sp, key)
 		b.next(s)
 		return d, err
 	}
-	p := &pending{ctx: ctx, now: now, req: req, sp: sp, key: key, done: make(chan struct{})}
-	b.queue = append(b.queue, p)
-	b.mu.Unlock()
 	select {
 	case <-p.done:
 		return p.d, p.err
@@ -90,42 +85,15 @@ func (s *Store) decideBatched(ctx context.Context, now int64, req store.Request,
 // next hands what is queued to a goroutine that sends it, keeping the
 // finished call's place in flight, or gives the place back.
 func (b *batcher) next(s *Store) {
-	b.mu.Lock()
-	batch := b.take()
-	if batch == nil {
-		b.inflight--
-	}
-	b.mu.Unlock()
-	if batch != nil {
+	if batch := b.q.Next(maxBatch); batch != nil {
 		go b.run(s, batch)
 	}
 }
 
-// take removes up to maxBatch queued decisions; b.mu is held.
-func (b *batcher) take() []*pending {
-	if len(b.queue) == 0 {
-		return nil
-	}
-	n := min(len(b.queue), maxBatch)
-	batch := b.queue[:n:n]
-	if n == len(b.queue) {
-		b.queue = nil
-	} else {
-		b.queue = b.queue[n:]
-	}
-	return batch
-}
-
 // run sends batches until nothing is queued.
 func (b *batcher) run(s *Store, batch []*pending) {
-	for batch != nil {
+	for ; batch != nil; batch = b.q.Next(maxBatch) {
 		s.decideShared(batch)
-		b.mu.Lock()
-		batch = b.take()
-		if batch == nil {
-			b.inflight--
-		}
-		b.mu.Unlock()
 	}
 }
 

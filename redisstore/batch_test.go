@@ -213,10 +213,7 @@ func TestQueuedDecisionAbandoned(t *testing.T) {
 	}
 	b := s.batcherFor(s.key(sp, "busy"))
 	for {
-		b.mu.Lock()
-		full := b.inflight == batchInflight
-		b.mu.Unlock()
-		if full {
+		if b.q.InFlight() == batchInflight {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -232,10 +229,7 @@ func TestQueuedDecisionAbandoned(t *testing.T) {
 	// The batcher has sent (or skipped) everything queued once it has
 	// nothing in flight.
 	for {
-		b.mu.Lock()
-		idle := b.inflight == 0
-		b.mu.Unlock()
-		if idle {
+		if b.q.InFlight() == 0 {
 			break
 		}
 		time.Sleep(time.Millisecond)

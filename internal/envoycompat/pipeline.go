@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/floodgate-dev/floodgate/internal/inflight"
 )
 
 // maxShared bounds the requests of one shared pipeline, so that one
@@ -31,10 +33,9 @@ type sharedPipeline struct {
 	// timeout bounds a shared pipeline whose requests have no deadline.
 	timeout time.Duration
 
-	mu       sync.Mutex
-	inflight bool
-	queue    []*queuedCommands
-	shared   int // shared pipelines sent (a request alone is not one)
+	q      inflight.Queue[*queuedCommands]
+	mu     sync.Mutex
+	shared int // shared pipelines sent (a request alone is not one); mu guards it
 }
 
 // queuedCommands are one request's commands waiting for the next shared
@@ -62,17 +63,14 @@ func (p *sharedPipeline) do(ctx context.Context, cmds rueidis.Commands) []rueidi
 	if p.alone {
 		return p.client.DoMulti(ctx, cmds...)
 	}
-	p.mu.Lock()
-	if !p.inflight {
-		p.inflight = true
-		p.mu.Unlock()
+	q, alone := p.q.Enter(1, func() *queuedCommands {
+		return &queuedCommands{ctx: ctx, cmds: cmds, done: make(chan struct{})}
+	})
+	if alone {
 		rs := p.client.DoMulti(ctx, cmds...)
 		p.next()
 		return rs
 	}
-	q := &queuedCommands{ctx: ctx, cmds: cmds, done: make(chan struct{})}
-	p.queue = append(p.queue, q)
-	p.mu.Unlock()
 	select {
 	case <-q.done:
 		return q.results
@@ -95,42 +93,15 @@ func errorResults(n int, err error) []rueidis.RedisResult {
 // next hands what is queued to a goroutine that sends it, keeping the
 // finished pipeline's place in flight, or gives the place back.
 func (p *sharedPipeline) next() {
-	p.mu.Lock()
-	batch := p.take()
-	if batch == nil {
-		p.inflight = false
-	}
-	p.mu.Unlock()
-	if batch != nil {
+	if batch := p.q.Next(maxShared); batch != nil {
 		go p.run(batch)
 	}
 }
 
-// take removes up to maxShared queued requests; p.mu is held.
-func (p *sharedPipeline) take() []*queuedCommands {
-	if len(p.queue) == 0 {
-		return nil
-	}
-	n := min(len(p.queue), maxShared)
-	batch := p.queue[:n:n]
-	if n == len(p.queue) {
-		p.queue = nil
-	} else {
-		p.queue = p.queue[n:]
-	}
-	return batch
-}
-
 // run sends shared pipelines until nothing is queued.
 func (p *sharedPipeline) run(batch []*queuedCommands) {
-	for batch != nil {
+	for ; batch != nil; batch = p.q.Next(maxShared) {
 		p.send(batch)
-		p.mu.Lock()
-		batch = p.take()
-		if batch == nil {
-			p.inflight = false
-		}
-		p.mu.Unlock()
 	}
 }
 

@@ -46,8 +46,9 @@ func incr(c rueidis.Client, keys ...string) rueidis.Commands {
 // requests are queued and how many shared pipelines were sent.
 func (p *sharedPipeline) state() (inflight bool, queued, shared int) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.inflight, len(p.queue), p.shared
+	shared = p.shared
+	p.mu.Unlock()
+	return p.q.InFlight() > 0, p.q.Waiting(), shared
 }
 
 // TestSharedPipelineQueuesWhileInFlight: with Redis paused, the first
