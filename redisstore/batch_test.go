@@ -41,9 +41,10 @@ func sharedCall(t *testing.T, s *Store, nows []int64, reqs []store.Request) []al
 
 // TestDifferentialShared replays random traces through shared script calls
 // (op 'i': several decisions, keys named more than once, each with its own
-// time) and through the Go algorithm one decision after another, and
-// requires identical decisions, and identical states after merges and at
-// the end.
+// time), through op 'd' one decision after another on twin keys, and
+// through the Go algorithm, and requires identical decisions, identical
+// stored values after every call (see sharedAndAlone), and identical
+// states after merges and at the end.
 func TestDifferentialShared(t *testing.T) {
 	s := newStore(t, Options{ClientTime: true})
 	ctx := context.Background()
@@ -64,15 +65,15 @@ func TestDifferentialShared(t *testing.T) {
 						evs = append(evs, store.Event{Time: at, Cost: 1 + rng.Int64N(3)})
 						a.Record(ref.state(key), at, evs[len(evs)-1].Cost)
 					}
-					b := []store.SyncBatch{{Algorithm: a, Key: key, Events: evs}}
+					b := []store.SyncBatch{{Algorithm: a, Key: key, Events: evs}, {Algorithm: a, Key: "twin-" + key, Events: evs}}
 					if err := s.Sync(ctx, now, b); err != nil {
 						t.Fatal(err)
 					}
-					if !sameState(a, b[0].State, ref.state(key)) {
+					if !sameState(a, b[0].State, ref.state(key)) || !sameState(a, b[1].State, ref.state(key)) {
 						t.Fatalf("step %d: state after merging %v:\nredis %v\ngo    %v", step, evs, b[0].State, ref.state(key))
 					}
 				}
-				n := 1 + rng.IntN(12)
+				n := 2 + rng.IntN(11)
 				nows := make([]int64, n)
 				reqs := make([]store.Request, n)
 				want := make([]algorithm.Decision, n)
@@ -98,7 +99,7 @@ func TestDifferentialShared(t *testing.T) {
 					nows[i], reqs[i] = now, store.Request{Algorithm: a, Key: key, Cost: cost, Shadow: rng.IntN(10) == 0}
 					want[i] = micros(a.Decide(ref.state(key), now, cost))
 				}
-				got := sharedCall(t, s, nows, reqs)
+				got := sharedAndAlone(t, s, nows, reqs)
 				for i := range n {
 					if got[i] != want[i] {
 						t.Fatalf("step %d, decision %d of %d (key %s, cost %d, at +%v):\nredis %+v\ngo    %+v",

@@ -705,3 +705,356 @@ func FuzzBoundedLogMergedShortValue(f *testing.F) {
 		storedDecidesLikeGo(t, s, a, sp, "fuzzc", b.String())
 	})
 }
+
+// sharedAndAlone decides reqs (at nows, at least two) in one shared script
+// call (op 'i'), and the same requests on twin keys ("twin-" + key) one by
+// one, each in a call of its own (op 'd', the generic load, decide and
+// save), and requires the same decisions and, for every key named, the same
+// stored value byte for byte: op 'i' writes what the generic path writes.
+// It returns the shared call's decisions.
+func sharedAndAlone(t *testing.T, s *Store, nows []int64, reqs []store.Request) []algorithm.Decision {
+	t.Helper()
+	if len(reqs) < 2 {
+		t.Fatal("sharedAndAlone needs two requests or more: one is decided alone")
+	}
+	got := sharedCall(t, s, nows, reqs)
+	for i, r := range reqs {
+		sp, err := s.specFor(r.Algorithm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tw := r
+		tw.Key = "twin-" + r.Key
+		d, err := s.decideAlone(context.Background(), nows[i], tw, sp, s.key(sp, tw.Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != got[i] {
+			t.Fatalf("decision %d of %d (key %s, cost %d): op i %+v, op d %+v", i, len(reqs), r.Key, r.Cost, got[i], d)
+		}
+	}
+	for _, r := range reqs {
+		sp, _ := s.specFor(r.Algorithm)
+		v, err1 := shared.Do("GET", s.key(sp, r.Key))
+		w, err2 := shared.Do("GET", s.key(sp, "twin-"+r.Key))
+		if err1 != nil || err2 != nil || v != w {
+			t.Fatalf("key %s stored %q (%v) by op i, %q (%v) by op d", r.Key, v, err1, w, err2)
+		}
+	}
+	return got
+}
+
+// blForm names the stored form of bounded-log key (user key k, Redis key
+// rk) and its entries: "none", "short", "light-1", "light-2", "doubles-n"
+// or "merged" (either merged form); the entries come from the state Sync
+// reads at now.
+func blForm(t *testing.T, s *Store, a algorithm.Algorithm, k, rk string, now int64) string {
+	t.Helper()
+	// Not storedForm: a one-time form of more than 922 units is above
+	// Redis's integer range, so not kept in its integer encoding.
+	raw, err := shared.Do("GET", rk)
+	switch {
+	case err != nil || raw == "":
+		return "none"
+	case raw[len(raw)-1] == 'c' || raw[len(raw)-1] == 'm':
+		return "merged"
+	case raw[0] >= '1' && raw[0] <= '9' && len(raw)%8 != 0:
+		return "short"
+	}
+	b := []store.SyncBatch{{Algorithm: a, Key: k}}
+	if err := s.Sync(context.Background(), now, b); err != nil {
+		t.Fatal(err)
+	}
+	n := b[0].State[0] & (1<<17 - 1)
+	if raw[0] == '-' {
+		return fmt.Sprint("light-", n)
+	}
+	return fmt.Sprint("doubles-", n)
+}
+
+// TestSharedBoundedLogForms runs random traces of bounded-log decisions
+// through shared calls (op 'i', which decides light keys inline) with
+// ClientTime, for limits whose light keys are stored as integers (m = 30,
+// 3, 2, 1) and one too large for the light integer form (doubles). Each
+// call's decisions, the stored values and the states Sync reads must be
+// what op 'd' (the generic path, on twin keys) and Go's algorithm give.
+// Times step by nothing, a little, past an entry's span, past the window,
+// onto a time the key's state holds plus W (and a microsecond either side),
+// past the light form's range and back; costs are 0, 1, several, m, over
+// m, the limit and over it; merges (in order and late, which make merged
+// states) come in between. The test requires every form transition that
+// op 'i' handles inline, and those it hands to the generic path, to have
+// happened.
+func TestSharedBoundedLogForms(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	seen := map[string]int{}
+	for ci, c := range []algorithm.Config{
+		{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute},
+		{Algorithm: algorithm.BoundedLog, Limit: 7, Window: 3 * time.Second, Tolerance: 0.5},
+		{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
+		{Algorithm: algorithm.BoundedLog, Limit: 5, Window: 700 * time.Millisecond, Tolerance: 0.01},
+		{Algorithm: algorithm.BoundedLog, Limit: 1000000, Window: time.Second},
+	} {
+		t.Run(name(c), func(t *testing.T) {
+			a := mustAlg(t, c)
+			sp, err := s.specFor(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := paramsOf(a)
+			m, limit, w := p.EntryUnits, c.Limit, int64(c.Window)
+			ref := &goRef{alg: a, states: map[string][]int64{}}
+			rng := rand.New(rand.NewPCG(uint64(ci), 24))
+			keys := []string{"a", "b", "c", "d"}
+			now := t0
+			// Redis drops a key its TTL after its last write; with a
+			// virtual clock the test does that (and clears Go's state) when
+			// a key has not been written for its TTL of virtual time, as a
+			// light key read much later than any live key could be is not
+			// read exactly (see blint in floodgate.lua).
+			written := map[string]int64{}
+			expire := func(key string) {
+				if at, ok := written[key]; ok && now-at > sp.ttlMS*int64(time.Millisecond) {
+					for _, k := range []string{key, "twin-" + key} {
+						if _, err := shared.Do("DEL", s.key(sp, k)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					clear(ref.state(key))
+					delete(written, key)
+				}
+			}
+			for step := range 250 {
+				if rng.IntN(12) == 0 {
+					// A merge into key and its twin: in order or late.
+					key := keys[rng.IntN(len(keys))]
+					at := (now - rng.Int64N(w+1)) / 1000 * 1000
+					if rng.IntN(2) == 0 {
+						at = now
+					}
+					expire(key)
+					written[key] = now
+					ev := []store.Event{{Time: at, Cost: 1 + rng.Int64N(m+1)}}
+					a.Record(ref.state(key), at, ev[0].Cost)
+					b := []store.SyncBatch{{Algorithm: a, Key: key, Events: ev}, {Algorithm: a, Key: "twin-" + key, Events: ev}}
+					if err := s.Sync(ctx, now, b); err != nil {
+						t.Fatal(err)
+					}
+					if !sameState(a, b[0].State, ref.state(key)) || !sameState(a, b[1].State, ref.state(key)) {
+						t.Fatalf("step %d: merged %v:\nredis %v\ntwin  %v\ngo    %v", step, ev, b[0].State[:5], b[1].State[:5], ref.state(key)[:5])
+					}
+				}
+				n := 2 + rng.IntN(4)
+				// Mostly distinct keys, so each one's form before and after
+				// its decision is seen; sometimes one key twice.
+				order := rng.Perm(len(keys))
+				nows := make([]int64, n)
+				reqs := make([]store.Request, n)
+				want := make([]algorithm.Decision, n)
+				before := map[string]string{}
+				jumped := false
+				for i := range n {
+					key := keys[order[i%len(keys)]]
+					if rng.IntN(8) == 0 && i > 0 {
+						key = reqs[i-1].Key
+					}
+					switch r := rng.IntN(100); {
+					case r < 15:
+						// On a boundary of key's state, or a microsecond
+						// either side: its newest time or an entry's first
+						// time, plus W.
+						st := ref.state(key)
+						if e := st[0] & (1<<17 - 1); st[0] != 0 {
+							at := st[1]
+							if j := rng.Int64N(e + 1); j < e {
+								at = st[2+j]
+							}
+							now = at + w + (rng.Int64N(3)-1)*1000
+						}
+					case r < 30: // the same time: one entry at one time
+					case r < 60:
+						now += rng.Int64N(w/limit+1) + 1
+					case r < 78:
+						now += rng.Int64N(w/max(limit/m, 1)+1) + 1 // about an entry's span
+					case r < 88:
+						now += w + rng.Int64N(w/2+1) // past the window
+					case r < 92 && !jumped:
+						now += 300 * time.Second.Nanoseconds() // past the light form's range at 600/min
+						jumped = true
+					case r < 96:
+						now -= rng.Int64N(w/2 + 1) // the clock steps back a little
+					default:
+						now -= min(rng.Int64N(2*w+1), 9*int64(time.Minute)) // and further
+					}
+					now = now / 1000 * 1000 // whole microseconds, as the script keeps them
+					cost := int64(1)
+					switch r := rng.IntN(100); {
+					case r < 3:
+						cost = 0
+					case r < 6:
+						cost = limit + 1
+					case r < 9:
+						cost = limit
+					case r < 15:
+						cost = m
+					case r < 25:
+						cost = m + 1 + rng.Int64N(m+1)
+					case r < 40:
+						cost = 1 + rng.Int64N(m)
+					case r < 45:
+						cost = 1 + rng.Int64N(limit)
+					}
+					if _, ok := before[key]; !ok && !slices.ContainsFunc(reqs[:i], func(r store.Request) bool { return r.Key == key }) {
+						expire(key)
+						before[key] = blForm(t, s, a, key, s.key(sp, key), now)
+					}
+					nows[i], reqs[i] = now, store.Request{Algorithm: a, Key: key, Cost: cost}
+					want[i] = micros(a.Decide(ref.state(key), now, cost))
+					if want[i].Allowed {
+						written[key] = now
+					}
+				}
+				got := sharedAndAlone(t, s, nows, reqs)
+				named := map[string]int{}
+				for i := range n {
+					named[reqs[i].Key]++
+					if got[i] != want[i] {
+						t.Fatalf("step %d, decision %d of %d (key %s, cost %d, at +%v):\nredis %+v\ngo    %+v",
+							step, i, n, reqs[i].Key, reqs[i].Cost, time.Duration(nows[i]-t0), got[i], want[i])
+					}
+					if !got[i].Allowed {
+						seen["reason "+string(got[i].Reason)]++
+					}
+				}
+				for i, r := range reqs {
+					if named[r.Key] != 1 || !got[i].Allowed {
+						continue
+					}
+					after := blForm(t, s, a, r.Key, s.key(sp, r.Key), nows[i])
+					seen[before[r.Key]+" > "+after]++
+				}
+				for _, key := range keys {
+					expire(key)
+					b := []store.SyncBatch{{Algorithm: a, Key: key}}
+					if err := s.Sync(ctx, now, b); err != nil {
+						t.Fatal(err)
+					}
+					if !sameState(a, b[0].State, ref.state(key)) {
+						t.Fatalf("step %d: state of %s:\nredis %v\ngo    %v", step, key, b[0].State[:6], ref.state(key)[:6])
+					}
+				}
+			}
+		})
+	}
+	t.Logf("seen: %v", seen)
+	for _, want := range []string{
+		"none > short", "short > short", "short > light-1", "light-1 > light-1", "light-1 > light-2",
+		"light-2 > light-2", "light-1 > short", "light-2 > short", "light-1 > doubles-2", "short > doubles-2",
+		"doubles-2 > light-2", "doubles-2 > doubles-3", "none > doubles-2", "short > doubles-1",
+		"doubles-1 > doubles-1", "doubles-1 > doubles-2", "doubles-2 > doubles-2", "doubles-2 > doubles-1",
+		"merged > merged", "merged > short",
+		"reason " + string(algorithm.ReasonOverLimit), "reason " + string(algorithm.ReasonCostOverLimit),
+		"reason " + string(algorithm.ReasonBadCost),
+	} {
+		if seen[want] == 0 {
+			t.Errorf("no decision made the transition %q", want)
+		}
+	}
+}
+
+// serverMicros returns the Redis server's clock (TIME) in microseconds.
+func serverMicros(t *testing.T, s *Store) int64 {
+	t.Helper()
+	client, err := s.connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := client.Do(context.Background(), client.B().Time().Build()).AsStrSlice()
+	if err != nil || len(v) != 2 {
+		t.Fatalf("TIME: %v %v", v, err)
+	}
+	sec, err1 := strconv.ParseInt(v[0], 10, 64)
+	us, err2 := strconv.ParseInt(v[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("TIME: %v", v)
+	}
+	return sec*1e6 + us
+}
+
+// TestSharedBoundedLogServerTime runs bounded-log decisions through shared
+// calls on the Redis server's clock (no ClientTime), where op 'i' reads TIME
+// once for the call. The call's time is not known, only that it lies
+// between two TIME readings around it; the test requires that some
+// microsecond in that range gives, in Go, every decision of the call and
+// every state Sync then reads. Pauses of up to most of a window between
+// calls (a 40 ms window) let entries close and leave the window.
+func TestSharedBoundedLogServerTime(t *testing.T) {
+	s := newStore(t, Options{})
+	ctx := context.Background()
+	for ci, c := range []algorithm.Config{
+		{Algorithm: algorithm.BoundedLog, Limit: 4, Window: 40 * time.Millisecond, Tolerance: 0.5},
+		{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute},
+		{Algorithm: algorithm.BoundedLog, Limit: 1000000, Window: time.Second},
+	} {
+		t.Run(name(c), func(t *testing.T) {
+			a := mustAlg(t, c)
+			ref := &goRef{alg: a, states: map[string][]int64{}}
+			rng := rand.New(rand.NewPCG(uint64(ci), 7))
+			keys := []string{"a", "b"}
+			m := a.Config().Limit
+			if p, ok := paramsOf(a); ok {
+				m = p.EntryUnits
+			}
+			for step := range 40 {
+				if c.Window < time.Second && rng.IntN(3) == 0 {
+					time.Sleep(time.Duration(rng.Int64N(int64(c.Window) * 3 / 4))) // let the server's clock move on
+				}
+				n := 2 + rng.IntN(3)
+				reqs := make([]store.Request, n)
+				for i := range reqs {
+					cost := int64(1)
+					if rng.IntN(4) == 0 {
+						cost = 1 + rng.Int64N(2*m+1)
+					}
+					reqs[i] = store.Request{Algorithm: a, Key: keys[rng.IntN(len(keys))], Cost: cost}
+				}
+				from := serverMicros(t, s)
+				got := sharedCall(t, s, make([]int64, n), reqs)
+				to := serverMicros(t, s)
+				synced := make([][]int64, len(keys))
+				for j, key := range keys {
+					b := []store.SyncBatch{{Algorithm: a, Key: key}}
+					if err := s.Sync(ctx, 0, b); err != nil {
+						t.Fatal(err)
+					}
+					synced[j] = slices.Clone(b[0].State)
+				}
+				found := false
+				for at := from; at <= to && !found; at++ {
+					try := map[string][]int64{}
+					for _, key := range keys {
+						try[key] = slices.Clone(ref.state(key))
+					}
+					found = true
+					for i, r := range reqs {
+						if micros(a.Decide(try[r.Key], at*1000, r.Cost)) != got[i] {
+							found = false
+							break
+						}
+					}
+					for j, key := range keys {
+						found = found && sameState(a, synced[j], try[key])
+					}
+					if found {
+						ref.states = try
+					}
+				}
+				if !found {
+					t.Fatalf("step %d: no time from %d to %d µs gives, in Go, the decisions %+v of %+v and the states %v",
+						step, from, to, got, reqs, synced)
+				}
+			}
+		})
+	}
+}

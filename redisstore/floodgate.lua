@@ -30,6 +30,10 @@ local MAXLIMIT = 4294967295   -- algorithm.MaxLimit
 local MAXCOUNT = 9007199254740992 -- counts saturate at 2^53 here (2^62 in Go)
 local MAXU32 = 4294967295
 
+-- A bounded-log header's fields (see code 8): every nonempty header holds
+-- MARK, the merged flag is MERGED, the open entry's count counts in CUNIT.
+local MARK, MERGED, CUNIT = 4503599627370496, 131072, 262144
+
 -- Reason codes, decoded by the Go side.
 local OK, OVER, COSTOVER, QUEUEFULL, BADCOST = 0, 1, 2, 3, 4
 
@@ -535,7 +539,6 @@ end
 -- Light and merged states are stored in shorter forms (tostored and
 -- fromstored below); Sync always gets this layout back.
 if code == 8 then
-  local MARK, MERGED, CUNIT = 4503599627370496, 131072, 262144
   -- bl_hdr returns n, the open entry's count and the merged flag, or nil
   -- for a header no bounded-log writes.
   local function bl_hdr(P, s)
@@ -832,6 +835,65 @@ if code == 8 then
     end
     return s
   end
+  -- lightform returns the short8 or blint form of a state not merged (W,
+  -- m: window and units per entry) of n entries whose open entry holds c
+  -- units, with newest time t, first times f1 (oldest) and fl (newest's,
+  -- read only when n <= 2), used words up to the last nonzero, or nil when
+  -- it has neither. It and lightread work on numbers, not a state table,
+  -- so that op 'i' decides light keys without building one.
+  local function lightform(W, m, n, c, t, f1, fl, used, ttl, at)
+    if n == 1 and used == 3 and f1 == t and c >= 1 and c <= 999 and t <= 9999999999999999 then
+      return string.format('%d%016d', c, t)
+    end
+    if used ~= 2 + n or n > 2 or c < 1 or c > m then return nil end
+    local d = t - fl
+    if d < 0 or d >= W or t < W then return nil end
+    if n == 2 and f1 > t - W then return nil end
+    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
+    local R = r * E9
+    if r < 1 or 4 * ttl * 1000 > R or 8 * (t - at) > R or 8 * (at - t) > R then return nil end
+    local X = 1 + ((n - 1) * m + c - 1) * W + d
+    local Y = t - idiv(t, R) * R
+    local yh = floor(Y / E9)
+    return string.format('-%d%09d', ZOFF + r * X + yh, Y - yh * E9)
+  end
+  -- lightread reads a short8 or blint value v (at most 20 bytes) read at
+  -- time at: n, the open count, the newest time and the first times of
+  -- the n <= 2 entries (the second is nil for one), or nil.
+  local function lightread(W, m, v, at)
+    local b = string.byte(v, 1)
+    if b >= 49 and b <= 57 then -- short8
+      if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
+      local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
+      if t > MAXT then return nil end
+      return 1, c, t, t
+    end
+    -- A value Redis keeps as an integer reads back in canonical digits.
+    -- tonumber(v) is v to within 2^10, so Z is exact once lo is taken off;
+    -- one tonumber of the whole value and one of its last nine digits
+    -- instead of a pattern match and two of its parts (less CPU per call).
+    if b ~= 45 or #v < 11 then return nil end
+    local x, lo = tonumber(v), tonumber(string.sub(v, -9))
+    if not x or not lo or x ~= floor(x) or lo ~= floor(lo) or lo < 0 or lo >= E9 then return nil end
+    local Z = floor((-x - lo) / E9 + 0.5) - ZOFF
+    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
+    local R = r * E9
+    if r < 1 or Z > ZMAX - ZOFF then return nil end
+    local X = floor(Z / r)
+    local Y = (Z - X * r) * E9 + lo
+    local q = floor((X - 1) / W)
+    local d = X - 1 - q * W
+    local n = floor(q / m) + 1
+    local c = q - (n - 1) * m + 1
+    if X < 1 or n > 2 then return nil end
+    -- The time congruent to Y mod R in (at - R/2, at + R/2]; at + R/2 - Y
+    -- may be negative, and idiv takes only a >= 0.
+    local a = at + floor(R / 2) - Y + R
+    local t = at + floor(R / 2) - (a - idiv(a, R) * R)
+    if t < W or t > MAXT then return nil end
+    if n == 2 then return 2, c, t, t - W, t - d end
+    return 1, c, t, t - d
+  end
   -- tostored returns the stored form of s (used words) when it has a
   -- shorter one than its doubles: merged, short8 or blint; else nil.
   local function tostored(P, s, used, ttl, at)
@@ -857,21 +919,7 @@ if code == 8 then
       for i = 0, n - 2 do w[3 + n + i], w[2 + 2 * n + i] = s[dlo + i], s[glo + i] end
       return struct.pack('<' .. string.rep('d', 3 * n), unpack(w, 1, 3 * n)) .. 'm'
     end
-    local t, W, m = s[2], P[2], P[3]
-    if n == 1 and used == 3 and s[3] == t and c >= 1 and c <= 999 and t <= 9999999999999999 then
-      return string.format('%d%016d', c, t)
-    end
-    if used ~= 2 + n or n > 2 or c < 1 or c > m then return nil end
-    local d = t - s[2 + n]
-    if d < 0 or d >= W or t < W then return nil end
-    if n == 2 and s[3] > t - W then return nil end
-    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
-    local R = r * E9
-    if r < 1 or 4 * ttl * 1000 > R or 8 * (t - at) > R or 8 * (at - t) > R then return nil end
-    local X = 1 + ((n - 1) * m + c - 1) * W + d
-    local Y = t - idiv(t, R) * R
-    local yh = floor(Y / E9)
-    return string.format('-%d%09d', ZOFF + r * X + yh, Y - yh * E9)
+    return lightform(P[2], P[3], n, c, s[2], s[3], s[2 + n], used, ttl, at)
   end
   -- fromstored returns the state words of a value tostored wrote, or nil.
   local function fromstored(P, v, at, words)
@@ -897,40 +945,9 @@ if code == 8 then
       return s
     end
     if #v > 20 then return nil end
-    local b = string.byte(v, 1)
-    if b >= 49 and b <= 57 then -- short8
-      if #v < 17 or #v > 19 or not string.find(v, '^%d+$') then return nil end
-      local c, t = tonumber(string.sub(v, 1, -17)), tonumber(string.sub(v, -16))
-      if t > MAXT then return nil end
-      return { MARK + c * CUNIT + 1, t, t }
-    end
-    -- A value Redis keeps as an integer reads back in canonical digits.
-    -- tonumber(v) is v to within 2^10, so Z is exact once lo is taken off;
-    -- one tonumber of the whole value and one of its last nine digits
-    -- instead of a pattern match and two of its parts (less CPU per call).
-    if b ~= 45 or #v < 11 then return nil end
-    local x, lo = tonumber(v), tonumber(string.sub(v, -9))
-    if not x or not lo or x ~= floor(x) or lo ~= floor(lo) or lo < 0 or lo >= E9 then return nil end
-    local Z = floor((-x - lo) / E9 + 0.5) - ZOFF
-    local W, m = P[2], P[3]
-    local r = min(floor((ZMAX + 1 - ZOFF) / (2 * m * W + 1)), 1000000)
-    local R = r * E9
-    if r < 1 or Z > ZMAX - ZOFF then return nil end
-    local X = floor(Z / r)
-    local Y = (Z - X * r) * E9 + lo
-    local q = floor((X - 1) / W)
-    local d = X - 1 - q * W
-    local n = floor(q / m) + 1
-    local c = q - (n - 1) * m + 1
-    if X < 1 or n > 2 then return nil end
-    -- The time congruent to Y mod R in (at - R/2, at + R/2]; at + R/2 - Y
-    -- may be negative, and idiv takes only a >= 0.
-    local a = at + floor(R / 2) - Y + R
-    local t = at + floor(R / 2) - (a - idiv(a, R) * R)
-    if t < W or t > MAXT then return nil end
-    local s = { MARK + c * CUNIT + n, t, t - d }
-    if n == 2 then s[3], s[4] = t - W, t - d end
-    return s
+    local n, c, t, f1, f2 = lightread(P[2], P[3], v, at)
+    if not n then return nil end
+    return { MARK + c * CUNIT + n, t, f1, f2 }
   end
   return {
     -- decide is Go's view, decide and append in one function (one closure
@@ -1015,6 +1032,8 @@ if code == 8 then
     end,
     tostored = tostored,
     fromstored = fromstored,
+    lightform = lightform,
+    lightread = lightread,
     -- recordall merges a key's ne events (times ts, costs cs) as Record
     -- one after another would. An event in time order that leaves a state
     -- of at most one entry, not merged, with at most m units is merged in
@@ -1268,6 +1287,20 @@ if op == 'i' then
   local pertime = ARGV[2] ~= ''
   local out, i, nargs = {}, 0, #ARGV
   fetch()
+  -- decide decides key at now with the algorithm's load, decide and save.
+  local function decide(key, cost, code, ttl, words, P, alg)
+    if alg.fromstored then anchor = clamp(now) end
+    local s, _, valid = load(key, words, code, P, alg)
+    local n = #out
+    if not s then
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, -1
+      return
+    end
+    if alg.fix and not valid and alg.fix(P, s, words) then save(key, s, ttl, code, P, alg) end
+    local a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = a, rem, reset, retry, delay, reason
+    if a == 1 then save(key, s, ttl, code, P, alg) end
+  end
   while pos <= nargs do
     local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
     local alg = build(code)
@@ -1331,22 +1364,144 @@ if op == 'i' then
       end
       count = 0
     end
+    if code == 8 and np == 4 and words == 2 + 3 * P[4] then
+      -- bounded-log, inline for light keys: no key, the short8 and blint
+      -- forms, and doubles of one or two entries not merged. Such a state
+      -- is read into numbers (n entries, the open count c, the newest time
+      -- t, the entries' first times f1, f2), decided as decide does on it
+      -- and written in the form tostored would choose, without the state
+      -- table, the closures and the padding of the generic path, which
+      -- cost more than the decision (BenchmarkSharedCall). Any other key,
+      -- or a request that would open a third entry, goes the generic way
+      -- (decide above), which reads the key afresh: nothing was written.
+      local limit, W, m, size = P[1], P[2], P[3], P[4]
+      local lightform, lightread = alg.lightform, alg.lightread
+      for _ = 1, count do
+        i = i + 1
+        local key, cost = KEYS[i], tonumber(ARGV[pos])
+        pos = pos + 1
+        if pertime then
+          now = tonumber(ARGV[pos])
+          pos = pos + 1
+        end
+        local at, v = clamp(now), fetched[key]
+        local n, c, t, f1, f2 = 0, 0, 0, 0, 0
+        if v == nil then
+          n = nil
+        elseif v and v ~= '' then
+          n = nil
+          local len = #v
+          if len == 24 or len == 32 then
+            local h
+            if len == 24 then
+              h, t, f1 = struct.unpack('<ddd', v)
+              f2 = f1
+            else
+              h, t, f1, f2 = struct.unpack('<dddd', v)
+            end
+            local rest = h - MARK
+            -- A header of len / 8 - 2 entries, not merged, and times in
+            -- order (any other doubles take the generic path).
+            if rest >= 0 and h < 2 * MARK and rest % MERGED == len / 8 - 2 and floor(rest / MERGED) % 2 == 0
+              and f1 >= 0 and f1 <= f2 and f2 <= t and t <= MAXT then
+              n, c = len / 8 - 2, floor(rest / CUNIT)
+            end
+          elseif len <= 20 and string.byte(v, len) >= 48 and string.byte(v, len) <= 57 then
+            n, c, t, f1, f2 = lightread(W, m, v, at)
+            f2 = f2 or f1
+          end
+        end
+        local o = #out
+        if n then
+          -- decide, on n <= 2 entries not merged: entry 1 ends where entry
+          -- 2 starts, the newest at t; fl is the newest entry's first.
+          local T, drop, start, sum, fl = at, 0, 0, 0, f1
+          if n == 2 then fl = f2 end
+          if n > 0 then
+            T = max(T, t)
+            local cut = T - W
+            if n == 2 and f2 <= cut then drop = 1 end
+            if drop == n - 1 and t <= cut then drop = n end
+            start = drop
+            if start < n then
+              local fs = f1
+              if start == 1 then fs = f2 end
+              if fs <= cut then start = start + 1 end
+            end
+            if start < n then sum = (n - 1 - start) * m + c end
+          end
+          local reset = 0
+          if start < n then reset = fl + W - T end
+          local bc = badcost(cost, limit)
+          if bc then
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 0, nonneg(limit - sum), reset, 0, 0, bc
+          elseif sum + cost > limit then
+            local e, fe = min(start + idiv(sum + cost - limit + m - 1, m) - 1, n - 1), f1
+            if e == 1 then fe = f2 end
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 0, nonneg(limit - sum), reset, fe + W - T, 0, OVER
+          else
+            local first = T
+            if drop < n and fl > T - W and c + cost <= m then first = fl end
+            -- append: drop, fill the open entry, then open new ones.
+            local add, open = cost, c
+            if drop > 0 then
+              n = n - drop
+              f1 = f2
+              if n == 0 then open = 0 end
+            end
+            fl = f1
+            if n == 2 then fl = f2 end
+            if n > 0 and fl > T - W and open < m then
+              local k = min(add, m - open)
+              open, add = open + k, add - k
+            end
+            while add > 0 and n < 2 do
+              local k = min(add, m)
+              if n == 0 then f1 = T else f2 = T end
+              n, open, add = n + 1, k, add - k
+            end
+            if add > 0 then
+              n = nil -- a third entry
+            else
+              open = min(open, MAXLIMIT)
+              local h = MARK + open * CUNIT + n
+              fl = f1
+              if n == 2 then fl = f2 end
+              local used = 2 + n
+              if used == 4 and f2 == 0 then used = 3 end
+              if used == 3 and f1 == 0 then used = 2 end
+              if used == 2 and T == 0 then used = 1 end
+              local st = lightform(W, m, n, open, T, f1, fl, used, ttl, at)
+              if st then
+              elseif used == 4 then
+                st = struct.pack('<dddd', h, T, f1, f2)
+              elseif used == 3 then
+                st = struct.pack('<ddd', h, T, f1)
+              elseif used == 2 then
+                st = struct.pack('<dd', h, T)
+              else
+                st = struct.pack('<d', h)
+              end
+              if ttl > 0 then
+                redis.call('SET', key, st, 'PX', pxarg(ttl))
+              else
+                redis.call('SET', key, st)
+              end
+              fetched[key] = st
+              out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 1, limit - sum - cost, first + W - T, 0, 0, OK
+            end
+          end
+        end
+        if not n then decide(key, cost, code, ttl, words, P, alg) end
+      end
+      count = 0
+    end
     for _ = 1, count do
       i = i + 1
       local key = KEYS[i]
       local cost = nextarg()
       if pertime then now = nextarg() end
-      if alg.fromstored then anchor = clamp(now) end
-      local s, _, valid = load(key, words, code, P, alg)
-      local n = #out
-      if not s then
-        out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, -1
-      else
-        if alg.fix and not valid and alg.fix(P, s, words) then save(key, s, ttl, code, P, alg) end
-        local a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
-        out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = a, rem, reset, retry, delay, reason
-        if a == 1 then save(key, s, ttl, code, P, alg) end
-      end
+      decide(key, cost, code, ttl, words, P, alg)
     end
   end
   if i ~= #KEYS then return redis.error_reply('floodgate: op i got ' .. #KEYS .. ' keys and ' .. i .. ' costs') end
