@@ -120,7 +120,7 @@ func (s *Store) decideShared(batch []*pending) {
 	if len(live) == 0 {
 		return
 	}
-	if len(live) == 1 {
+	if len(live) == 1 && floorMode == "" {
 		p := live[0]
 		p.d, p.err = s.decideAlone(p.ctx, p.now, p.req, p.sp, p.key)
 		close(p.done)
@@ -128,6 +128,10 @@ func (s *Store) decideShared(batch []*pending) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
+	if floorMode != "" {
+		s.floorShared(ctx, live)
+		return
+	}
 	// Keys of one limit go together, so that its header is sent once; a
 	// key named twice keeps its order (its limit is part of the key).
 	live = bySpec(live)

@@ -605,6 +605,9 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 
 // decideAlone decides one request in one EVALSHA of op 'd'.
 func (s *Store) decideAlone(ctx context.Context, now int64, req store.Request, sp *spec, key string) (algorithm.Decision, error) {
+	if floorMode != "" {
+		return s.floorAlone(ctx, req, sp, key)
+	}
 	client, err := s.connect()
 	if err != nil {
 		return algorithm.Decision{}, err

@@ -83,7 +83,9 @@ func BenchmarkServerCost(b *testing.B) {
 
 // perKeyScripts are the floors a shared call is measured against: a script
 // that reads its keys and does nothing, and one that GETs and SETs each key
-// (the commands a decision makes), with no decision in Lua.
+// (the commands a decision makes), with no decision in Lua. A third floor,
+// "native" in BenchmarkSharedCall, is no script: the reference's INCRBY and
+// PEXPIRE per key, pipelined in one write.
 //
 // Two lean fixed-window scripts, exact for the server's clock, measure how
 // far a shared fixed-window decision can go (ARGV: limit, window µs, ttl
@@ -162,7 +164,7 @@ func BenchmarkSharedCall(b *testing.B) {
 	}
 	var seq atomic.Int64
 	for _, per := range []int{1, 16, 128} {
-		for _, name := range []string{"null", "get-set", "fixed-lean", "fixed-incr", "fixed-window", "bounded-log"} {
+		for _, name := range []string{"null", "native", "get-set", "fixed-lean", "fixed-incr", "fixed-window", "bounded-log"} {
 			b.Run(name+"/keys-"+strconv.Itoa(per), func(b *testing.B) {
 				var sp *spec
 				switch name {
@@ -193,10 +195,32 @@ func BenchmarkSharedCall(b *testing.B) {
 					}
 					return client.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(per)).Key(keys...).Arg(args...).Build()
 				}
+				// native: the reference's commands, INCRBY and PEXPIRE per
+				// key, pipelined in one write with no script at all.
+				native := func() error {
+					cmds := make(rueidis.Commands, 0, 2*per)
+					for range per {
+						k := "{cost}:native:" + strconv.FormatInt(seq.Add(1)%10000, 10)
+						cmds = append(cmds, client.B().Incrby().Key(k).Increment(1).Build(), client.B().Pexpire().Key(k).Milliseconds(2000).Build())
+					}
+					for _, r := range client.DoMulti(ctx, cmds...) {
+						if err := r.Error(); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
 				resetStats(b)
 				b.SetParallelism(4)
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
+						if name == "native" {
+							if err := native(); err != nil {
+								b.Error(err)
+								return
+							}
+							continue
+						}
 						if err := client.Do(ctx, build()).Error(); err != nil {
 							b.Error(err)
 							return
@@ -214,7 +238,9 @@ func BenchmarkSharedCall(b *testing.B) {
 // events of cost 1, over 20,000 keys (so most keys already hold a state),
 // or one event on a new key (events-0),
 // for fixed-window and bounded-log at 1,000,000 per second (the limit
-// scripts/compare-redis-cpu uses). One op is one key pushed. Run with
+// scripts/compare-redis-cpu uses), beside the floor of a push of new keys
+// (a script that GETs and SETs each key and merges nothing). One op is one
+// key pushed. Run with
 //
 //	go test -run '^$' -bench BenchmarkSharedSync -benchtime 20000x ./redisstore/
 func BenchmarkSharedSync(b *testing.B) {
@@ -222,6 +248,30 @@ func BenchmarkSharedSync(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b, Options{})
 	var seq atomic.Int64
+	b.Run("floor-get-set/events-0", func(b *testing.B) {
+		// The least a push of new keys can cost in Redis: one script call
+		// per 200 keys that reads them with one MGET and SETs each with PX,
+		// with no merge and nothing returned.
+		client, err := s.connect()
+		if err != nil {
+			b.Fatal(err)
+		}
+		lua := rueidis.NewLuaScript(`local vals = redis.call('MGET', unpack(KEYS))
+for i = 1, #KEYS do redis.call('SET', KEYS[i], vals[i] or '1234567890123456789', 'PX', 2000) end
+return #KEYS`)
+		const per = 200
+		keys := make([]string, per)
+		resetStats(b)
+		for i := 0; i < b.N; i += per {
+			for j := range keys {
+				keys[j] = "{floor}:push-" + strconv.FormatInt(seq.Add(1), 10)
+			}
+			if err := lua.Exec(ctx, client, keys, nil).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric((serverCPU(b)-cpuBefore)*1e6/float64((b.N+per-1)/per*per), "server-cpu-µs/key")
+	})
 	for _, events := range []int{0, 1, 8} {
 		for _, alg := range []algorithm.Name{algorithm.FixedWindow, algorithm.BoundedLog} {
 			a := mustAlg(b, algorithm.Config{Algorithm: alg, Limit: 1000000, Window: time.Second})
