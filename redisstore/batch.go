@@ -100,36 +100,20 @@ func (b *batcher) run(s *Store, batch []*pending) {
 // decideShared decides batch in one script call and wakes each caller.
 // Decisions whose caller already gave up are left out.
 func (s *Store) decideShared(batch []*pending) {
-	live := batch[:0:0]
-	var last time.Time
-	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
-			p.err = fmt.Errorf("redisstore: %w", err)
-			close(p.done)
-			continue
-		}
-		dl, ok := p.ctx.Deadline()
-		if !ok {
-			dl = time.Now().Add(s.timeout)
-		}
-		if dl.After(last) {
-			last = dl
-		}
-		live = append(live, p)
-	}
+	live, last := s.stillWaiting(batch)
 	if len(live) == 0 {
-		return
-	}
-	if len(live) == 1 && floorMode == "" {
-		p := live[0]
-		p.d, p.err = s.decideAlone(p.ctx, p.now, p.req, p.sp, p.key)
-		close(p.done)
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
-	if floorMode != "" {
+	switch {
+	case floorMode != "":
 		s.floorShared(ctx, live)
+		return
+	case len(live) == 1:
+		p := live[0]
+		p.d, p.err = s.decideAlone(p.ctx, p.now, p.req, p.sp, p.key)
+		close(p.done)
 		return
 	}
 	// Keys of one limit go together, so that its header is sent once; a
@@ -179,6 +163,29 @@ func (s *Store) decideShared(batch []*pending) {
 		}
 		close(p.done)
 	}
+}
+
+// stillWaiting answers the decisions of batch whose caller gave up and
+// returns the others with the latest of their deadlines.
+func (s *Store) stillWaiting(batch []*pending) ([]*pending, time.Time) {
+	live := batch[:0:0]
+	var last time.Time
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = fmt.Errorf("redisstore: %w", err)
+			close(p.done)
+			continue
+		}
+		dl, ok := p.ctx.Deadline()
+		if !ok {
+			dl = time.Now().Add(s.timeout)
+		}
+		if dl.After(last) {
+			last = dl
+		}
+		live = append(live, p)
+	}
+	return live, last
 }
 
 // bySpec reorders batch so that decisions of one limit are adjacent, in
