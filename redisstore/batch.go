@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/inflight"
@@ -47,16 +50,13 @@ type pending struct {
 	err  error
 }
 
-// batcherFor returns the batcher of key's group.
+// batcherFor returns the batcher of key's group (see batchGroup).
 func (s *Store) batcherFor(key string) *batcher {
-	var sl uint16
-	if s.cluster {
-		sl = slot(key)
-	}
-	if b, ok := s.batchers.Load(sl); ok {
+	g := s.batchGroup(key)
+	if b, ok := s.batchers.Load(g); ok {
 		return b.(*batcher)
 	}
-	b, _ := s.batchers.LoadOrStore(sl, &batcher{})
+	b, _ := s.batchers.LoadOrStore(g, &batcher{})
 	return b.(*batcher)
 }
 
@@ -116,38 +116,151 @@ func (s *Store) decideShared(batch []*pending) {
 		close(p.done)
 		return
 	}
-	// Keys of one limit go together, so that its header is sent once; a
-	// key named twice keeps its order (its limit is part of the key).
-	live = bySpec(live)
-	c := call{keys: make([]string, 0, len(live)), args: make([]string, 0, 2+len(live)*2+12)}
-	c.args = append(c.args, "i", "")
-	if s.clientTime {
-		c.args[1] = "t"
+	if !s.cluster {
+		// Keys of one limit go together, so that its header is sent once; a
+		// key named twice keeps its order (its limit is part of the key).
+		live = bySpec(live)
+		c := call{keys: make([]string, 0, len(live)), args: make([]string, 0, 2+len(live)*2+12)}
+		c.args = append(c.args, "i", s.timeArg(""))
+		c.keys, c.args = s.appendShared(c.keys, c.args, live)
+		res, err := s.exec(ctx, []call{c})
+		var v []int64
+		if err == nil {
+			v, err = sharedValues(res[0], len(live))
+		}
+		s.answerShared(live, v, err)
+		return
 	}
+	groups := bySlot(live)
+	if s.decideOnPrimary(ctx, groups) {
+		return
+	}
+	// The slot map is not known, is out of date or the primary refused the
+	// call before it wrote anything: one script call per slot, each routed
+	// by the client, pipelined per primary.
+	calls := make([]call, len(groups))
+	for i, g := range groups {
+		calls[i].args = append(calls[i].args, "i", s.timeArg(""))
+		calls[i].keys, calls[i].args = s.appendShared(calls[i].keys, calls[i].args, g)
+	}
+	res, err := s.exec(ctx, calls)
+	for i, g := range groups {
+		var v []int64
+		gerr := err
+		if gerr == nil {
+			v, gerr = sharedValues(res[i], len(g))
+		}
+		s.answerShared(g, v, gerr)
+	}
+}
+
+// timeArg returns the time argument of op 'i': mode ("" or "K") when Redis's
+// clock decides, else the same in the caller's-clock form ("t" or "T").
+func (s *Store) timeArg(mode string) string {
+	if !s.clientTime {
+		return mode
+	}
+	if mode == "" {
+		return "t"
+	}
+	return "T"
+}
+
+// appendShared appends to keys and args the op 'i' arguments deciding live
+// in its order (keys of one limit adjacent send its header once).
+func (s *Store) appendShared(keys, args []string, live []*pending) ([]string, []string) {
 	for g := 0; g < len(live); {
 		sp, n := live[g].sp, 0
-		c.args = append(c.args, sp.header...)
-		c.args = append(c.args, "")
-		count := len(c.args) - 1
+		args = append(args, sp.header...)
+		args = append(args, "")
+		count := len(args) - 1
 		for ; g < len(live) && live[g].sp == sp; g, n = g+1, n+1 {
 			p := live[g]
-			c.keys = append(c.keys, p.key)
-			c.args = append(c.args, itoa(p.req.Cost))
+			keys = append(keys, p.key)
+			args = append(args, itoa(p.req.Cost))
 			if s.clientTime {
-				c.args = append(c.args, s.now(p.now))
+				args = append(args, s.now(p.now))
 			}
 		}
-		c.args[count] = strconv.Itoa(n)
+		args[count] = strconv.Itoa(n)
 	}
-	res, err := s.exec(ctx, []call{c})
-	var v []int64
-	if err == nil {
-		if v, err = res[0].AsIntSlice(); err != nil {
-			err = fmt.Errorf("redisstore: reading decisions: %w", err)
-		} else if len(v) != 6*len(live) {
-			err = fmt.Errorf("redisstore: script returned %d values for %d decisions", len(v), len(live))
+	return keys, args
+}
+
+// decideOnPrimary decides groups, one per hash slot, in one script call
+// sent to the primary that the slot map says serves them all, and reports
+// whether it did (it answers every caller then). A script's declared keys
+// must share a slot, so this call declares none and names its keys among
+// its arguments with each slot's count; the script reads every key before
+// it writes one, so a primary that no longer serves one of them refuses
+// the call before anything is counted, and it returns false with the
+// callers still waiting.
+func (s *Store) decideOnPrimary(ctx context.Context, groups [][]*pending) bool {
+	o := s.owners.Load()
+	if o == nil || len(groups) < 2 {
+		return false
+	}
+	node := o.node[slot(groups[0][0].key)]
+	n := 0
+	for _, g := range groups {
+		for _, p := range g {
+			if o.node[slot(p.key)] != node {
+				return false
+			}
+		}
+		n += len(g)
+	}
+	client := o.clients[node]
+	if node == 0 || client == nil {
+		return false
+	}
+	args := make([]string, 0, 4+2*n+len(groups)+len(groups)*12)
+	args = append(args, "i", s.timeArg("K"), strconv.Itoa(n))
+	for _, g := range groups {
+		for _, p := range g {
+			args = append(args, p.key)
 		}
 	}
+	args = append(args, strconv.Itoa(len(groups)))
+	for _, g := range groups {
+		args = append(args, strconv.Itoa(len(g)))
+	}
+	var keys []string
+	for _, g := range groups {
+		keys, args = s.appendShared(keys, args, g)
+	}
+	r := client.Do(ctx, client.B().Evalsha().Sha1(scriptSHA).Numkeys(0).Arg(args...).Build())
+	if rerr, ok := rueidis.IsRedisErr(r.Error()); ok && (rerr.IsNoScript() || strings.Contains(rerr.Error(), "non local key")) {
+		s.ownersTried.Store(0)
+		s.owners.CompareAndSwap(o, &owners{}) // read it again before the next call
+		return false
+	}
+	v, err := sharedValues(r, n)
+	for _, g := range groups {
+		var gv []int64
+		if err == nil {
+			gv, v = v[:6*len(g)], v[6*len(g):]
+		}
+		s.answerShared(g, gv, err)
+	}
+	return true
+}
+
+// sharedValues reads the reply of op 'i' for n decisions: six integers each.
+func sharedValues(r rueidis.RedisResult, n int) ([]int64, error) {
+	v, err := r.AsIntSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: reading decisions: %w", err)
+	}
+	if len(v) != 6*n {
+		return nil, fmt.Errorf("redisstore: script returned %d values for %d decisions", len(v), n)
+	}
+	return v, nil
+}
+
+// answerShared wakes the callers of live with their decisions' six values
+// each in v, or with err.
+func (s *Store) answerShared(live []*pending, v []int64, err error) {
 	for j, p := range live {
 		switch {
 		case err != nil:
@@ -186,6 +299,28 @@ func (s *Store) stillWaiting(batch []*pending) ([]*pending, time.Time) {
 		live = append(live, p)
 	}
 	return live, last
+}
+
+// bySlot splits batch into groups of one hash slot each, in order of first
+// appearance, each ordered by bySpec.
+func bySlot(batch []*pending) [][]*pending {
+	var groups [][]*pending
+	at := map[uint16]int{}
+	for _, p := range batch {
+		sl := slot(p.key)
+		i, ok := at[sl]
+		if !ok {
+			i = len(groups)
+			at[sl] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], p)
+	}
+	for i, g := range groups {
+		// Keys of one limit go together, so that its header is sent once.
+		groups[i] = bySpec(g)
+	}
+	return groups
 }
 
 // bySpec reorders batch so that decisions of one limit are adjacent, in

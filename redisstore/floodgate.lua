@@ -23,6 +23,28 @@
 -- its state packed as stored: little-endian doubles, trailing zero words left
 -- out.
 
+-- Op 'i' sent to one Redis Cluster primary for keys of several hash slots
+-- declares no keys (a script's declared keys must share a slot) and names
+-- them among its arguments: ARGV[2] is 'K' (or 'T', for 't'), then the
+-- number of keys, the keys, the number of slots and each slot's number of
+-- keys (a slot's keys adjacent), then the arguments of op 'i' after ARGV[2]. The
+-- keys become KEYS and the rest ARGV, as op 'i' reads them; SLOTS tells
+-- fetch to read each slot's keys with its own MGET. Every key is read
+-- before any is written, so a primary that does not serve one of them
+-- refuses the call before it changes anything.
+local SLOTS
+if ARGV[1] == 'i' and (ARGV[2] == 'K' or ARGV[2] == 'T') then
+  local nk = tonumber(ARGV[3])
+  for i = 1, nk do KEYS[i] = ARGV[3 + i] end
+  local ns = tonumber(ARGV[4 + nk])
+  SLOTS = {}
+  for i = 1, ns do SLOTS[i] = tonumber(ARGV[4 + nk + i]) end
+  if ARGV[2] == 'T' then ARGV[2] = 't' else ARGV[2] = '' end
+  local from, n = 5 + nk + ns, #ARGV
+  for i = from, n do ARGV[i - from + 3] = ARGV[i] end
+  for i = n, n - from + 4, -1 do ARGV[i] = nil end
+end
+
 local floor = math.floor
 
 local MAXT = 4611686018427387 -- the algorithms' latest time (2^62 ns) in whole microseconds
@@ -1158,6 +1180,15 @@ end
 -- for a missing key), kept equal to what save writes.
 local fetched = {}
 local function fetch()
+  if SLOTS then
+    local at = 0
+    for _, n in ipairs(SLOTS) do
+      local vals = redis.call('MGET', unpack(KEYS, at + 1, at + n))
+      for i = 1, n do fetched[KEYS[at + i]] = vals[i] end
+      at = at + n
+    end
+    return
+  end
   local vals = redis.call('MGET', unpack(KEYS))
   for i = 1, #KEYS do fetched[KEYS[i]] = vals[i] end
 end

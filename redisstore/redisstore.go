@@ -142,7 +142,14 @@ type Store struct {
 	specMu     sync.RWMutex
 	specs      map[algorithm.Config]specEntry
 	loads      scriptLoads
-	batchers   sync.Map // hash slot (0 outside Cluster) -> *batcher
+	batchers   sync.Map // batchGroup -> *batcher
+	// owners is the Cluster's slot map (see owners.go); ownersTried the
+	// time of the last read started, in Unix nanoseconds; primaries each
+	// primary's index in owners, stable across reads.
+	owners      atomic.Pointer[owners]
+	ownersTried atomic.Int64
+	primariesMu sync.Mutex
+	primaries   map[string]uint16
 }
 
 var (

@@ -64,6 +64,9 @@ func (s *Store) prepare(ctx context.Context, c rueidis.Client) error {
 		return err
 	}
 	if s.cluster {
+		// Without the map decisions share calls per slot only; the next
+		// decisions read it again.
+		_ = s.loadOwners(ctx, c)
 		return nil
 	}
 	return warmConnections(ctx, c, s.prefix, setupTimeout(s.timeout))
