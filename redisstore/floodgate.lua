@@ -28,21 +28,22 @@
 -- them among its arguments: ARGV[2] is 'K' (or 'T', for 't'), then the
 -- number of keys, the keys, the number of slots and each slot's number of
 -- keys (a slot's keys adjacent), then the arguments of op 'i' after ARGV[2]. The
--- keys become KEYS and the rest ARGV, as op 'i' reads them; SLOTS tells
--- fetch to read each slot's keys with its own MGET. Every key is read
--- before any is written, so a primary that does not serve one of them
--- refuses the call before it changes anything.
-local SLOTS
+-- keys become KEYS and the rest ARGV, as op 'i' reads them (new tables
+-- in locals of those names: the call's own tables are left as they are);
+-- SLOTS tells fetch to read each slot's keys with its own MGET. Every key
+-- is read before any is written, so a primary that does not serve one of
+-- them refuses the call before it changes anything.
+local KEYS, ARGV, SLOTS = KEYS, ARGV, nil
 if ARGV[1] == 'i' and (ARGV[2] == 'K' or ARGV[2] == 'T') then
   local nk = tonumber(ARGV[3])
-  for i = 1, nk do KEYS[i] = ARGV[3 + i] end
   local ns = tonumber(ARGV[4 + nk])
+  local keys, args = {}, { 'i', '' }
+  for i = 1, nk do keys[i] = ARGV[3 + i] end
   SLOTS = {}
   for i = 1, ns do SLOTS[i] = tonumber(ARGV[4 + nk + i]) end
-  if ARGV[2] == 'T' then ARGV[2] = 't' else ARGV[2] = '' end
-  local from, n = 5 + nk + ns, #ARGV
-  for i = from, n do ARGV[i - from + 3] = ARGV[i] end
-  for i = n, n - from + 4, -1 do ARGV[i] = nil end
+  if ARGV[2] == 'T' then args[2] = 't' end
+  for i = 5 + nk + ns, #ARGV do args[#args + 1] = ARGV[i] end
+  KEYS, ARGV = keys, args
 end
 
 local floor = math.floor
