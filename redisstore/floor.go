@@ -24,6 +24,11 @@ import (
 //	get-set  a script that reads every key with one MGET and SETs each with PX
 //	native   no script: INCRBY and PEXPIRE per key, pipelined in one write
 //
+// and, for a delayed node's pushes (Sync), any mode but native sends each
+// push's calls, with the same keys and arguments, to a script that reads
+// the keys with one MGET, SETs each to its count and newest time with PX
+// and returns that: no merge with what a key held.
+//
 // The answers are not decisions (everything is allowed); never run it where
 // limits matter.
 var floorMode = os.Getenv("FLOODGATE_REDIS_FLOOR")
@@ -31,6 +36,43 @@ var floorMode = os.Getenv("FLOODGATE_REDIS_FLOOR")
 var floorScripts = map[string]*rueidis.Lua{
 	"null": rueidis.NewLuaScript(`local out = {}
 for i = 1, #KEYS do local o = #out; out[o+1], out[o+2], out[o+3], out[o+4], out[o+5], out[o+6] = 1, 0, 0, 0, 0, 0 end
+return out`),
+	// sync is the least a push of new keys can do: read them (one MGET),
+	// write each key's count and newest time in the one-time form a new
+	// bounded-log key with events of one time takes, and return it; no
+	// merge with what the key held. The node's sync counter (the one key
+	// of another algorithm in a push) gets its count added, so the node
+	// does not take the floor for a store that lost its data.
+	"sync": rueidis.NewLuaScript(`local pos, n = 3, #KEYS
+if ARGV[1] == 'S' then pos, n = 6, n - 1 end
+local vals = redis.call('MGET', unpack(KEYS, 1, n))
+local out, i = {}, 0
+while pos <= #ARGV do
+  local code, ttl, np = ARGV[pos], ARGV[pos + 1], tonumber(ARGV[pos + 3])
+  pos = pos + 4 + np
+  local nk = tonumber(ARGV[pos])
+  pos = pos + 1
+  for _ = 1, nk do
+    i = i + 1
+    local ne, c, t = tonumber(ARGV[pos]), 0, 0
+    pos = pos + 1
+    if ne < 0 then
+      c = -ne
+      for _ = 1, c do t = math.max(t, tonumber(ARGV[pos])); pos = pos + 1 end
+    else
+      for _ = 1, ne do t = math.max(t, tonumber(ARGV[pos])); c = c + tonumber(ARGV[pos + 1]); pos = pos + 2 end
+    end
+    local v = string.format('%d%016d', c, t)
+    if code ~= '8' then
+      -- The node's own sync counter (concurrency): its count must grow.
+      local u, last = 0, 0
+      if vals[i] and #vals[i] >= 16 then u, last = struct.unpack('<dd', vals[i]) end
+      v = struct.pack('<dd', u + c, math.max(last, t))
+    end
+    if ttl == '0' then redis.call('SET', KEYS[i], v) else redis.call('SET', KEYS[i], v, 'PX', ttl) end
+    out[i] = v
+  end
+end
 return out`),
 	"get-set": rueidis.NewLuaScript(`local vals, out = redis.call('MGET', unpack(KEYS)), {}
 for i = 1, #KEYS do
@@ -88,4 +130,25 @@ func (s *Store) floorCall(ctx context.Context, batch []*pending) error {
 		return fmt.Errorf("redisstore: floor: %w", err)
 	}
 	return nil
+}
+
+// floorSync sends calls, a push's script calls, to the floor's sync script
+// instead.
+func (s *Store) floorSync(ctx context.Context, calls []call) ([]rueidis.RedisResult, error) {
+	client, err := s.connect()
+	if err != nil {
+		return nil, err
+	}
+	lua := floorScripts["sync"]
+	execs := make([]rueidis.LuaExec, len(calls))
+	for i, c := range calls {
+		execs[i] = rueidis.LuaExec{Keys: c.keys, Args: c.args}
+	}
+	res := lua.ExecMulti(ctx, client, execs...)
+	for _, r := range res {
+		if err := r.Error(); err != nil {
+			return nil, fmt.Errorf("redisstore: floor: %w", err)
+		}
+	}
+	return res, nil
 }

@@ -5,6 +5,8 @@ package redisstore
 import (
 	"context"
 
+	"github.com/redis/rueidis"
+
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -18,4 +20,8 @@ func (s *Store) floorShared(context.Context, []*pending) {}
 
 func (s *Store) floorAlone(context.Context, store.Request, *spec, string) (algorithm.Decision, error) {
 	return algorithm.Decision{}, nil
+}
+
+func (s *Store) floorSync(context.Context, []call) ([]rueidis.RedisResult, error) {
+	return nil, nil
 }

@@ -921,7 +921,13 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 	}
 	defer cancel()
 	calls, parts := s.syncCalls(s.now(now), id, rs, batches)
-	res, err := s.exec(ctx, calls)
+	var res []rueidis.RedisResult
+	var err error
+	if floorMode != "" {
+		res, err = s.floorSync(ctx, calls)
+	} else {
+		res, err = s.exec(ctx, calls)
+	}
 	if err != nil {
 		return err
 	}
