@@ -1552,6 +1552,22 @@ if op == 'i' then
   return out
 end
 
+-- onetime returns the one-time form (see short8 in bounded-log) of the
+-- state Record leaves on an empty bounded-log key after its ne events,
+-- when they all came at one time t >= 1 and their costs of 1 or more add
+-- up to 1..min(m, 999) units: one entry of those units at t, which tostored
+-- writes as the count and then t in 16 digits. Else nil.
+local function onetime(P, ts, cs, ne)
+  local t, c = ts[1], 0
+  for k = 1, ne do
+    if ts[k] ~= t then return nil end
+    if cs[k] >= 1 then c = c + cs[k] end
+  end
+  t = clamp(t)
+  if c < 1 or c > P[3] or c > 999 or t < 1 or t > 9999999999999999 then return nil end
+  return string.format('%d%016d', c, t)
+end
+
 local replay = false
 if op == 'S' then
   local rec = table.remove(KEYS)
@@ -1593,14 +1609,6 @@ if op == 's' then
     for _ = 1, nextarg() do
       i = i + 1
       local key = KEYS[i]
-      local s = states[key]
-      if not s then
-        local err, valid
-        s, err, valid = load(key, words, code, P, alg)
-        if not s then return redis.error_reply(err) end
-        if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
-        states[key] = s
-      end
       local ne = nextarg()
       if ne < 0 then
         ne = -ne
@@ -1608,7 +1616,30 @@ if op == 's' then
       else
         for k = 1, ne do ts[k], cs[k] = nextarg(), nextarg() end
       end
-      if ne > 0 and not replay then
+      local s, one = states[key], nil
+      if code == 8 and not s and fetched[key] == false and ne > 0 and not replay then
+        one = onetime(P, ts, cs, ne)
+      end
+      if one then
+        -- A bounded-log key Redis does not hold (at many light keys, most
+        -- keys of a push: their state expired since their last push) whose
+        -- events came at one time: Record would leave one entry of their
+        -- units at that time, stored in the one-time form, which is
+        -- written as it is, without building the state.
+        if ttl > 0 then
+          redis.call('SET', key, one, 'PX', pxarg(ttl))
+        else
+          redis.call('SET', key, one)
+        end
+        fetched[key], raw[key] = one, one
+      elseif not s then
+        local err, valid
+        s, err, valid = load(key, words, code, P, alg)
+        if not s then return redis.error_reply(err) end
+        if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+        states[key] = s
+      end
+      if ne > 0 and not replay and not one then
         if alg.recordall then
           alg.recordall(P, s, ts, cs, ne)
         else

@@ -169,3 +169,92 @@ func FuzzOneTimeState(f *testing.F) {
 		}
 	})
 }
+
+// TestPushNewKeysOneTime pushes, in one call, keys Redis does not hold:
+// those whose events came at one time are written in the one-time form
+// without building a state, the others merged as before. Every key's
+// returned state, and its state read back, equals Go's Record, and a key
+// written the short way holds exactly the one-time form.
+func TestPushNewKeysOneTime(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Second}) // m = 30
+	m := int64(30)
+	const ms = int64(time.Millisecond)
+	at := func(d int64, costs ...int64) []store.Event {
+		var evs []store.Event
+		for _, c := range costs {
+			evs = append(evs, store.Event{Time: t0 + d, Cost: c})
+		}
+		return evs
+	}
+	cases := []struct {
+		key   string
+		evs   []store.Event
+		short bool // written in the one-time form without a state
+	}{
+		{"one", at(0, 1), true},
+		{"three at once", at(ms, 1, 1, 1), true},
+		{"costs 0 and 2", at(2*ms, 0, 2, 0), true},
+		{"exactly m", at(3*ms, m), true},
+		{"one over m", at(4*ms, m, 1), false},
+		{"only cost 0", at(5*ms, 0, 0), false},
+		{"two times", append(at(6*ms, 1), at(7*ms, 1)...), false},
+		{"named twice", at(8*ms, 2), true},
+		{"named twice", at(9*ms, 1), false},
+		{"named twice, no events", nil, false},
+		{"again no events", nil, false},
+		{"named twice, no events", nil, false},
+	}
+	want := map[string][]int64{}
+	batches := make([]store.SyncBatch, len(cases))
+	for i, c := range cases {
+		if want[c.key] == nil {
+			want[c.key] = make([]int64, a.Words())
+		}
+		for _, e := range c.evs {
+			a.Record(want[c.key], e.Time, e.Cost)
+		}
+		batches[i] = store.SyncBatch{Algorithm: a, Key: c.key, Events: c.evs}
+	}
+	if err := s.Sync(ctx, t0+10*ms, batches); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string][]int64{}
+	for i, c := range cases {
+		if seen[c.key] == nil {
+			seen[c.key] = make([]int64, a.Words())
+		}
+		for _, e := range c.evs {
+			a.Record(seen[c.key], e.Time, e.Cost)
+		}
+		if !sameState(a, batches[i].State, seen[c.key]) {
+			t.Fatalf("%s (mention %d): returned %v, go %v", c.key, i, batches[i].State, seen[c.key])
+		}
+	}
+	for _, c := range cases {
+		if !c.short || c.key == "named twice" || c.key == "named twice, no events" {
+			continue
+		}
+		var units int64
+		for _, e := range c.evs {
+			units += e.Cost
+		}
+		v, err := shared.Do("GET", mustKey(t, s, a, c.key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantV := fmt.Sprintf("%d%016d", units, c.evs[0].Time/int64(time.Microsecond)); v != wantV {
+			t.Fatalf("%s: Redis holds %q, want the one-time form %q", c.key, v, wantV)
+		}
+	}
+	for key, st := range want {
+		b := []store.SyncBatch{{Algorithm: a, Key: key}, {Algorithm: a, Key: "other"}}
+		if err := s.Sync(ctx, t0+10*ms, b); err != nil {
+			t.Fatal(err)
+		}
+		if !sameState(a, b[0].State, st) {
+			t.Fatalf("%s read back: redis %v, go %v", key, b[0].State, st)
+		}
+	}
+}
