@@ -48,6 +48,9 @@ type pending struct {
 	done chan struct{}
 	d    algorithm.Decision
 	err  error
+	// group, when set, is a Decide of several requests (see groups.go);
+	// req, sp and d are then unused and key is its first key.
+	group *groupDecision
 }
 
 // batcherFor returns the batcher of key's group (see batchGroup).
@@ -110,25 +113,18 @@ func (s *Store) decideShared(batch []*pending) {
 	case floorMode != "":
 		s.floorShared(ctx, live)
 		return
+	case len(live) == 1 && live[0].group != nil:
+		p := live[0]
+		p.err = s.decideGroupAlone(p.ctx, p.now, p.group)
+		close(p.done)
+		return
 	case len(live) == 1:
 		p := live[0]
 		p.d, p.err = s.decideAlone(p.ctx, p.now, p.req, p.sp, p.key)
 		close(p.done)
 		return
-	}
-	if !s.cluster {
-		// Keys of one limit go together, so that its header is sent once; a
-		// key named twice keeps its order (its limit is part of the key).
-		live = bySpec(live)
-		c := call{keys: make([]string, 0, len(live)), args: make([]string, 0, 2+len(live)*2+12)}
-		c.args = append(c.args, "i", s.timeArg(""))
-		c.keys, c.args = s.appendShared(c.keys, c.args, live)
-		res, err := s.exec(ctx, []call{c})
-		var v []int64
-		if err == nil {
-			v, err = sharedValues(res[0], len(live))
-		}
-		s.answerShared(live, v, err)
+	case !s.cluster:
+		s.decideOnServer(ctx, live)
 		return
 	}
 	groups := bySlot(live)

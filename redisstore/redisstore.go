@@ -584,6 +584,11 @@ func decisions(r rueidis.RedisResult, rs []request, idx []int, out []algorithm.D
 	if len(v) != 6*len(idx) {
 		return fmt.Errorf("redisstore: script returned %d values for %d decisions", len(v), len(idx))
 	}
+	return decodeDecisions(v, rs, idx, out)
+}
+
+// decodeDecisions reads six values per decision from v into out[idx...].
+func decodeDecisions(v []int64, rs []request, idx []int, out []algorithm.Decision) error {
 	for j, i := range idx {
 		f := v[6*j : 6*j+6]
 		if f[5] < 0 || f[5] >= int64(len(reasons)) {
@@ -779,6 +784,9 @@ func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, 
 	defer cancel()
 	t := s.now(now)
 	groups := s.groups(rs)
+	if len(groups) == 1 && lease == nil && len(reqs) > 1 && !s.cluster && floorMode == "" {
+		return s.decideGroupBatched(ctx, now, reqs, rs, out)
+	}
 	if len(groups) == 1 {
 		res, err := s.exec(ctx, []call{mk(commitOp, t, groups[0])})
 		if err != nil {
