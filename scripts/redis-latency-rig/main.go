@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -121,15 +122,27 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The toggles print their counts when ctx ends; wait for them, or the
+	// process can exit before a count is printed.
+	var toggles sync.WaitGroup
 	if *stallEvery > 0 {
-		go toggle(ctx, proxy, *stallEvery, *stall, "stall",
-			fmt.Sprintf(`{"name":"stall","type":"latency_us","stream":"downstream","attributes":{"latency":%d}}`, stall.Microseconds()))
+		toggles.Add(1)
+		go func() {
+			defer toggles.Done()
+			toggle(ctx, proxy, *stallEvery, *stall, "stall",
+				fmt.Sprintf(`{"name":"stall","type":"latency_us","stream":"downstream","attributes":{"latency":%d}}`, stall.Microseconds()))
+		}()
 	}
 	if *resetEvery > 0 {
-		go toggle(ctx, proxy, *resetEvery, *resetFor, "reset",
-			`{"name":"reset","type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`)
+		toggles.Add(1)
+		go func() {
+			defer toggles.Done()
+			toggle(ctx, proxy, *resetEvery, *resetFor, "reset",
+				`{"name":"reset","type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`)
+		}()
 	}
 	<-ctx.Done()
+	toggles.Wait()
 	server.Collection.Clear()
 }
 
