@@ -31,6 +31,7 @@ type latency struct {
 	start          atomic.Int64 // when the current period began, Unix ns
 	cur, prev      atomic.Int64 // slowest round trip (ns) in each period
 	answered       atomic.Int64 // when the store last answered, Unix ns
+	inflight       atomic.Int64 // calls to the store not yet returned (abandoned ones too)
 }
 
 // init sets the floor and the ceiling (zero: defaultMaxDeadline, or the
@@ -94,19 +95,25 @@ var errMissed = errors.New("missed the adaptive deadline")
 // the adaptive deadline, and feeds its round trip to the estimate. f runs
 // with the ceiling as its deadline. At the adaptive deadline, if the store
 // has answered some other call since f started, it is slow but alive, and
-// the wait goes on to the ceiling; if it has answered nothing, the wait
-// goes on once as long again (the process itself may have been stalled,
-// with answers unread), and then timedCall returns (an error wrapping
-// errMissed when that was below the ceiling) and f runs on in the
+// the wait goes on to the ceiling. So it does when f is the only call in
+// flight and the breaker is closed: with nothing else sent, no answer was
+// missing, and light traffic (one call at a time) would otherwise send
+// every call slower than twice the deadline to the failure policy on a
+// healthy store. Otherwise, with other calls unanswered or as the breaker's
+// probe, the wait goes on once as long again (the process itself may have
+// been stalled, with answers unread), and then timedCall returns (an error
+// wrapping errMissed when that was below the ceiling) and f runs on in the
 // background to teach the estimate.
 func (n *Node) timedCall(ctx context.Context, f func(context.Context) error) error {
 	start := time.Now()
 	d := n.lat.deadline(start.UnixNano())
 	cctx, cancel := context.WithTimeout(ctx, n.lat.ceiling)
 	done := make(chan error, 1)
+	n.lat.inflight.Add(1)
 	go func() {
 		defer cancel()
 		err := f(cctx)
+		n.lat.inflight.Add(-1)
 		if err == nil {
 			end := time.Now()
 			n.lat.observe(end.UnixNano(), end.Sub(start))
@@ -131,8 +138,8 @@ func (n *Node) timedCall(ctx context.Context, f func(context.Context) error) err
 			if left <= 0 {
 				break
 			}
-			if n.lat.answered.Load() > start.UnixNano() {
-				t.Reset(left) // slow but alive: wait to the ceiling
+			if n.lat.answered.Load() > start.UnixNano() || (n.lat.inflight.Load() == 1 && !n.br.isOpen()) {
+				t.Reset(left) // slow but alive, or nothing to tell: wait to the ceiling
 				continue
 			}
 			if !graced {

@@ -637,3 +637,57 @@ func TestArrangementValid(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneSlowCallWaitsToTheCeiling checks, in a synctest bubble, that a
+// call alone in flight is not sent to the failure policy at twice its
+// adaptive deadline: with nothing else sent, no answer was missing, so it
+// waits on to the ceiling and the store decides. A call made while another
+// is unanswered still misses its deadline as before.
+func TestLoneSlowCallWaitsToTheCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+		shared := newFaultStore()
+		shared.roundTrip = 2 * time.Millisecond // the deadline learns it: 10 ms, the floor
+		const floor, ceiling = 10 * time.Millisecond, time.Second
+		n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: floor, MaxDeadline: ceiling})
+		req := store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailClosed}
+		if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil {
+			t.Fatal(err)
+		}
+		shared.mu.Lock()
+		shared.roundTrip = 25 * time.Millisecond // past twice the deadline: slow, alone, healthy
+		shared.mu.Unlock()
+		d, err := n.DecideOne(ctx, time.Now().UnixNano(), req)
+		if err != nil || !d.Allowed || d.Remaining != 98 {
+			t.Fatalf("lone slow call: %+v, %v; want the store's answer (allowed, 98 left)", d, err)
+		}
+		if h := n.Health(); h.DeadlineMisses != 0 || h.StoreErrors != 0 {
+			t.Fatalf("lone slow call: %+v; want no miss and no error", h)
+		}
+
+		// Now calls hang, and a second call is made while the first is in
+		// flight: neither is answered, so each misses its deadline (now
+		// 75 ms, three times the slow call) and goes to the failure policy
+		// (closed: rejected).
+		shared.startStall()
+		first := make(chan error, 1)
+		go func() {
+			_, err := n.DecideOne(ctx, time.Now().UnixNano(), req)
+			first <- err
+		}()
+		time.Sleep(time.Millisecond)
+		start := time.Now()
+		d, err = n.DecideOne(ctx, time.Now().UnixNano(), req)
+		took := time.Since(start)
+		if err != nil || d.Allowed || took >= ceiling {
+			t.Fatalf("call beside an unanswered one: %+v, %v after %v; want a rejection by the failure policy before the %v ceiling", d, err, took, ceiling)
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if h := n.Health(); h.DeadlineMisses != 2 {
+			t.Fatalf("two calls unanswered together: %d deadline misses, want 2 (%+v)", h.DeadlineMisses, h)
+		}
+		shared.endStall()
+	})
+}
