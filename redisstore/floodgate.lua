@@ -1165,6 +1165,14 @@ local function pxarg(ttl)
   end
   return a
 end
+-- setkey writes v to key, to expire after ttl ms (0: never).
+local function setkey(key, v, ttl)
+  if ttl > 0 then
+    redis.call('SET', key, v, 'PX', pxarg(ttl))
+  else
+    redis.call('SET', key, v)
+  end
+end
 -- packwords returns words 1..used of s (default: up to the last nonzero)
 -- packed as doubles.
 local function packwords(s, used)
@@ -1259,11 +1267,7 @@ local function save(key, s, ttl, code, P, alg)
     packed = packwords(s, used)
   end
   stored = stored or packed
-  if ttl > 0 then
-    redis.call('SET', key, stored, 'PX', pxarg(ttl))
-  else
-    redis.call('SET', key, stored)
-  end
+  setkey(key, stored, ttl)
   if fetched[key] ~= nil then fetched[key] = stored end
   return packed
 end
@@ -1324,6 +1328,12 @@ end
 -- happens to it.
 if op == 'i' then
   local pertime = ARGV[2] ~= ''
+  -- keycost reads a key's cost and, with pertime, its time into now.
+  local function keycost()
+    local cost = nextarg()
+    if pertime then now = nextarg() end
+    return cost
+  end
   local out, i, nargs = {}, 0, #ARGV
   fetch()
   -- decide decides key at now with the algorithm's load, decide and save.
@@ -1355,12 +1365,7 @@ if op == 'i' then
       local limit, window = P[1], P[2]
       for _ = 1, count do
         i = i + 1
-        local key, cost = KEYS[i], tonumber(ARGV[pos])
-        pos = pos + 1
-        if pertime then
-          now = tonumber(ARGV[pos])
-          pos = pos + 1
-        end
+        local key, cost = KEYS[i], keycost()
         local v, w, n, o = fetched[key], 0, 0, #out
         local len = v and #v or 0
         if len == 16 then
@@ -1393,11 +1398,7 @@ if op == 'i' then
             elseif k ~= 0 then
               st = struct.pack('<d', k)
             end
-            if ttl > 0 then
-              redis.call('SET', key, st, 'PX', pxarg(ttl))
-            else
-              redis.call('SET', key, st)
-            end
+            setkey(key, st, ttl)
             fetched[key] = st
           end
         end
@@ -1418,12 +1419,7 @@ if op == 'i' then
       local lightform, lightread = lightfns()
       for _ = 1, count do
         i = i + 1
-        local key, cost = KEYS[i], tonumber(ARGV[pos])
-        pos = pos + 1
-        if pertime then
-          now = tonumber(ARGV[pos])
-          pos = pos + 1
-        end
+        local key, cost = KEYS[i], keycost()
         local at, v = clamp(now), fetched[key]
         local n, c, t, f1, f2 = 0, 0, 0, 0, 0
         if v == nil then
@@ -1522,11 +1518,7 @@ if op == 'i' then
               else
                 st = struct.pack('<d', h)
               end
-              if ttl > 0 then
-                redis.call('SET', key, st, 'PX', pxarg(ttl))
-              else
-                redis.call('SET', key, st)
-              end
+              setkey(key, st, ttl)
               fetched[key] = st
               out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = 1, limit - sum - cost, first + W - T, 0, 0, OK
             end
@@ -1542,10 +1534,7 @@ if op == 'i' then
     if alg == true and count > 0 then alg = build(code) end
     for _ = 1, count do
       i = i + 1
-      local key = KEYS[i]
-      local cost = nextarg()
-      if pertime then now = nextarg() end
-      decide(key, cost, code, ttl, words, P, alg)
+      decide(KEYS[i], keycost(), code, ttl, words, P, alg)
     end
   end
   if i ~= #KEYS then return redis.error_reply('floodgate: op i got ' .. #KEYS .. ' keys and ' .. i .. ' costs') end
@@ -1626,11 +1615,7 @@ if op == 's' then
         -- events came at one time: Record would leave one entry of their
         -- units at that time, stored in the one-time form, which is
         -- written as it is, without building the state.
-        if ttl > 0 then
-          redis.call('SET', key, one, 'PX', pxarg(ttl))
-        else
-          redis.call('SET', key, one)
-        end
+        setkey(key, one, ttl)
         fetched[key], raw[key] = one, one
       elseif not s then
         local err, valid
