@@ -1272,6 +1272,17 @@ local function save(key, s, ttl, code, P, alg)
   return packed
 end
 
+-- loadfixed loads key's state for a call's first mention of it and, for
+-- an algorithm with fix, pads or converts it (storing a converted state;
+-- for op 's' its stored form in raw). It returns the state, or nil and
+-- an error reply.
+local function loadfixed(key, words, code, ttl, P, alg)
+  local s, err, valid = load(key, words, code, P, alg)
+  if not s then return nil, redis.error_reply(err) end
+  if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+  return s
+end
+
 -- once is op 'S', a sync call that carries an identity: the node
 -- instance's record (a hash: 's' the highest batch-list number seen, 'c<n>'
 -- for each call of that list applied), the list's number and the call's
@@ -1339,13 +1350,12 @@ if op == 'i' then
   -- decide decides key at now with the algorithm's load, decide and save.
   local function decide(key, cost, code, ttl, words, P, alg)
     if alg.fromstored then anchor = clamp(now) end
-    local s, _, valid = load(key, words, code, P, alg)
+    local s = loadfixed(key, words, code, ttl, P, alg)
     local n = #out
     if not s then
       out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = 0, 0, 0, 0, 0, -1
       return
     end
-    if alg.fix and not valid and alg.fix(P, s, words) then save(key, s, ttl, code, P, alg) end
     local a, rem, reset, retry, delay, reason = alg.decide(P, s, now, cost, true)
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = a, rem, reset, retry, delay, reason
     if a == 1 then save(key, s, ttl, code, P, alg) end
@@ -1618,10 +1628,9 @@ if op == 's' then
         setkey(key, one, ttl)
         fetched[key], raw[key] = one, one
       elseif not s then
-        local err, valid
-        s, err, valid = load(key, words, code, P, alg)
-        if not s then return redis.error_reply(err) end
-        if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+        local err
+        s, err = loadfixed(key, words, code, ttl, P, alg)
+        if not s then return err end
         states[key] = s
       end
       if ne > 0 and not replay and not one then
@@ -1670,10 +1679,9 @@ local function decideall(first, last, out)
     end
     local s = states[key]
     if not s then
-      local err, valid
-      s, err, valid = load(key, words, code, P, alg)
-      if not s then return redis.error_reply(err) end
-      if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+      local err
+      s, err = loadfixed(key, words, code, ttl, P, alg)
+      if not s then return err end
       states[key] = s
       meta[key] = { ttl, code, P, alg }
     end
