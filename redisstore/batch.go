@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -103,7 +102,11 @@ func (b *batcher) run(s *Store, batch []*pending) {
 // decideShared decides batch in one script call and wakes each caller.
 // Decisions whose caller already gave up are left out.
 func (s *Store) decideShared(batch []*pending) {
-	live, last := s.stillWaiting(batch)
+	live, last := inflight.StillWaiting(batch, func(p *pending) context.Context { return p.ctx }, s.timeout,
+		func(p *pending, err error) {
+			p.err = fmt.Errorf("redisstore: %w", err)
+			close(p.done)
+		})
 	if len(live) == 0 {
 		return
 	}
@@ -272,29 +275,6 @@ func (s *Store) answerShared(live []*pending, v []int64, err error) {
 		}
 		close(p.done)
 	}
-}
-
-// stillWaiting answers the decisions of batch whose caller gave up and
-// returns the others with the latest of their deadlines.
-func (s *Store) stillWaiting(batch []*pending) ([]*pending, time.Time) {
-	live := batch[:0:0]
-	var last time.Time
-	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
-			p.err = fmt.Errorf("redisstore: %w", err)
-			close(p.done)
-			continue
-		}
-		dl, ok := p.ctx.Deadline()
-		if !ok {
-			dl = time.Now().Add(s.timeout)
-		}
-		if dl.After(last) {
-			last = dl
-		}
-		live = append(live, p)
-	}
-	return live, last
 }
 
 // bySlot splits batch into groups of one hash slot each, in order of first

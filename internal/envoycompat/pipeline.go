@@ -109,27 +109,17 @@ func (p *sharedPipeline) run(batch []*queuedCommands) {
 // deadline among them, and wakes each request with its results. Requests
 // whose caller already gave up are left out.
 func (p *sharedPipeline) send(batch []*queuedCommands) {
-	live := batch[:0:0]
-	var last time.Time
-	total := 0
-	for _, q := range batch {
-		if err := q.ctx.Err(); err != nil {
+	live, last := inflight.StillWaiting(batch, func(q *queuedCommands) context.Context { return q.ctx }, p.timeout,
+		func(q *queuedCommands, err error) {
 			q.results = errorResults(len(q.cmds), err)
 			close(q.done)
-			continue
-		}
-		dl, ok := q.ctx.Deadline()
-		if !ok {
-			dl = time.Now().Add(p.timeout)
-		}
-		if dl.After(last) {
-			last = dl
-		}
-		live = append(live, q)
-		total += len(q.cmds)
-	}
+		})
 	if len(live) == 0 {
 		return
+	}
+	total := 0
+	for _, q := range live {
+		total += len(q.cmds)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()

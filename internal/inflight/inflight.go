@@ -5,7 +5,11 @@
 // the envoy-ratelimit compatible mode's pipelines are sent this way.
 package inflight
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // Queue holds the places in flight and the requests waiting for one. The
 // zero value is ready to use.
@@ -64,4 +68,30 @@ func (q *Queue[T]) Waiting() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.waiting)
+}
+
+// StillWaiting returns the requests of batch whose caller is still waiting
+// (ctx of each not done), in order, and the latest of their deadlines, a
+// request without one counting as now + timeout: the deadline of the call
+// that carries them. gaveUp is called for each of the others with its
+// context's error, to answer it.
+func StillWaiting[T any](batch []T, ctx func(T) context.Context, timeout time.Duration, gaveUp func(T, error)) ([]T, time.Time) {
+	live := batch[:0:0]
+	var last time.Time
+	for _, it := range batch {
+		c := ctx(it)
+		if err := c.Err(); err != nil {
+			gaveUp(it, err)
+			continue
+		}
+		dl, ok := c.Deadline()
+		if !ok {
+			dl = time.Now().Add(timeout)
+		}
+		if dl.After(last) {
+			last = dl
+		}
+		live = append(live, it)
+	}
+	return live, last
 }

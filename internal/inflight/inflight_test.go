@@ -1,8 +1,10 @@
 package inflight
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestQueue(t *testing.T) {
@@ -38,5 +40,31 @@ func TestQueue(t *testing.T) {
 	}
 	if n := q.InFlight(); n != 1 {
 		t.Fatalf("InFlight = %d, want 1", n)
+	}
+}
+
+func TestStillWaiting(t *testing.T) {
+	type req struct {
+		ctx  context.Context
+		gone error
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	soon, c1 := context.WithTimeout(context.Background(), time.Minute)
+	defer c1()
+	later, c2 := context.WithTimeout(context.Background(), time.Hour)
+	defer c2()
+	batch := []*req{{ctx: soon}, {ctx: done}, {ctx: later}, {ctx: context.Background()}}
+	start := time.Now()
+	live, last := StillWaiting(batch, func(r *req) context.Context { return r.ctx }, 2*time.Hour,
+		func(r *req, err error) { r.gone = err })
+	if len(live) != 3 || live[0] != batch[0] || live[1] != batch[2] || live[2] != batch[3] {
+		t.Fatalf("live = %v, want the three whose callers wait, in order", live)
+	}
+	if batch[1].gone != context.Canceled || batch[0].gone != nil {
+		t.Fatalf("gaveUp: %v, %v; want only the cancelled one answered, with its error", batch[0].gone, batch[1].gone)
+	}
+	if d := last.Sub(start); d < 2*time.Hour || d > 2*time.Hour+time.Minute {
+		t.Fatalf("last deadline %v after the call, want the 2 h default of the one without a deadline", d)
 	}
 }
