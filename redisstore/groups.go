@@ -50,10 +50,7 @@ func (s *Store) decideGroupBatched(ctx context.Context, now int64, reqs []store.
 
 // decideGroupAlone decides g in one call of op 'd'.
 func (s *Store) decideGroupAlone(ctx context.Context, now int64, g *groupDecision) error {
-	idx := make([]int, len(g.reqs))
-	for i := range idx {
-		idx[i] = i
-	}
+	idx := indexes(len(g.reqs))
 	res, err := s.exec(ctx, []call{s.decideCall("d", s.now(now), g.reqs, g.rs, idx)})
 	if err != nil {
 		return err
@@ -152,11 +149,7 @@ func (s *Store) answerGroups(groups []*pending, res []rueidis.RedisResult, err e
 			close(p.done)
 			continue
 		}
-		idx := make([]int, len(g.reqs))
-		for i := range idx {
-			idx[i] = i
-		}
-		p.err = decodeDecisions(f, g.rs, idx, g.ds)
+		p.err = decodeDecisions(f, g.rs, indexes(len(g.reqs)), g.ds)
 		close(p.done)
 	}
 }

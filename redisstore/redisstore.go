@@ -817,15 +817,20 @@ func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, 
 	return nil
 }
 
+// indexes returns 0, 1, ..., n-1.
+func indexes(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
 // groups splits request indexes by Cluster slot, in order of first
 // appearance; on a single server all are one group.
 func (s *Store) groups(rs []request) [][]int {
 	if !s.cluster {
-		idx := make([]int, len(rs))
-		for i := range idx {
-			idx[i] = i
-		}
-		return [][]int{idx}
+		return [][]int{indexes(len(rs))}
 	}
 	var groups [][]int
 	slots := make([]uint16, 0, 4)
