@@ -30,13 +30,24 @@ func sharedCall(t *testing.T, s *Store, nows []int64, reqs []store.Request) []al
 	s.decideShared(batch)
 	out := make([]algorithm.Decision, len(reqs))
 	for i, p := range batch {
-		<-p.done
+		waitAnswered(t, p)
 		if p.err != nil {
 			t.Fatalf("decision %d of %d in a shared call: %v", i, len(reqs), p.err)
 		}
 		out[i] = p.d
 	}
 	return out
+}
+
+// waitAnswered waits for p's answer; a batch path that leaves a caller
+// waiting fails the test within a minute instead of hanging it.
+func waitAnswered(t *testing.T, p *pending) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("a decision in a shared call was never answered (key %s)", p.key)
+	}
 }
 
 // TestDifferentialShared replays random traces through shared script calls

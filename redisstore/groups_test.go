@@ -82,7 +82,7 @@ func TestSharedCallGroups(t *testing.T) {
 		s.decideShared(batch)
 		g, o := 0, 0
 		for _, p := range batch {
-			<-p.done
+			waitAnswered(t, p)
 			if p.err != nil {
 				t.Fatalf("step %d: %v", step, p.err)
 			}
@@ -128,7 +128,7 @@ func TestSharedCallGroupUnreadableKey(t *testing.T) {
 	}
 	s.decideShared(batch)
 	for i, p := range batch {
-		<-p.done
+		waitAnswered(t, p)
 		switch {
 		case i == 1 && (p.err == nil || !strings.Contains(p.err.Error(), "holds")):
 			t.Fatalf("group with the unreadable key: err %v, want the script's error about what the key holds", p.err)
