@@ -202,10 +202,8 @@ func (s *Store) decideOnPrimary(ctx context.Context, groups [][]*pending) bool {
 	node := o.node[slot(groups[0][0].key)]
 	n := 0
 	for _, g := range groups {
-		for _, p := range g {
-			if o.node[slot(p.key)] != node {
-				return false
-			}
+		if o.node[slot(g[0].key)] != node { // a group's keys share its slot
+			return false
 		}
 		n += len(g)
 	}
