@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,23 +56,49 @@ type LimiterOptions struct {
 	// Window is the limit's window, for the RateLimit-Policy field. Zero
 	// means the limiter's own (Limit().Window) when it has a Limit method.
 	Window time.Duration
-	// FailClosed answers 503 when the limiter fails (a store or server it
-	// cannot reach). By default such requests go through. Either way the
-	// error is logged.
+	// FailClosed answers 503 Service Unavailable, with Retry-After, when
+	// the limiter fails (a store or server it cannot reach). By default
+	// such requests go through. Either way the error is logged.
 	FailClosed bool
+	// FailRetryAfter is the Retry-After of the 503 FailClosed answers;
+	// zero means one second. It is rounded up to whole seconds.
+	FailRetryAfter time.Duration
 	// Logger receives errors; nil means slog.Default().
 	Logger *slog.Logger
 }
 
+// An Option changes one of LimitBy's defaults.
+type Option func(*LimiterOptions)
+
+// FailOpen lets a request through when the limiter fails (a store or
+// server it cannot reach), logging the error: LimitBy's default.
+func FailOpen() Option {
+	return func(o *LimiterOptions) { o.FailClosed, o.FailRetryAfter = false, 0 }
+}
+
+// FailClosed answers a request with 503 Service Unavailable and
+// Retry-After when the limiter fails, logging the error: for a limit that
+// protects something which must not be reached unlimited. retryAfter is
+// the Retry-After (rounded up to whole seconds); zero means one second.
+func FailClosed(retryAfter time.Duration) Option {
+	return func(o *LimiterOptions) { o.FailClosed, o.FailRetryAfter = true, retryAfter }
+}
+
 // LimitBy returns middleware that lets a request through only when l
-// allows its key, with the defaults of LimiterOptions:
+// allows its key, with the defaults of LimiterOptions changed by opts:
 //
 //	lim, _ := floodgate.New(floodgate.Limit{Limit: 100, Window: time.Minute})
 //	http.ListenAndServe(":8080", httplimit.LimitBy(lim, httplimit.KeyByIP(nil))(mux))
 //
-// A nil key counts by the connection's peer address; a nil l panics.
-func LimitBy(l floodgate.Allower, key KeyFunc) func(http.Handler) http.Handler {
-	mw, err := LimiterMiddleware(LimiterOptions{Limiter: l, Key: key})
+// A request the limiter cannot decide goes through unless the option
+// FailClosed is given. A nil key counts by the connection's peer address;
+// a nil l panics.
+func LimitBy(l floodgate.Allower, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
+	o := LimiterOptions{Limiter: l, Key: key}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	mw, err := LimiterMiddleware(o)
 	if err != nil {
 		panic("httplimit.LimitBy: " + err.Error())
 	}
@@ -82,7 +109,8 @@ func LimitBy(l floodgate.Allower, key KeyFunc) func(http.Handler) http.Handler {
 // with one limiter, counted by the request's key. It answers as
 // httprules.Middleware does: the rate-limit header fields on every
 // response, 429 with Retry-After and a JSON problem body (Rejection) when
-// the limiter rejects, and the request goes through when the limiter fails unless FailClosed is set.
+// the limiter rejects, and the request goes through when the limiter
+// fails unless FailClosed is set (then 503 with Retry-After).
 // A limiter whose decisions carry a Delay (leaky-bucket) holds the request
 // for it. A concurrency limiter that has an Acquire method (*floodgate.Limiter,
 // *rlsclient.Client) holds the request's unit under a lease, released
@@ -99,6 +127,12 @@ func LimiterMiddleware(o LimiterOptions) (func(http.Handler) http.Handler, error
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.FailRetryAfter < 0 {
+		return nil, errors.New("LimiterOptions.FailRetryAfter is negative")
+	}
+	if o.FailRetryAfter == 0 {
+		o.FailRetryAfter = time.Second
 	}
 	lh := &limiterHandler{o: o}
 	concurrency := false
@@ -156,6 +190,7 @@ func (h *limiterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.o.Logger.Warn("rate limit check failed", "err", err, "path", r.URL.Path, "fail_closed", h.o.FailClosed)
 		if h.o.FailClosed {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64((h.o.FailRetryAfter+time.Second-1)/time.Second), 10))
 			writeError(w, http.StatusServiceUnavailable, "rate limiter unavailable: "+err.Error())
 			return
 		}

@@ -144,12 +144,67 @@ func TestLimiterMiddlewareFailurePolicy(t *testing.T) {
 		if closed {
 			want = 503
 		}
-		if resp := get(t, srv.URL, nil); resp.StatusCode != want {
+		resp := get(t, srv.URL, nil)
+		if resp.StatusCode != want {
 			t.Errorf("fail closed %v: %d, want %d", closed, resp.StatusCode, want)
+		}
+		if closed && resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("fail closed: Retry-After %q, want the default 1", resp.Header.Get("Retry-After"))
 		}
 		srv.Close()
 	}
 	if _, err := httplimit.LimiterMiddleware(httplimit.LimiterOptions{}); err == nil {
 		t.Fatal("nil limiter accepted")
+	}
+	if _, err := httplimit.LimiterMiddleware(httplimit.LimiterOptions{Limiter: failing{}, FailRetryAfter: -time.Second}); err == nil {
+		t.Fatal("negative FailRetryAfter accepted")
+	}
+}
+
+// TestLimitByFailurePolicy holds LimitBy's failure policy option: by
+// default (and with FailOpen) a request the limiter cannot decide reaches
+// the handler; with FailClosed it gets 503, the Retry-After given (rounded
+// up to seconds) and a JSON error, and the handler never runs.
+func TestLimitByFailurePolicy(t *testing.T) {
+	cases := []struct {
+		name       string
+		opts       []httplimit.Option
+		code       int
+		retryAfter string
+	}{
+		{"default", nil, http.StatusNoContent, ""},
+		{"FailOpen", []httplimit.Option{httplimit.FailOpen()}, http.StatusNoContent, ""},
+		{"FailClosed(0)", []httplimit.Option{httplimit.FailClosed(0)}, http.StatusServiceUnavailable, "1"},
+		{"FailClosed(2.5s)", []httplimit.Option{httplimit.FailClosed(2500 * time.Millisecond)}, http.StatusServiceUnavailable, "3"},
+		{"FailClosed then FailOpen", []httplimit.Option{httplimit.FailClosed(time.Minute), httplimit.FailOpen()}, http.StatusNoContent, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var ran bool
+			h := httplimit.LimitBy(failing{}, nil, c.opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ran = true
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			resp, err := http.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.code {
+				t.Fatalf("status %d, want %d", resp.StatusCode, c.code)
+			}
+			if got := resp.Header.Get("Retry-After"); got != c.retryAfter {
+				t.Errorf("Retry-After %q, want %q", got, c.retryAfter)
+			}
+			if ran != (c.code == http.StatusNoContent) {
+				t.Errorf("handler ran: %v, with status %d", ran, resp.StatusCode)
+			}
+			if c.code == http.StatusServiceUnavailable && string(body) != `{"error":"rate limiter unavailable: store down"}`+"\n" {
+				t.Errorf("503 body %q", body)
+			}
+		})
 	}
 }
