@@ -36,7 +36,18 @@ func userModule(t *testing.T, mainGo string, mods ...string) string {
 		goMod += "require " + path + " v0.0.0-00010101000000-000000000000\n" +
 			"replace " + path + " => " + filepath.Join(repo, m) + "\n"
 	}
-	for name, text := range map[string]string{"go.mod": goMod, "main.go": mainGo} {
+	// The checksums of the modules' requirements come from their own
+	// go.sum files, so tidying verifies the module cache against them and
+	// never asks the checksum database (the test runs offline).
+	goSum := ""
+	for _, m := range mods {
+		sum, err := os.ReadFile(filepath.Join(repo, m, "go.sum"))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		goSum += string(sum)
+	}
+	for name, text := range map[string]string{"go.mod": goMod, "go.sum": goSum, "main.go": mainGo} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -46,13 +57,15 @@ func userModule(t *testing.T, mainGo string, mods ...string) string {
 }
 
 // goCmd runs the go command in dir, on its own module (GOWORK=off) and
-// with no network (GOPROXY=off: a user module that needs no third-party
-// module needs no download), and returns its output.
+// with no network: no module proxy (GOPROXY=off: the modules come from the
+// module cache the checkout's own builds filled) and no checksum database
+// (GOSUMDB=off: the checksums come from the go.sum userModule wrote), and
+// returns its output.
 func goCmd(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
