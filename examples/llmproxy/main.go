@@ -30,11 +30,13 @@
 //
 // A tenant that spends past a budget is in debt: its requests are rejected
 // with 429 until the tokens that took it over have left the window, so it
-// overspends by at most the answers it had in flight. Streamed answers
-// ("stream": true, server-sent events) are relayed as they come; the proxy
-// asks the model for the usage chunk at the end of the stream
-// (stream_options.include_usage) and keeps that chunk from a client that
-// did not ask for it. When the Floodgate server cannot answer, requests
+// overspends by at most the answers it had in flight. Every answer the
+// model produced is charged, whoever hung up: a client that leaves does
+// not cancel the call to the model, and the proxy reads the answer to its
+// end. Streamed answers ("stream": true, server-sent events) are relayed as
+// they come; the proxy asks the model for the usage chunk at the end of
+// the stream (stream_options.include_usage) and keeps that chunk from a
+// client that did not ask for it. When the Floodgate server cannot answer, requests
 // get 503 (not 429: the tenant did nothing wrong) and a log line, at most
 // one every ten seconds.
 package main
@@ -106,6 +108,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := readRequest(in)
 	v, err := p.Budget.Check(r.Context(), tenant, req.Model)
+	if err != nil && r.Context().Err() != nil {
+		return // the client left before the check: nothing was asked of the model
+	}
 	if err != nil {
 		p.warn(r.Context(), "llmproxy: token budget unavailable, refusing requests", "tenant", tenant, "err", err)
 		w.Header().Set("Retry-After", "1")
@@ -118,6 +123,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !v.Allowed {
 		http.Error(w, "token budget spent: retry later", http.StatusTooManyRequests)
 		return
+	}
+	if r.Context().Err() != nil {
+		return // the client left before the model was asked
 	}
 	resp, err := p.forward(r, req.Body)
 	if err != nil {
@@ -132,7 +140,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	used := p.answer(w, resp, req, tenant)
-	// The tokens are spent whether or not the client read the answer.
+	// The tokens are spent whether or not the client read the answer:
+	// forward asked the model on a context the client's leaving does not
+	// cancel, and answer read the answer to its end (a stream to its usage
+	// chunk) even after a write to the client failed.
 	if err := p.Budget.Charge(context.WithoutCancel(r.Context()), tenant, req.Model, used); err != nil {
 		p.warn(r.Context(), "llmproxy: charge failed", "tenant", tenant, "tokens", used.Total, "err", err)
 	}
@@ -145,10 +156,13 @@ func (p *Proxy) answer(w http.ResponseWriter, resp *http.Response, req request, 
 		if s.Reported {
 			return s.Usage
 		}
-		// A stream cut short or without its usage: charge about a token a
-		// chunk rather than nothing.
-		p.warn(context.Background(), "llmproxy: stream ended without usage, charging an estimate", "tenant", tenant, "chunks", s.Chunks, "err", err)
-		return Usage{Output: s.Chunks, Total: s.Chunks}
+		// The model's stream was cut short or came without its usage:
+		// charge an estimate rather than nothing, about a token a chunk
+		// of output and a token per four bytes of the request's body.
+		u := Usage{Input: int64(len(req.Body)+3) / 4, Output: s.Chunks}
+		u.Total = u.Input + u.Output
+		p.warn(context.Background(), "llmproxy: stream ended without usage, charging an estimate", "tenant", tenant, "chunks", s.Chunks, "tokens", u.Total, "err", err)
+		return u
 	}
 	out, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err == nil && len(out) > maxBody {
@@ -162,9 +176,12 @@ func (p *Proxy) answer(w http.ResponseWriter, resp *http.Response, req request, 
 	return u
 }
 
-// forward sends r with body to the upstream.
+// forward sends r with body to the upstream, on a context the client's
+// leaving does not cancel: the model spends the tokens of an answer it has
+// begun whether or not the client waits for it, so the proxy reads the
+// answer to learn them (Client's Timeout bounds the wait).
 func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, p.Upstream+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

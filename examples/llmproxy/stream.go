@@ -105,9 +105,12 @@ type streamed struct {
 
 // relay copies a server-sent event stream to w event by event, flushing
 // each, and reads the usage from it. With hideUsage, the usage-only chunk
-// (no choices) the proxy asked for is not passed on.
+// (no choices) the proxy asked for is not passed on. When a write to w
+// fails (the client left), relay reads the rest of the stream without
+// writing, for its usage, and returns the write's error at the end.
 func relay(w http.ResponseWriter, body io.Reader, hideUsage bool) (streamed, error) {
 	var s streamed
+	var writeErr error
 	flusher, _ := w.(http.Flusher)
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxEventLine)
@@ -123,22 +126,22 @@ func relay(w http.ResponseWriter, body io.Reader, hideUsage bool) (streamed, err
 			event.WriteByte('\n')
 			continue
 		}
-		if keep && event.Len() > 0 {
+		if keep && event.Len() > 0 && writeErr == nil {
 			event.WriteByte('\n')
-			if _, err := w.Write(event.Bytes()); err != nil {
-				return s, err
-			}
-			if flusher != nil {
+			if _, writeErr = w.Write(event.Bytes()); writeErr == nil && flusher != nil {
 				flusher.Flush()
 			}
 		}
 		event.Reset()
 		keep = true
 	}
-	if keep && event.Len() > 0 {
-		w.Write(event.Bytes())
+	if keep && event.Len() > 0 && writeErr == nil {
+		_, writeErr = w.Write(event.Bytes())
 	}
-	return s, sc.Err()
+	if err := sc.Err(); err != nil {
+		return s, err
+	}
+	return s, writeErr
 }
 
 // read takes one data field of an event into s and reports whether the
