@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	st, err := s.buildStore(ctx)
 	if err != nil {
-		s.tracing.Shutdown(ctx)
+		s.shutdownTracing(ctx)
 		return nil, err
 	}
 	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
@@ -538,11 +538,29 @@ func (s *Server) closeStore(ctx context.Context) error {
 		s.redis = nil
 	}
 	// Spans still buffered are exported last, store calls included.
-	if terr := s.tracing.Shutdown(context.WithoutCancel(ctx)); terr != nil {
-		s.log.Warn("tracing: spans could not be exported at shutdown", "err", terr)
+	s.shutdownTracing(ctx)
+	return err
+}
+
+// shutdownTracing exports the spans still buffered and stops the exporter,
+// by ctx's deadline (shutdown's: what is left of shutdown_timeout), else
+// within shutdown_timeout: a collector that accepts and never answers must
+// not hold the process past it. Spans not exported by then are lost, and
+// logged.
+func (s *Server) shutdownTracing(ctx context.Context) {
+	if s.tracing == nil {
+		return
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(s.cfg.ShutdownTimeout)
+	}
+	tctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	if err := s.tracing.Shutdown(tctx); err != nil {
+		s.log.Warn("tracing: spans could not be exported at shutdown", "err", err, "shutdown_timeout", s.cfg.ShutdownTimeout)
 	}
 	s.tracing = nil
-	return err
 }
 
 // Ready reports whether the server can decide with its shared store: true
