@@ -49,15 +49,23 @@ const (
 
 // Admission bounds the calls a gRPC server holds at once. Install it with
 // ServerOptions.
+//
+// Its counts cannot drift from the calls they count: every waiting call is
+// in one list of all waiting calls (oldest first) as well as its address's,
+// so that the purge and the sweep find it whatever became of its address's
+// entry; an address's entry is removed only when it counts no call, and a
+// new call takes its address's entry only after every removal its
+// admission made (a purge, an eviction), so no call is ever admitted into
+// an entry already removed.
 type Admission struct {
 	o AdmissionOptions
 
 	mu       sync.Mutex
-	calls    int
-	waiting  int
-	clients  map[string]*clientCalls
-	sweeping bool      // the sweep goroutine runs
-	purged   time.Time // when tap last forgot calls whose stream ended
+	calls    int                     // calls in flight
+	waiting  callList                // every waiting call, oldest first
+	clients  map[string]*clientCalls // addresses with calls in flight
+	sweeping bool                    // the sweep goroutine runs
+	purged   time.Time               // when tap last forgot calls whose stream ended
 	closed   bool
 
 	stop  chan struct{} // closed by Close
@@ -67,7 +75,7 @@ type Admission struct {
 // clientCalls is one client address's calls.
 type clientCalls struct {
 	key     string
-	calls   int
+	calls   int      // in flight; the entry is removed when it reaches 0
 	waiting callList // oldest first
 }
 
@@ -78,11 +86,20 @@ type call struct {
 	client   *clientCalls
 	started  time.Time
 	inFlight bool // counted in calls
-	// prev and next link the call into its client's waiting list while it
-	// waits for its request message.
-	prev, next *call
-	listed     bool
+	waiting  bool // in its client's waiting list and in Admission.waiting
+	// links holds the call's places in the list of all waiting calls
+	// (byAge) and in its client's (byClient).
+	links [2]links
 }
+
+// links is a call's place in a callList.
+type links struct{ prev, next *call }
+
+// Which of a call's links a list uses.
+const (
+	byAge = iota
+	byClient
+)
 
 // callKey finds the call in a context.
 type callKey struct{}
@@ -94,16 +111,19 @@ func (c *call) Value(k any) any {
 	return c.Context.Value(k)
 }
 
-// callList is a doubly linked list of calls, oldest first.
+// callList is a doubly linked list of calls, oldest first, through the
+// links of one kind (byAge or byClient).
 type callList struct {
 	head, tail *call
 	n          int
+	kind       int
 }
 
 func (l *callList) push(c *call) {
-	c.prev, c.next, c.listed = l.tail, nil, true
+	k := &c.links[l.kind]
+	k.prev, k.next = l.tail, nil
 	if l.tail != nil {
-		l.tail.next = c
+		l.tail.links[l.kind].next = c
 	} else {
 		l.head = c
 	}
@@ -112,22 +132,23 @@ func (l *callList) push(c *call) {
 }
 
 func (l *callList) remove(c *call) {
-	if !c.listed {
-		return
-	}
-	if c.prev != nil {
-		c.prev.next = c.next
+	k := &c.links[l.kind]
+	if k.prev != nil {
+		k.prev.links[l.kind].next = k.next
 	} else {
-		l.head = c.next
+		l.head = k.next
 	}
-	if c.next != nil {
-		c.next.prev = c.prev
+	if k.next != nil {
+		k.next.links[l.kind].prev = k.prev
 	} else {
-		l.tail = c.prev
+		l.tail = k.prev
 	}
-	c.prev, c.next, c.listed = nil, nil, false
+	k.prev, k.next = nil, nil
 	l.n--
 }
+
+// next is the call after c in a list of kind.
+func (c *call) next(kind int) *call { return c.links[kind].next }
 
 // NewAdmission returns the bounds o describes. A goroutine runs while
 // calls wait for their message: it keeps the message deadline and forgets
@@ -136,7 +157,7 @@ func NewAdmission(o AdmissionOptions) *Admission {
 	if o.OnRefuse == nil {
 		o.OnRefuse = func(string) {}
 	}
-	return &Admission{o: o, clients: map[string]*clientCalls{}, stop: make(chan struct{})}
+	return &Admission{o: o, clients: map[string]*clientCalls{}, waiting: callList{kind: byAge}, stop: make(chan struct{})}
 }
 
 // Close stops the goroutine that keeps the message deadline and waits for
@@ -163,12 +184,12 @@ func (a *Admission) ServerOptions() []grpc.ServerOption {
 }
 
 // Counts returns the calls in flight and those waiting for their request
-// message.
+// message, after forgetting the waiting calls whose stream has ended.
 func (a *Admission) Counts() (calls, waiting int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.purge(nil)
-	return a.calls, a.waiting
+	a.purge()
+	return a.calls, a.waiting.n
 }
 
 // purgeEvery is how often, at most, tap looks for calls whose stream ended
@@ -185,33 +206,31 @@ func (a *Admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 		return ctx, nil
 	}
 	a.mu.Lock()
-	cl := a.client(p.Addr)
-	reason, evict := a.check(cl)
+	reason, evict := a.check(a.lookup(p.Addr))
 	if (reason != "" || evict != nil) && time.Since(a.purged) >= purgeEvery {
 		// Calls whose stream ended before their message still count:
 		// forget them and look again. Not at every call past a bound: a
 		// flood of them would spend the server's time scanning.
-		a.purge(nil)
+		a.purge()
 		a.purged = time.Now()
-		reason, evict = a.check(cl)
-	}
-	if evict != nil {
-		a.received(evict)
-		a.leave(evict)
+		reason, evict = a.check(a.lookup(p.Addr))
 	}
 	if reason != "" {
-		if cl.calls == 0 {
-			delete(a.clients, cl.key)
-		}
 		a.mu.Unlock()
 		a.o.OnRefuse(reason)
 		return nil, status.Error(codes.ResourceExhausted, "server busy: "+reasonText[reason])
 	}
+	if evict != nil {
+		a.forget(evict)
+	}
+	// The address's entry, taken after every removal above: one of them
+	// may have removed it.
+	cl := a.client(p.Addr)
 	cctx, cancel := context.WithCancelCause(ctx)
-	c := &call{Context: cctx, cancel: cancel, client: cl, started: time.Now(), inFlight: true}
+	c := &call{Context: cctx, cancel: cancel, client: cl, started: time.Now(), inFlight: true, waiting: true}
 	a.calls++
 	cl.calls++
-	a.waiting++
+	a.waiting.push(c)
 	cl.waiting.push(c)
 	startSweep := !a.sweeping && !a.closed
 	if startSweep {
@@ -229,18 +248,23 @@ func (a *Admission) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	return c, nil
 }
 
-// check says which bound refuses a call from cl, or which waiting call to
-// cancel to make room for it. a.mu must be held.
+// check says which bound refuses a call from cl (nil: an address without
+// calls), or which waiting call to cancel to make room for it. a.mu must
+// be held.
 func (a *Admission) check(cl *clientCalls) (reason string, evict *call) {
+	var calls, waiting int
+	if cl != nil {
+		calls, waiting = cl.calls, cl.waiting.n
+	}
 	switch {
 	case a.o.MaxCalls > 0 && a.calls >= a.o.MaxCalls:
 		return RefusedCalls, nil
-	case a.o.MaxCallsPerClient > 0 && cl.calls >= a.o.MaxCallsPerClient:
+	case a.o.MaxCallsPerClient > 0 && calls >= a.o.MaxCallsPerClient:
 		return RefusedClientCalls, nil
-	case a.o.MaxWaitingPerClient > 0 && cl.waiting.n >= a.o.MaxWaitingPerClient:
+	case a.o.MaxWaitingPerClient > 0 && waiting >= a.o.MaxWaitingPerClient:
 		return RefusedClientWaiting, nil
-	case a.o.MaxWaiting > 0 && a.waiting >= a.o.MaxWaiting:
-		if evict = a.victim(cl); evict == nil {
+	case a.o.MaxWaiting > 0 && a.waiting.n >= a.o.MaxWaiting:
+		if evict = a.victim(waiting); evict == nil {
 			return RefusedWaiting, nil
 		}
 		return "", evict
@@ -248,25 +272,14 @@ func (a *Admission) check(cl *clientCalls) (reason string, evict *call) {
 	return "", nil
 }
 
-// purge stops counting the waiting calls whose stream has ended (reset by
-// the client, or the connection closed), of cl or, if cl is nil, of every
-// client. Such a call never reaches the interceptors. a.mu must be held.
-func (a *Admission) purge(cl *clientCalls) {
-	if cl != nil {
-		a.purgeClient(cl)
-		return
-	}
-	for _, cl := range a.clients {
-		a.purgeClient(cl)
-	}
-}
-
-func (a *Admission) purgeClient(cl *clientCalls) {
-	for c := cl.waiting.head; c != nil; {
-		next := c.next
+// purge forgets the waiting calls whose stream has ended (reset by the
+// client, or the connection closed): such a call never reaches the
+// interceptors. a.mu must be held.
+func (a *Admission) purge() {
+	for c := a.waiting.head; c != nil; {
+		next := c.next(byAge)
 		if c.Context.Err() != nil {
-			a.received(c)
-			a.leave(c)
+			a.forget(c)
 		}
 		c = next
 	}
@@ -279,33 +292,37 @@ var reasonText = map[string]string{
 	RefusedClientWaiting: "too many calls from this client waiting for their request message",
 }
 
-// client returns the calls of the address a, creating the entry. a.mu must
-// be held.
-func (a *Admission) client(addr net.Addr) *clientCalls {
-	var cl *clientCalls
+// lookup returns the calls of the address addr, or nil if it has none.
+// a.mu must be held.
+func (a *Admission) lookup(addr net.Addr) *clientCalls {
 	if ta, ok := addr.(*net.TCPAddr); ok {
-		cl = a.clients[string(ta.IP.To16())] // no allocation on a hit
-	} else {
-		cl = a.clients[ClientAddr(addr)]
+		return a.clients[string(ta.IP.To16())] // no allocation
 	}
+	return a.clients[ClientAddr(addr)]
+}
+
+// client returns the calls of the address addr, creating the entry. a.mu
+// must be held.
+func (a *Admission) client(addr net.Addr) *clientCalls {
+	cl := a.lookup(addr)
 	if cl == nil {
-		cl = &clientCalls{key: ClientAddr(addr)}
+		cl = &clientCalls{key: ClientAddr(addr), waiting: callList{kind: byClient}}
 		a.clients[cl.key] = cl
 	}
 	return cl
 }
 
-// victim picks the waiting call to cancel to make room for one from cl: the
-// oldest of the address with the most waiting calls, if it has at least
-// two more than cl. a.mu must be held.
-func (a *Admission) victim(cl *clientCalls) *call {
+// victim picks the waiting call to cancel to make room for one from an
+// address with waiting calls waiting: the oldest of the address with the
+// most waiting calls, if it has at least two more. a.mu must be held.
+func (a *Admission) victim(waiting int) *call {
 	var top *clientCalls
 	for _, x := range a.clients {
 		if top == nil || x.waiting.n > top.waiting.n {
 			top = x
 		}
 	}
-	if top == nil || top.waiting.n < cl.waiting.n+2 {
+	if top == nil || top.waiting.n < waiting+2 {
 		return nil
 	}
 	return top.waiting.head
@@ -313,10 +330,31 @@ func (a *Admission) victim(cl *clientCalls) *call {
 
 // received stops counting c as waiting. a.mu must be held.
 func (a *Admission) received(c *call) {
-	if c.listed {
+	if c.waiting {
+		c.waiting = false
+		a.waiting.remove(c)
 		c.client.waiting.remove(c)
-		a.waiting--
 	}
+}
+
+// leave stops counting c as in flight. A call leaves only after it stopped
+// waiting (see forget). a.mu must be held.
+func (a *Admission) leave(c *call) {
+	if !c.inFlight {
+		return
+	}
+	c.inFlight = false
+	a.calls--
+	c.client.calls--
+	if c.client.calls == 0 {
+		delete(a.clients, c.client.key)
+	}
+}
+
+// forget stops counting c at all. a.mu must be held.
+func (a *Admission) forget(c *call) {
+	a.received(c)
+	a.leave(c)
 }
 
 // arrived records that c's request message arrived; a streaming call then
@@ -334,21 +372,7 @@ func (a *Admission) arrived(c *call, streaming bool) {
 func (a *Admission) end(c *call) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.received(c)
-	a.leave(c)
-}
-
-// leave stops counting c as in flight. a.mu must be held.
-func (a *Admission) leave(c *call) {
-	if !c.inFlight {
-		return
-	}
-	c.inFlight = false
-	a.calls--
-	c.client.calls--
-	if c.client.calls == 0 {
-		delete(a.clients, c.client.key)
-	}
+	a.forget(c)
 }
 
 // sweep forgets calls whose stream ended before their message and cancels
@@ -371,19 +395,18 @@ func (a *Admission) sweep() {
 		}
 		var overdue []*call
 		a.mu.Lock()
-		a.purge(nil)
-		if a.o.MessageTimeout > 0 {
-			for _, cl := range a.clients {
-				for c := cl.waiting.head; c != nil && now.Sub(c.started) >= a.o.MessageTimeout; c = c.next {
-					overdue = append(overdue, c)
-				}
+		for c := a.waiting.head; c != nil; {
+			next := c.next(byAge)
+			switch {
+			case c.Context.Err() != nil:
+				a.forget(c)
+			case a.o.MessageTimeout > 0 && now.Sub(c.started) >= a.o.MessageTimeout:
+				a.forget(c)
+				overdue = append(overdue, c)
 			}
+			c = next
 		}
-		for _, c := range overdue {
-			a.received(c)
-			a.leave(c)
-		}
-		idle := a.waiting == 0
+		idle := a.waiting.n == 0
 		if idle {
 			a.sweeping = false
 		}

