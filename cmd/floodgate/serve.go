@@ -136,7 +136,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	// limit, from the store's bound in bytes and the container's limit,
 	// makes the collector run sooner when that would pass it
 	// (docs/operations.md).
-	plan := cfg.FitMemory(server.ContainerMemoryLimit())
+	limit, limitFrom := server.ContainerMemoryLimit()
+	plan := cfg.FitMemory(limit)
 	goLimit := "none"
 	switch {
 	case os.Getenv("GOMEMLIMIT") != "":
@@ -145,7 +146,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		debug.SetMemoryLimit(plan.GoLimit)
 		goLimit = strconv.FormatInt(plan.GoLimit, 10)
 	}
-	log.Info("memory bounds", "container_limit", plan.Container, "derived_from_container", plan.Derived, "go_memory_limit", goLimit,
+	log.Info("memory bounds", "container_limit", plan.Container, "container_limit_from", limitFrom, "derived_from_container", plan.Derived, "go_memory_limit", goLimit,
 		"store_max_bytes", cfg.Store.MaxBytes, "node_max_bytes", cfg.Arrangement.MaxBytes, "node_max_pending_bytes", cfg.Arrangement.MaxPendingBytes)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -3,32 +3,109 @@ package server
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
+// A fake system's mountinfo lines: cgroup v2 alone, and the hybrid layout
+// (v1 controllers, memory among them, and v2 at /sys/fs/cgroup/unified).
+const (
+	mountsV2 = `25 1 0:23 / / rw - ext4 /dev/root rw
+30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate
+`
+	mountsHybrid = `25 1 0:23 / / rw - ext4 /dev/root rw
+30 25 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+31 30 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+34 30 0:31 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+	v1NoLimit = "9223372036854771712\n"
+)
+
+// TestCgroupMemoryLimit reads the limit over fake /proc and /sys trees:
+// the process's own cgroup, not the hierarchy's root, on v1 and v2, the
+// least limit of it and its ancestors (a systemd slice, a pod), and the
+// root of /sys/fs/cgroup when /proc does not say more.
 func TestCgroupMemoryLimit(t *testing.T) {
 	for _, c := range []struct {
-		name, file, content string
-		want                int64
+		name      string
+		own       string // /proc/self/cgroup; "" for none
+		mountinfo string
+		files     map[string]string // under /sys/fs/cgroup
+		want      int64
+		wantFrom  string
 	}{
-		{"v2 limit", "memory.max", "268435456\n", 256 << 20},
-		{"v2 no limit", "memory.max", "max\n", 0},
-		{"v1 limit", "memory/memory.limit_in_bytes", "536870912\n", 512 << 20},
-		{"v1 no limit", "memory/memory.limit_in_bytes", "9223372036854771712\n", 0},
-		{"garbage", "memory.max", "lots\n", 0},
-		{"no cgroup files", "", "", 0},
+		{"v2, systemd service with MemoryMax", "0::/system.slice/floodgate.service\n", mountsV2,
+			map[string]string{"system.slice/memory.max": "max\n", "system.slice/floodgate.service/memory.max": "268435456\n"},
+			256 << 20, "/sys/fs/cgroup/system.slice/floodgate.service/memory.max"},
+		{"v2, nested under a limited parent", "0::/kubepods/pod1/ctr\n", mountsV2,
+			map[string]string{"kubepods/memory.max": "max\n", "kubepods/pod1/memory.max": "268435456\n", "kubepods/pod1/ctr/memory.max": "max\n"},
+			256 << 20, "/sys/fs/cgroup/kubepods/pod1/memory.max"},
+		{"v2, the least of several", "0::/a/b/c\n", mountsV2,
+			map[string]string{"a/memory.max": "1073741824\n", "a/b/memory.max": "268435456\n", "a/b/c/memory.max": "536870912\n"},
+			256 << 20, "/sys/fs/cgroup/a/b/memory.max"},
+		{"v2, cgroup namespace", "0::/\n", mountsV2,
+			map[string]string{"memory.max": "536870912\n"}, 512 << 20, "/sys/fs/cgroup/memory.max"},
+		{"v2, no limit", "0::/a\n", mountsV2, map[string]string{"a/memory.max": "max\n"}, 0, ""},
+		{"v1 in a hybrid layout, child cgroup", "9:name=systemd:/\n4:memory:/process_api/x/r3\n1:cpu,cpuacct:/\n0::/\n", mountsHybrid,
+			map[string]string{"memory/memory.limit_in_bytes": v1NoLimit, "memory/process_api/memory.limit_in_bytes": v1NoLimit,
+				"memory/process_api/x/memory.limit_in_bytes": v1NoLimit, "memory/process_api/x/r3/memory.limit_in_bytes": "268435456\n",
+				"unified/memory.max": "max\n"},
+			256 << 20, "/sys/fs/cgroup/memory/process_api/x/r3/memory.limit_in_bytes"},
+		{"v1, a container's bind mount of its own cgroup", "4:memory:/docker/abc\n",
+			"34 30 0:31 /docker/abc /sys/fs/cgroup/memory ro,relatime - cgroup cgroup rw,memory\n",
+			map[string]string{"memory/memory.limit_in_bytes": "536870912\n"}, 512 << 20, "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
+		{"v1, no limit", "4:memory:/a\n", mountsHybrid,
+			map[string]string{"memory/memory.limit_in_bytes": v1NoLimit, "memory/a/memory.limit_in_bytes": v1NoLimit}, 0, ""},
+		{"v2 path outside the namespace", "0::/../../other\n", mountsV2,
+			map[string]string{"memory.max": "268435456\n"}, 256 << 20, "/sys/fs/cgroup/memory.max"},
+		{"no /proc: v2 root", "", "", map[string]string{"memory.max": "268435456\n"}, 256 << 20, "/sys/fs/cgroup/memory.max"},
+		{"no /proc: v1 root", "", "", map[string]string{"memory/memory.limit_in_bytes": "536870912\n"}, 512 << 20, "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
+		{"garbage", "0::/\n", mountsV2, map[string]string{"memory.max": "lots\n"}, 0, ""},
+		{"nothing", "", "", nil, 0, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			if c.file != "" {
-				os.MkdirAll(filepath.Dir(filepath.Join(root, c.file)), 0o755)
-				os.WriteFile(filepath.Join(root, c.file), []byte(c.content), 0o644)
+			write := func(name, content string) {
+				p := filepath.Join(root, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if got := cgroupMemoryLimit(root); got != c.want {
-				t.Errorf("got %d, want %d", got, c.want)
+			if c.own != "" {
+				write("proc/self/cgroup", c.own)
+				write("proc/self/mountinfo", c.mountinfo)
+			}
+			for name, content := range c.files {
+				write(filepath.Join("sys/fs/cgroup", name), content)
+			}
+			got, from := cgroupMemoryLimit(root)
+			if got != c.want || from != c.wantFrom {
+				t.Errorf("got %d from %q, want %d from %q", got, from, c.want, c.wantFrom)
 			}
 		})
 	}
+}
+
+// FuzzOwnCgroupDir: any /proc/self/cgroup and mountinfo parse without
+// panicking, and a directory found lies under the mount point returned.
+func FuzzOwnCgroupDir(f *testing.F) {
+	f.Add("0::/system.slice/x.service\n", mountsV2)
+	f.Add("4:memory:/process_api/x/r3\n0::/\n", mountsHybrid)
+	f.Add("4:memory:/docker/abc\n", "34 30 0:31 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n")
+	f.Add("0::/../x\n", mountsV2)
+	f.Fuzz(func(t *testing.T, own, mountinfo string) {
+		dir, top, file := ownCgroupDir(own, mountinfo)
+		if dir == "" {
+			return
+		}
+		if file == "" || (dir != top && !strings.HasPrefix(dir, strings.TrimSuffix(top, "/")+"/")) {
+			t.Fatalf("dir %q, mount %q, file %q", dir, top, file)
+		}
+	})
 }
 
 // TestFitMemory checks the sizes derived from a container's memory limit,

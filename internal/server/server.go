@@ -90,7 +90,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if !cfg.Admin.ShowKeyValues {
 		log = slog.New(maskingHandler{log.Handler()})
 	}
-	cfg.FitMemory(ContainerMemoryLimit()) // store bounds left at 0 (serve has done it already)
+	limit, _ := ContainerMemoryLimit()
+	cfg.FitMemory(limit) // store bounds left at 0 (serve has done it already)
 	s := &Server{cfg: cfg, log: log, rec: metrics.New(), listeners: map[string]net.Listener{},
 		capped: map[string]*connlimit.Listener{}}
 	var err error
