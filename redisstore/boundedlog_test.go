@@ -457,7 +457,7 @@ func TestBoundedLogIntegerServerTime(t *testing.T) {
 // before the newest timestamp less W in both. Every later
 // decision and merge cuts at or after newest - W and reads no more from
 // that timestamp than that it is at or before the cut (see blint in
-// floodgate.lua), so the two states decide and merge alike; the
+// lua/boundedlog.lua), so the two states decide and merge alike; the
 // differential tests check that on every later step.
 func sameState(a algorithm.Algorithm, got, want []int64) bool {
 	if slices.Equal(got, want) {
@@ -812,7 +812,7 @@ func TestSharedBoundedLogForms(t *testing.T) {
 			// virtual clock the test does that (and clears Go's state) when
 			// a key has not been written for its TTL of virtual time, as a
 			// light key read much later than any live key could be is not
-			// read exactly (see blint in floodgate.lua).
+			// read exactly (see blint in lua/boundedlog_light.lua).
 			written := map[string]int64{}
 			expire := func(key string) {
 				if at, ok := written[key]; ok && now-at > sp.ttlMS*int64(time.Millisecond) {

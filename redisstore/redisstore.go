@@ -1,7 +1,7 @@
 // Package redisstore keeps Floodgate's counters in Redis or Redis Cluster.
 //
 // Every algorithm of package algorithm runs inside Redis as one Lua script
-// (floodgate.lua) that mirrors the Go code with time in microseconds, so a
+// (its parts under lua/, one file per algorithm) that mirrors the Go code with time in microseconds, so a
 // decision is one atomic EVALSHA: read the key's state, decide, write the
 // state back with a TTL. By default the script reads the Redis server's
 // clock (TIME), so limiter nodes with skewed clocks agree; Options.ClientTime
@@ -26,10 +26,8 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/tls"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,15 +46,6 @@ import (
 	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
-
-//go:embed floodgate.lua
-var script string
-
-// scriptSHA is the SHA-1 Redis knows the script by.
-var scriptSHA = func() string {
-	h := sha1.Sum([]byte(script))
-	return hex.EncodeToString(h[:])
-}()
 
 // Defaults for Options fields left zero.
 const (

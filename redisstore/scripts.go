@@ -11,7 +11,7 @@ import (
 
 // loadScript sends SCRIPT LOAD to every node c knows, so that decisions
 // can call the script by SHA from the first one. Redis compiles the script
-// once per node (about a millisecond of Redis CPU for floodgate.lua); a
+// once per node (about a millisecond of Redis CPU for the decision script); a
 // decision that had to send the text with EVAL instead would pay that, and
 // the transfer of the text, inside its deadline.
 func loadScript(ctx context.Context, c rueidis.Client, timeout time.Duration) error {

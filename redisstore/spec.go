@@ -14,7 +14,7 @@ import (
 // microseconds.
 var ErrUnsupported = errors.New("redisstore: unsupported algorithm")
 
-// Script algorithm codes, as dispatched in floodgate.lua.
+// Script algorithm codes, as dispatched in the decision script (build, in script.go).
 const (
 	codeFixed       = 1
 	codeSliding     = 2
@@ -43,7 +43,7 @@ type spec struct {
 
 const usec = int64(time.Microsecond)
 
-// scriptCodes maps an algorithm name to its function in floodgate.lua.
+// scriptCodes maps an algorithm name to its branch of the decision script (lua/).
 var scriptCodes = map[algorithm.Name]int{
 	algorithm.FixedWindow:    codeFixed,
 	algorithm.SlidingWindow:  codeSliding,

@@ -1,0 +1,101 @@
+-- onetime returns the one-time form (see short8 in bounded-log) of the
+-- state Record leaves on an empty bounded-log key after its ne events,
+-- when they all came at one time t >= 1 and their costs of 1 or more add
+-- up to 1..min(m, 999) units: one entry of those units at t, which tostored
+-- writes as the count and then t in 16 digits. Else nil.
+local function onetime(P, ts, cs, ne)
+  local t, c = ts[1], 0
+  for k = 1, ne do
+    if ts[k] ~= t then return nil end
+    if cs[k] >= 1 then c = c + cs[k] end
+  end
+  t = clamp(t)
+  if c < 1 or c > P[3] or c > 999 or t < 1 or t > 9999999999999999 then return nil end
+  return string.format('%d%016d', c, t)
+end
+
+local replay = false
+if op == 'S' then
+  local rec = table.remove(KEYS)
+  local seq = nextarg()
+  local chunk = nextarg()
+  replay = not once(rec, seq, chunk, nextarg())
+  op = 's'
+end
+if op == 's' and #KEYS > 1 then fetch() end
+
+-- Op 's' merges each key's events with the algorithm's Record and returns
+-- each key's state. After ARGV[2] (and the identity of 'S'), runs of keys
+-- of one limit, in the order of KEYS: the limit's header (code, ttl_ms,
+-- words, nparams, params...) once, the number of keys in the run, and per
+-- key its number of events and (time_us, cost) per event, or, when every
+-- cost is 1, the number negated and the times alone. A key named twice
+-- merges into the state its first mention left.
+if op == 's' then
+  local out, i, nargs, states, built = {}, 0, #ARGV, {}, {}
+  local ts, cs = {}, {} -- one key's events, reused: only 1..ne are read
+  while pos <= nargs do
+    local code, ttl, words, np = nextarg(), nextarg(), nextarg(), nextarg()
+    local alg = built[code] or build(code)
+    if not alg then return redis.error_reply('floodgate: unknown algorithm code ' .. tostring(code)) end
+    built[code] = alg
+    local P = {}
+    for j = 1, np do P[j] = nextarg() end
+    if alg.fromstored and not anchor then
+      -- The time a light bounded-log state is read and written around:
+      -- merges carry their own times, so the time argument or the
+      -- server's clock.
+      if ARGV[2] == '' then
+        local t = redis.call('TIME')
+        anchor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      else
+        anchor = clamp(tonumber(ARGV[2]))
+      end
+    end
+    for _ = 1, nextarg() do
+      i = i + 1
+      local key = KEYS[i]
+      local ne = nextarg()
+      if ne < 0 then
+        ne = -ne
+        for k = 1, ne do ts[k], cs[k] = nextarg(), 1 end
+      else
+        for k = 1, ne do ts[k], cs[k] = nextarg(), nextarg() end
+      end
+      local s, one = states[key], nil
+      if code == 8 and not s and fetched[key] == false and ne > 0 and not replay then
+        one = onetime(P, ts, cs, ne)
+      end
+      if one then
+        -- A bounded-log key Redis does not hold (at many light keys, most
+        -- keys of a push: their state expired since their last push) whose
+        -- events came at one time: Record would leave one entry of their
+        -- units at that time, stored in the one-time form, which is
+        -- written as it is, without building the state.
+        setkey(key, one, ttl)
+        fetched[key], raw[key] = one, one
+      elseif not s then
+        local err
+        s, err = loadfixed(key, words, code, ttl, P, alg)
+        if not s then return err end
+        states[key] = s
+      end
+      if ne > 0 and not replay and not one then
+        if alg.recordall then
+          alg.recordall(P, s, ts, cs, ne)
+        else
+          for k = 1, ne do alg.record(P, s, ts[k], cs[k]) end
+        end
+        -- The state goes back packed as it is stored (doubles, trailing
+        -- zero words left out; a bounded-log key's one-time form as it
+        -- is): one string per key instead of one reply integer per word,
+        -- which for a log of a hundred words was most of a sync's cost.
+        raw[key] = save(key, s, ttl, code, P, alg)
+      end
+      out[#out + 1] = raw[key]
+    end
+  end
+  if i ~= #KEYS then return redis.error_reply('floodgate: op s got ' .. #KEYS .. ' keys and ' .. i .. ' states') end
+  return out
+end
+
