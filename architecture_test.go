@@ -2,6 +2,7 @@ package floodgate_test
 
 import (
 	"bufio"
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -165,14 +166,48 @@ func TestArchitecture(t *testing.T) {
 	}
 	for pkg, imps := range tests {
 		for _, imp := range imps {
-			if strings.HasPrefix(imp, "cmd/") && !strings.HasPrefix(pkg, "cmd/") {
+			// An example's test may run the server it is an example for.
+			if strings.HasPrefix(imp, "cmd/") && !strings.HasPrefix(pkg, "cmd/") && !strings.HasPrefix(pkg, "examples/") {
 				t.Errorf("tests of %s import the command %s", pkg, imp)
 			}
+		}
+	}
+	for pkg, layer := range layers {
+		// The root internal/ holds leaf helpers and the test kit only.
+		if strings.HasPrefix(pkg, "internal/") && !strings.HasPrefix(pkg, "internal/testkit/") && layer > 1 {
+			t.Errorf("%s is at layer %d: the root internal/ holds only leaf helpers (layer 0 or 1) and internal/testkit", pkg, layer)
+		}
+		if strings.HasPrefix(pkg, "internal/testkit/") && layer != testLayer {
+			t.Errorf("%s is under internal/testkit but not a test helper", pkg)
 		}
 	}
 	if t.Failed() {
 		names := slices.Sorted(maps.Keys(code))
 		t.Logf("packages found: %s", strings.Join(names, " "))
+	}
+}
+
+// maxFileLines is the most lines a product source file (Go or Lua, not a
+// test) may have: a longer one is cut by concern into files of its own.
+const maxFileLines = 800
+
+// TestFileLength keeps product source files under maxFileLines lines.
+func TestFileLength(t *testing.T) {
+	err := walkModule(func(path string) error {
+		if !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".lua")) || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(data, []byte("\n")); n > maxFileLines {
+			t.Errorf("%s has %d lines (over %d): cut it by concern into files of its own", path, n, maxFileLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

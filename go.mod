@@ -1,3 +1,3 @@
 module github.com/floodgate-dev/floodgate
 
-go 1.23.0
+go 1.25.0

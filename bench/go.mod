@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/internal/server v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
@@ -34,13 +33,5 @@ require (
 
 replace (
 	github.com/floodgate-dev/floodgate => ..
-	github.com/floodgate-dev/floodgate/distributed => ../distributed
-	github.com/floodgate-dev/floodgate/gateway => ../gateway
-	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
-	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
-	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
-	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
-	github.com/floodgate-dev/floodgate/rls => ../rls
-	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient
 	github.com/floodgate-dev/floodgate/rules => ../rules
 )

@@ -19,7 +19,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
 // benchScript is a fixed-window counter: INCRBY, PEXPIRE on first use, and

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
 // TestRedisEvictedCountsReachRedis: one delayed node on a real Redis with

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/internal/server v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/cmd/floodgate v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -17,7 +17,6 @@ require (
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
-	github.com/floodgate-dev/floodgate/gateway v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect
@@ -53,11 +52,8 @@ require (
 
 replace (
 	github.com/floodgate-dev/floodgate => ..
+	github.com/floodgate-dev/floodgate/cmd/floodgate => ../cmd/floodgate
 	github.com/floodgate-dev/floodgate/distributed => ../distributed
-	github.com/floodgate-dev/floodgate/gateway => ../gateway
-	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
-	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
-	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
 	github.com/floodgate-dev/floodgate/rls => ../rls
 	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient

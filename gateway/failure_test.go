@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/internal/ratelog"
-	"github.com/floodgate-dev/floodgate/internal/syncbuf"
+	"github.com/floodgate-dev/floodgate/internal/testkit/syncbuf"
 )
 
 // closedPort returns the address of a loopback port nothing listens on.

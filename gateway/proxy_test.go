@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/memstore"
-	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/rules/httprules"
+	"github.com/floodgate-dev/floodgate"
+	"github.com/floodgate-dev/floodgate/httplimit"
 )
 
 // countingUpstream is a real upstream that counts the TCP connections it
@@ -51,27 +50,11 @@ func newCountingUpstream(t *testing.T, h http.Handler) *countingUpstream {
 // limit requests an hour.
 func limited(t *testing.T, upstream string, limit int, tr Transport) *Gateway {
 	t.Helper()
-	set, err := rules.Parse("gw.yaml", []byte(fmt.Sprintf(`
-domain: gateway
-rules:
-  - name: per-key
-    match: {header:x-api-key: "*"}
-    count_by: [header:x-api-key]
-    limit: %d
-    window: 1h
-`, limit)))
+	lim, err := floodgate.New(floodgate.Limit{Limit: int64(limit), Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := httprules.ParseSource("header:x-api-key", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mw, err := httprules.Middleware(httprules.Options{Checker: rules.NewEngine(set, memstore.New(memstore.Options{})),
-		Sources: []httprules.Source{src}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mw := httplimit.LimitBy(lim, httplimit.KeyByHeader("x-api-key"))
 	gw, err := New(Options{noDirect: os.Getenv("NODIRECT") != "", Limit: mw, Routes: []Route{{Prefix: "/", Upstream: mustURL(t, upstream), Transport: tr}}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,14 +15,4 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 )
 
-replace (
-	github.com/floodgate-dev/floodgate => ..
-	github.com/floodgate-dev/floodgate/distributed => ../distributed
-	github.com/floodgate-dev/floodgate/gateway => ../gateway
-	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
-	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
-	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
-	github.com/floodgate-dev/floodgate/rls => ../rls
-	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient
-	github.com/floodgate-dev/floodgate/rules => ../rules
-)
+replace github.com/floodgate-dev/floodgate => ..

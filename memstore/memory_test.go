@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/testtier"
+	"github.com/floodgate-dev/floodgate/internal/testkit/testtier"
 	"github.com/floodgate-dev/floodgate/store"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/redistest"
-	"github.com/floodgate-dev/floodgate/internal/testmain"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
+	"github.com/floodgate-dev/floodgate/internal/testkit/testmain"
 )
 
 // shared is the package's redis-server; tests that kill or pause a server

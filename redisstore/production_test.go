@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/redistest"
-	"github.com/floodgate-dev/floodgate/internal/tlsfiles"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -105,9 +104,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.TLS, err = tlsfiles.Load(files.CA, files.ClientCert, files.ClientKey, ""); err != nil {
-		t.Fatal(err)
-	}
+	o.TLS = files.ClientTLS(t, true, "")
 	st := newStore(t, o)
 	if err := decideN(t, st, 50); err != nil {
 		t.Fatal(err)
@@ -118,17 +115,19 @@ func TestTLS(t *testing.T) {
 	o.Timeout = 500 * time.Millisecond
 
 	noCert := o
-	noCert.TLS, _ = tlsfiles.Load(files.CA, "", "", "")
+	noCert.TLS = files.ClientTLS(t, false, "")
 	if _, err := New(ctx, noCert); err == nil {
 		t.Error("TLS without the client certificate the server demands succeeded")
 	}
 	otherCA := o
-	otherCA.TLS, _ = tlsfiles.Load(redistest.MakeCertificates(t, t.TempDir()).CA, files.ClientCert, files.ClientKey, "")
+	other := redistest.MakeCertificates(t, t.TempDir())
+	other.ClientCert, other.ClientKey = files.ClientCert, files.ClientKey
+	otherCA.TLS = other.ClientTLS(t, true, "")
 	if _, err := New(ctx, otherCA); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("TLS to a server whose certificate another CA signed: %v, want a certificate error", err)
 	}
 	wrongName := o
-	wrongName.TLS, _ = tlsfiles.Load(files.CA, files.ClientCert, files.ClientKey, "redis.example")
+	wrongName.TLS = files.ClientTLS(t, true, "redis.example")
 	if _, err := New(ctx, wrongName); err == nil {
 		t.Error("TLS with a server name the certificate does not carry succeeded")
 	}
@@ -136,9 +135,6 @@ func TestTLS(t *testing.T) {
 	plain.TLS = nil
 	if _, err := New(ctx, plain); err == nil {
 		t.Error("plain text to the TLS port succeeded")
-	}
-	if _, err := tlsfiles.Load(files.CA, files.ClientCert, "", ""); err == nil {
-		t.Error("tlsfiles.Load with a cert and no key succeeded")
 	}
 }
 

@@ -3,7 +3,7 @@ package rlsclient_test
 import (
 	"testing"
 
-	"github.com/floodgate-dev/floodgate/internal/testmain"
+	"github.com/floodgate-dev/floodgate/internal/testkit/testmain"
 )
 
 func TestMain(m *testing.M) { testmain.Run(m) }

@@ -10,14 +10,4 @@ require (
 
 require golang.org/x/sys v0.48.0 // indirect
 
-replace (
-	github.com/floodgate-dev/floodgate => ..
-	github.com/floodgate-dev/floodgate/distributed => ../distributed
-	github.com/floodgate-dev/floodgate/gateway => ../gateway
-	github.com/floodgate-dev/floodgate/grpclimit => ../grpclimit
-	github.com/floodgate-dev/floodgate/internal/envoycompat => ../internal/envoycompat
-	github.com/floodgate-dev/floodgate/internal/server => ../internal/server
-	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
-	github.com/floodgate-dev/floodgate/rls => ../rls
-	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient
-)
+replace github.com/floodgate-dev/floodgate => ..

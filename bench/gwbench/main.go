@@ -25,8 +25,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
 )
 
 func main() {
@@ -74,21 +72,59 @@ func upstream(accepted *atomic.Int64) http.Handler {
 	})
 }
 
+// checkRequest, checkResponse and status are the JSON API's /v1/check
+// body and answer (docs/serving.md), the fields nothing reads and writes.
+type checkRequest struct {
+	Domain      string `json:"domain"`
+	Descriptors []struct {
+		Entries []struct {
+			Key   string `json:"key"`
+			Value string `json:"value"`
+		} `json:"entries"`
+	} `json:"descriptors"`
+}
+
+type checkResponse struct {
+	Allowed    bool     `json:"allowed"`
+	Code       string   `json:"code"`
+	Rejected   []string `json:"rejected"`
+	Unlimited  bool     `json:"unlimited"`
+	RetryAfter int64    `json:"retry_after"`
+	Statuses   []status `json:"statuses"`
+}
+
+type status struct {
+	Rule          string  `json:"rule"`
+	Descriptor    int     `json:"descriptor"`
+	Key           string  `json:"key"`
+	Limit         int64   `json:"limit"`
+	Window        string  `json:"window"`
+	WindowSeconds float64 `json:"window_seconds"`
+	Algorithm     string  `json:"algorithm"`
+	Shadow        bool    `json:"shadow"`
+	Unlimited     bool    `json:"unlimited"`
+	Allowed       bool    `json:"allowed"`
+	Remaining     int64   `json:"remaining"`
+	ResetAfterMS  int64   `json:"reset_after_ms"`
+	RetryAfterMS  int64   `json:"retry_after_ms"`
+	DelayMS       int64   `json:"delay_ms"`
+}
+
 // nothing does the JSON API's JSON work without deciding: decode, one
 // status per descriptor, encode.
 func nothing(w http.ResponseWriter, r *http.Request) {
-	var req httpapi.CheckRequest
+	var req checkRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp := httpapi.CheckResponse{Allowed: true, Code: "OK", Rejected: []string{}}
+	resp := checkResponse{Allowed: true, Code: "OK", Rejected: []string{}}
 	for i, d := range req.Descriptors {
 		key := ""
 		for _, e := range d.Entries {
 			key += e.Key + "=" + e.Value
 		}
-		resp.Statuses = append(resp.Statuses, httpapi.Status{Rule: "per-client", Descriptor: i, Key: key, Limit: 1e9,
+		resp.Statuses = append(resp.Statuses, status{Rule: "per-client", Descriptor: i, Key: key, Limit: 1e9,
 			Window: "1m0s", WindowSeconds: 60, Algorithm: "gcra", Allowed: true, Remaining: 1e9 - 1, ResetAfterMS: 1})
 	}
 	w.Header().Set("Content-Type", "application/json")

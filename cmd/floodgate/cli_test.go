@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"flag"
-	"github.com/floodgate-dev/floodgate/internal/testmain"
 	"io"
 	"net/http"
 	"os"
@@ -18,7 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/server"
+	"github.com/floodgate-dev/floodgate/internal/testkit/testmain"
+
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
 )
 
 // Bare floodgate prints the usage and fails; -h on every command prints its

@@ -18,7 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/floodgate-dev/floodgate/internal/server"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
 	"github.com/floodgate-dev/floodgate/rules"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/floodgate-dev/floodgate/internal/server"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
 )
 
 // serveFlags are serve's command line.

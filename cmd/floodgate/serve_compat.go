@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/floodgate-dev/floodgate/internal/envoycompat"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/envoycompat"
 )
 
 // compatEnvoy is the --compat value that runs envoyproxy/ratelimit's mode.

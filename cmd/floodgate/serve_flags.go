@@ -5,7 +5,7 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/floodgate-dev/floodgate/internal/server"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
 )
 
 // serveOverrides are the listener flags that override the configuration

@@ -14,9 +14,9 @@ import (
 
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/sim"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
 	"github.com/floodgate-dev/floodgate/distributed"
-	"github.com/floodgate-dev/floodgate/internal/server"
-	"github.com/floodgate-dev/floodgate/internal/sim"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/store"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
 func runSimDistJSON(t *testing.T, args ...string) distDoc {

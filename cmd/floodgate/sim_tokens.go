@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/floodgate-dev/floodgate"
-	"github.com/floodgate-dev/floodgate/internal/sim"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/sim"
 )
 
 // runSimTokens runs a token budget charged after the response, forgiven,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/sim"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/sim"
 )
 
 // windowNotes say how the two algorithms that are not window counters are

@@ -13,8 +13,8 @@ import (
 
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/sim"
-	"github.com/floodgate-dev/floodgate/internal/trace"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/sim"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/trace"
 )
 
 // runSimWorst searches for the traffic that breaks an algorithm's promises.

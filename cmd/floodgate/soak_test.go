@@ -34,8 +34,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/redistest"
-	"github.com/floodgate-dev/floodgate/internal/testtier"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
+	"github.com/floodgate-dev/floodgate/internal/testkit/testtier"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/store"
 )

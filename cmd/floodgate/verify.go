@@ -15,8 +15,8 @@ import (
 
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/sim"
-	"github.com/floodgate-dev/floodgate/internal/trace"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/sim"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/trace"
 )
 
 // limitFlags are the algorithm parameters the simulator and verifier share.

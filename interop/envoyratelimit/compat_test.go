@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-dev/floodgate/internal/envoycompat"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/envoycompat"
 )
 
 // startCompat runs Floodgate's `serve --compat envoy-ratelimit` in this

@@ -6,8 +6,7 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/envoyproxy/ratelimit v1.4.1-0.20260122083618-3fb702589d36
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/internal/envoycompat v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/internal/server v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/cmd/floodgate v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
 	github.com/lyft/gostats v0.4.14
 	github.com/sirupsen/logrus v1.9.3
@@ -30,7 +29,6 @@ require (
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.1-0.20250812085011-4cf7e8485428 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
-	github.com/floodgate-dev/floodgate/gateway v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
@@ -79,11 +77,8 @@ replace go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelg
 
 replace (
 	github.com/floodgate-dev/floodgate => ../..
+	github.com/floodgate-dev/floodgate/cmd/floodgate => ../../cmd/floodgate
 	github.com/floodgate-dev/floodgate/distributed => ../../distributed
-	github.com/floodgate-dev/floodgate/gateway => ../../gateway
-	github.com/floodgate-dev/floodgate/grpclimit => ../../grpclimit
-	github.com/floodgate-dev/floodgate/internal/envoycompat => ../../internal/envoycompat
-	github.com/floodgate-dev/floodgate/internal/server => ../../internal/server
 	github.com/floodgate-dev/floodgate/redisstore => ../../redisstore
 	github.com/floodgate-dev/floodgate/rls => ../../rls
 	github.com/floodgate-dev/floodgate/rlsclient => ../../rlsclient

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/floodgate-dev/floodgate/internal/redistest"
-	"github.com/floodgate-dev/floodgate/internal/server"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
 // rls is one running Rate Limit Service under test: its gRPC client and

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/syncbuf"
+	"github.com/floodgate-dev/floodgate/internal/testkit/syncbuf"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rules"
 )

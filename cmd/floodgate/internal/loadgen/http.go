@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 )
 
 // httpCaller posts to the JSON API's /v1/check. A 429 answer, or a 200 whose

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/floodgate-dev/floodgate/internal/syncbuf"
+	"github.com/floodgate-dev/floodgate/internal/testkit/syncbuf"
 
-	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 )
 
 // counter is the tests' rate limiter: each distinct descriptor list may pass

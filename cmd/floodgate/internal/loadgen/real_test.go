@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/floodgate-dev/floodgate/internal/server/httpapi"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/rls"
 	"github.com/floodgate-dev/floodgate/rules"

@@ -1,9 +1,0 @@
-package server
-
-import (
-	"testing"
-
-	"github.com/floodgate-dev/floodgate/internal/testmain"
-)
-
-func TestMain(m *testing.M) { testmain.Run(m) }
