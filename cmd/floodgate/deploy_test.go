@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -78,6 +79,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if cm == nil || dep == nil || svc == nil {
 		t.Fatalf("want a ConfigMap, a Deployment and a Service; got %v", byKind)
 	}
+	configMap := yamlDocs(t, filepath.Join(dir, "configmap-config.yaml"))[0]
 	text, _ := dig(cm, "data", "rules.yaml").(string)
 	set, err := rules.Parse("configmap rules.yaml", []byte(text))
 	if err != nil {
@@ -86,7 +88,7 @@ func TestKubernetesManifests(t *testing.T) {
 	pod := dig(dep, "spec", "template", "spec")
 	c := dig(pod, "containers", 0)
 	var ov serveOverrides
-	rulesPath, store := "", ""
+	rulesPath, store, configPath := "", "", ""
 	for i, a := range dig(c, "args").([]any) {
 		s := a.(string)
 		if i == 0 {
@@ -105,11 +107,31 @@ func TestKubernetesManifests(t *testing.T) {
 			store = v
 		case "--rules":
 			rulesPath = v
+		case "--config":
+			configPath = v
 		default:
 			t.Errorf("unexpected argument %q", s)
 		}
 	}
-	cfg := server.DefaultConfig()
+	// The configuration file is the config ConfigMap's, mounted as a
+	// directory; serve accepts it.
+	if configPath != "/etc/floodgate/config/floodgate.yaml" || dig(pod, "volumes", 1, "configMap", "name") != dig(configMap, "metadata", "name") ||
+		dig(c, "volumeMounts", 1, "mountPath") != "/etc/floodgate/config" {
+		t.Errorf("--config %s is not the config ConfigMap's floodgate.yaml: %v", configPath, dig(c, "volumeMounts"))
+	}
+	text, _ = dig(configMap, "data", "floodgate.yaml").(string)
+	cfg, err := server.ParseConfig("configmap floodgate.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("the config ConfigMap: %v", err)
+	}
+	// The admin endpoints have a listener of their own (the probes' port)
+	// and a token from a Secret.
+	if !cfg.Admin.Enabled() || cfg.Admin.TokenEnv == "" || envSecret(c, cfg.Admin.TokenEnv) == "" {
+		t.Errorf("admin %+v: want a listener of its own and a token from a Secret (env %v)", cfg.Admin, dig(c, "env"))
+	}
+	if port := dig(c, "ports", 2); dig(port, "name") != "admin" || !strings.HasSuffix(cfg.Admin.Addr, fmt.Sprintf(":%v", dig(port, "containerPort"))) {
+		t.Errorf("admin listener %s, container port %v", cfg.Admin.Addr, port)
+	}
 	if err := ov.apply(&cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +146,8 @@ func TestKubernetesManifests(t *testing.T) {
 		dig(pod, "volumes", 0, "configMap", "name") != dig(cm, "metadata", "name") {
 		t.Errorf("--rules %s is not the ConfigMap's rules.yaml in a directory mount: %v", rulesPath, mount)
 	}
-	if dig(c, "readinessProbe", "httpGet", "path") != "/readyz" || dig(c, "livenessProbe", "httpGet", "path") != "/healthz" {
+	if dig(c, "readinessProbe", "httpGet", "path") != "/readyz" || dig(c, "livenessProbe", "httpGet", "path") != "/healthz" ||
+		dig(c, "readinessProbe", "httpGet", "port") != "admin" {
 		t.Errorf("probes: %v %v", dig(c, "readinessProbe"), dig(c, "livenessProbe"))
 	}
 	if dig(c, "resources", "requests", "cpu") == nil || dig(c, "resources", "requests", "memory") == nil {
@@ -137,8 +160,8 @@ func TestKubernetesManifests(t *testing.T) {
 	for _, p := range dig(svc, "spec", "ports").([]any) {
 		ports[dig(p, "name").(string)] = true
 	}
-	if !ports["grpc"] || !ports["http"] {
-		t.Errorf("service ports %v, want grpc and http", ports)
+	if !ports["grpc"] || !ports["http"] || !ports["admin"] {
+		t.Errorf("service ports %v, want grpc, http and admin", ports)
 	}
 	// The descriptors deploy/envoy/envoy.yaml's route actions send meet
 	// both rules.
@@ -166,9 +189,22 @@ func TestKubernetesManifests(t *testing.T) {
 	if err := cfg.Store.SetURL(redisStore); err != nil || cfg.Store.Type != server.StoreRedis {
 		t.Errorf("the redis variant's --store=%s: %v (type %s)", redisStore, err, cfg.Store.Type)
 	}
-	if env := dig(redisDep, "spec", "template", "spec", "containers", 0, "env", 0, "name"); env != server.PasswordEnv {
-		t.Errorf("the redis variant's Redis password comes from %v, want %s", env, server.PasswordEnv)
+	if envSecret(dig(redisDep, "spec", "template", "spec", "containers", 0), server.PasswordEnv) == "" {
+		t.Errorf("the redis variant's Redis password does not come from a Secret in %s", server.PasswordEnv)
 	}
+}
+
+// envSecret is the Secret container c's environment variable name comes
+// from, "" when it does not come from one.
+func envSecret(c any, name string) string {
+	l, _ := dig(c, "env").([]any)
+	for _, e := range l {
+		if dig(e, "name") == name {
+			s, _ := dig(e, "valueFrom", "secretKeyRef", "name").(string)
+			return s
+		}
+	}
+	return ""
 }
 
 // The Envoy example is a valid Envoy bootstrap (checked against Envoy's own

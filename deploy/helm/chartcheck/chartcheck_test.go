@@ -78,20 +78,50 @@ func TestChartRenders(t *testing.T) {
 	t.Run("defaults: memory store", func(t *testing.T) {
 		objs := objects(t, nil)
 		dep := objs["Deployment/floodgate"]
-		if dep == nil || objs["Service/floodgate"] == nil || objs["ConfigMap/floodgate-rules"] == nil || len(objs) != 3 {
-			t.Fatalf("objects %v: want the Deployment, Service and rules ConfigMap only", keys(objs))
+		want := []string{"Deployment/floodgate", "Service/floodgate", "ConfigMap/floodgate-rules", "ConfigMap/floodgate-config", "NetworkPolicy/floodgate"}
+		for _, k := range want {
+			if objs[k] == nil {
+				t.Errorf("no %s", k)
+			}
 		}
-		if dig(dep, "spec", "replicas") != 1 || !strings.Contains(args(dep), "--store=memory") {
+		if len(objs) != len(want) {
+			t.Fatalf("objects %v: want %v", keys(objs), want)
+		}
+		if dig(dep, "spec", "replicas") != 1 || !strings.Contains(args(dep), "--store=memory") ||
+			!strings.Contains(args(dep), "--config=/etc/floodgate/config/floodgate.yaml") {
 			t.Errorf("replicas %v, args %s", dig(dep, "spec", "replicas"), args(dep))
 		}
 		c := container(dep)
 		for probe, path := range map[string]string{"startupProbe": "/healthz", "readinessProbe": "/readyz", "livenessProbe": "/healthz"} {
-			if dig(c, probe, "httpGet", "path") != path {
-				t.Errorf("%s: %v, want %s", probe, dig(c, probe), path)
+			if dig(c, probe, "httpGet", "path") != path || dig(c, probe, "httpGet", "port") != "admin" || dig(c, probe, "httpGet", "scheme") != "HTTP" {
+				t.Errorf("%s: %v, want %s on the admin port over HTTP", probe, dig(c, probe), path)
 			}
 		}
-		if dig(c, "resources", "limits", "memory") != "512Mi" || dig(c, "env") != nil {
+		if dig(c, "resources", "limits", "memory") != "512Mi" || len(env(c)) != 1 {
 			t.Errorf("resources %v env %v: want a 512Mi limit and no GOMEMLIMIT (serve derives it)", dig(c, "resources"), dig(c, "env"))
+		}
+		// The admin endpoints: a listener of their own, behind a token
+		// from the floodgate-admin Secret.
+		tok := envVar(c, "FLOODGATE_ADMIN_TOKEN")
+		if dig(tok, "valueFrom", "secretKeyRef", "name") != "floodgate-admin" || dig(tok, "valueFrom", "secretKeyRef", "key") != "token" {
+			t.Errorf("admin token variable %v", tok)
+		}
+		cfg := serveConfig(t, objs)
+		if cfg.Admin.Addr != "0.0.0.0:9090" || cfg.Admin.TokenEnv != "FLOODGATE_ADMIN_TOKEN" || cfg.Admin.TLS != nil {
+			t.Errorf("admin section %+v: want its own listener on 9090, the token from FLOODGATE_ADMIN_TOKEN, no TLS", cfg.Admin)
+		}
+		if p := servicePort(objs["Service/floodgate"], "admin"); dig(p, "port") != 9090 || dig(p, "appProtocol") != "http" {
+			t.Errorf("Service admin port %v", p)
+		}
+		// On by default: clients reach grpc and http, Prometheus the admin port.
+		np := objs["NetworkPolicy/floodgate"]
+		if dig(np, "spec", "ingress", 0, "ports", 0, "port") != "grpc" || dig(np, "spec", "ingress", 0, "ports", 1, "port") != "http" ||
+			dig(np, "spec", "ingress", 0, "ports", 2) != nil {
+			t.Errorf("client ingress %v: want grpc and http only", dig(np, "spec", "ingress", 0))
+		}
+		if dig(np, "spec", "ingress", 1, "ports", 0, "port") != "admin" ||
+			dig(np, "spec", "ingress", 1, "from", 0, "podSelector", "matchLabels", "app.kubernetes.io/name") != "prometheus" {
+			t.Errorf("admin ingress %v: want the admin port for Prometheus only", dig(np, "spec", "ingress", 1))
 		}
 		text := dig(objs["ConfigMap/floodgate-rules"], "data", "rules.yaml").(string)
 		if _, err := rules.Parse("rules.yaml", []byte(text)); err != nil {
@@ -117,7 +147,7 @@ func TestChartRenders(t *testing.T) {
 			t.Errorf("args %s", args(dep))
 		}
 		c := container(dep)
-		if dig(c, "env", 0, "name") != "FLOODGATE_REDIS_PASSWORD" || dig(c, "env", 0, "valueFrom", "secretKeyRef", "name") != "floodgate-redis" {
+		if dig(envVar(c, "FLOODGATE_REDIS_PASSWORD"), "valueFrom", "secretKeyRef", "name") != "floodgate-redis" {
 			t.Errorf("floodgate's Redis password: %v", dig(c, "env"))
 		}
 		rc := container(objs["Deployment/floodgate-redis"])
@@ -125,12 +155,20 @@ func TestChartRenders(t *testing.T) {
 			dig(rc, "env", 0, "valueFrom", "secretKeyRef", "key") != "password" {
 			t.Errorf("Redis without the password: %v %v", dig(rc, "command"), dig(rc, "env"))
 		}
+		// The bundled Redis's memory: maxmemory three quarters of its
+		// container's limit, evicting the least frequently used counters
+		// with an expiry (redisstore's TestKeyFloodOnAFullRedis).
+		if cmd, _ := dig(rc, "command", 2).(string); !strings.Contains(cmd, "--maxmemory 384mb --maxmemory-policy volatile-lfu") ||
+			dig(rc, "resources", "limits", "memory") != "512Mi" {
+			t.Errorf("Redis memory: %v, resources %v", dig(rc, "command"), dig(rc, "resources"))
+		}
 		if dig(objs["NetworkPolicy/floodgate"], "spec", "ingress", 0, "from", 0, "podSelector", "matchLabels", "app") != "envoy" ||
 			dig(objs["NetworkPolicy/floodgate-redis"], "spec", "ingress", 0, "from", 0, "podSelector", "matchLabels", "app.kubernetes.io/name") != "floodgate" {
 			t.Errorf("network policies: %v %v", objs["NetworkPolicy/floodgate"], objs["NetworkPolicy/floodgate-redis"])
 		}
-		if dig(objs["ServiceMonitor/floodgate"], "spec", "endpoints", 0, "path") != "/metrics" {
-			t.Errorf("ServiceMonitor %v", objs["ServiceMonitor/floodgate"])
+		if ep := dig(objs["ServiceMonitor/floodgate"], "spec", "endpoints", 0); dig(ep, "path") != "/metrics" || dig(ep, "port") != "admin" ||
+			dig(ep, "scheme") != "http" || dig(ep, "authorization", "credentials", "name") != "floodgate-admin" || dig(ep, "tlsConfig") != nil {
+			t.Errorf("ServiceMonitor endpoint %v: want /metrics on the admin port with the admin token", ep)
 		}
 		if dig(c, "resources", "limits", "memory") != "1Gi" {
 			t.Errorf("resources %v", dig(c, "resources"))
@@ -142,8 +180,20 @@ func TestChartRenders(t *testing.T) {
 		if objs["Deployment/floodgate-redis"] != nil || !strings.Contains(args(objs["Deployment/floodgate"]), "--store=rediss://redis.example:6380") {
 			t.Errorf("objects %v, args %s", keys(objs), args(objs["Deployment/floodgate"]))
 		}
-		if dig(container(objs["Deployment/floodgate"]), "env") != nil {
+		if envVar(container(objs["Deployment/floodgate"]), "FLOODGATE_REDIS_PASSWORD") != nil {
 			t.Errorf("a password variable without a Secret")
+		}
+	})
+	t.Run("admin without a token, no network policy", func(t *testing.T) {
+		objs := objects(t, nil, "admin.token.existingSecret=", "networkPolicy.enabled=false", "serviceMonitor.enabled=true")
+		if c := container(objs["Deployment/floodgate"]); dig(c, "env") != nil {
+			t.Errorf("env %v without a token Secret", dig(c, "env"))
+		}
+		if cfg := serveConfig(t, objs); cfg.Admin.TokenEnv != "" || cfg.Admin.Addr != "0.0.0.0:9090" {
+			t.Errorf("admin section %+v", cfg.Admin)
+		}
+		if objs["NetworkPolicy/floodgate"] != nil || dig(objs["ServiceMonitor/floodgate"], "spec", "endpoints", 0, "authorization") != nil {
+			t.Errorf("network policy %v, ServiceMonitor %v", objs["NetworkPolicy/floodgate"], objs["ServiceMonitor/floodgate"])
 		}
 	})
 	t.Run("tracing and client certificates", func(t *testing.T) {
@@ -163,34 +213,35 @@ func TestChartRenders(t *testing.T) {
 			t.Errorf("args %s: want the config file", args(dep))
 		}
 		for _, probe := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
-			if dig(c, probe, "httpGet", "port") != "admin" {
-				t.Errorf("%s on %v: the kubelet has no client certificate, want the admin port", probe, dig(c, probe, "httpGet", "port"))
+			if dig(c, probe, "httpGet", "port") != "admin" || dig(c, probe, "httpGet", "scheme") != "HTTPS" {
+				t.Errorf("%s %v: the kubelet has no client certificate, want the admin port over TLS", probe, dig(c, probe, "httpGet"))
 			}
 		}
-		if dig(objs["ServiceMonitor/floodgate"], "spec", "endpoints", 0, "port") != "admin" ||
-			dig(objs["Service/floodgate"], "spec", "ports", 2, "port") != 9090 ||
-			dig(objs["NetworkPolicy/floodgate"], "spec", "ingress", 0, "ports", 2, "port") != "admin" {
-			t.Errorf("admin port: ServiceMonitor %v, Service %v, NetworkPolicy %v", dig(objs["ServiceMonitor/floodgate"], "spec"),
-				dig(objs["Service/floodgate"], "spec", "ports"), dig(objs["NetworkPolicy/floodgate"], "spec", "ingress"))
+		ep := dig(objs["ServiceMonitor/floodgate"], "spec", "endpoints", 0)
+		if dig(ep, "port") != "admin" || dig(ep, "scheme") != "https" || dig(ep, "tlsConfig", "insecureSkipVerify") != true ||
+			dig(ep, "authorization", "credentials", "key") != "token" {
+			t.Errorf("ServiceMonitor endpoint %v: want the admin port over TLS with the token", ep)
+		}
+		if p := servicePort(objs["Service/floodgate"], "admin"); dig(p, "port") != 9090 || dig(p, "appProtocol") != "https" {
+			t.Errorf("Service admin port %v", p)
+		}
+		if dig(objs["NetworkPolicy/floodgate"], "spec", "ingress", 1, "ports", 0, "port") != "admin" {
+			t.Errorf("NetworkPolicy %v", dig(objs["NetworkPolicy/floodgate"], "spec", "ingress"))
 		}
 		if dig(dep, "spec", "template", "spec", "volumes", 2, "secret", "secretName") != "floodgate-tls" {
 			t.Errorf("volumes %v", dig(dep, "spec", "template", "spec", "volumes"))
 		}
-		text, _ := dig(objs["ConfigMap/floodgate-config"], "data", "floodgate.yaml").(string)
-		var cfg struct {
-			HTTP, GRPC struct{ TLS map[string]string }
-			Admin      struct{ Addr string }
-		}
-		if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
-			t.Fatalf("floodgate.yaml: %v\n%s", err, text)
-		}
+		cfg := serveConfig(t, objs)
 		for _, l := range []map[string]string{cfg.HTTP.TLS, cfg.GRPC.TLS} {
 			if l["client_ca"] != "/etc/floodgate/tls/ca.crt" || l["cert"] != "/etc/floodgate/tls/tls.crt" || l["client_auth"] != "required" {
 				t.Errorf("listener TLS %v", l)
 			}
 		}
-		if cfg.Admin.Addr != "0.0.0.0:9090" {
-			t.Errorf("admin listener %q", cfg.Admin.Addr)
+		// The admin listener serves TLS too, without asking for a client
+		// certificate (the kubelet has none; the token stands for it).
+		if cfg.Admin.Addr != "0.0.0.0:9090" || cfg.Admin.TLS["cert"] != "/etc/floodgate/tls/tls.crt" ||
+			cfg.Admin.TLS["key"] != "/etc/floodgate/tls/tls.key" || cfg.Admin.TLS["client_ca"] != "" || cfg.Admin.TokenEnv != "FLOODGATE_ADMIN_TOKEN" {
+			t.Errorf("admin listener %+v: want TLS with the server's certificate, no client certificates, the token", cfg.Admin)
 		}
 	})
 	for _, c := range []struct {
@@ -205,6 +256,9 @@ func TestChartRenders(t *testing.T) {
 		{"an HPA on the memory store", []string{"autoscaling.enabled=true"}, "counts in each replica alone"},
 		{"an unknown mode", []string{"store.mode=memcached"}, `store.mode "memcached"`},
 		{"an external Redis without its URL", []string{"store.mode=redis", "store.redis.deploy=false"}, "needs store.redis.url"},
+		{"the admin port moved", []string{"tls.adminPort=9090"}, "tls.adminPort is admin.port"},
+		{"the admin port on the http port", []string{"admin.port=8080"}, "admin.port 8080"},
+		{"an unknown Redis eviction policy", []string{"store.redis.maxmemoryPolicy=lru"}, `store.redis.maxmemoryPolicy "lru"`},
 	} {
 		t.Run("refused: "+c.name, func(t *testing.T) {
 			if _, err := Render(ChartDir, nil, c.set...); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -253,6 +307,54 @@ func TestManifestsMatchChart(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serveFile is what the chart's serve configuration file sets.
+type serveFile struct {
+	HTTP, GRPC struct{ TLS map[string]string }
+	Admin      struct {
+		Addr     string
+		TokenEnv string `yaml:"token_env"`
+		TLS      map[string]string
+	}
+}
+
+// serveConfig parses the serve configuration file the chart renders.
+func serveConfig(t *testing.T, objs map[string]map[string]any) serveFile {
+	t.Helper()
+	text, _ := dig(objs["ConfigMap/floodgate-config"], "data", "floodgate.yaml").(string)
+	var cfg serveFile
+	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
+		t.Fatalf("floodgate.yaml: %v\n%s", err, text)
+	}
+	return cfg
+}
+
+// env is a container's environment variables.
+func env(c any) []any {
+	l, _ := dig(c, "env").([]any)
+	return l
+}
+
+// envVar is the container's environment variable name, or nil.
+func envVar(c any, name string) any {
+	for _, e := range env(c) {
+		if dig(e, "name") == name {
+			return e
+		}
+	}
+	return nil
+}
+
+// servicePort is the Service's port name, or nil.
+func servicePort(svc map[string]any, name string) any {
+	l, _ := dig(svc, "spec", "ports").([]any)
+	for _, p := range l {
+		if dig(p, "name") == name {
+			return p
+		}
+	}
+	return nil
 }
 
 func keys(m map[string]map[string]any) []string {

@@ -33,14 +33,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if not (has .Values.tls.clientAuth (list "required" "optional")) }}
 {{- fail (printf "tls.clientAuth %q: want required or optional" .Values.tls.clientAuth) }}
 {{- end }}
+{{- if hasKey .Values.tls "adminPort" }}
+{{- fail "tls.adminPort is admin.port: the admin listener is always on, with TLS when tls.existingSecret is set" }}
+{{- end }}
+{{- if has (int .Values.admin.port) (list 0 8080 8081) }}
+{{- fail (printf "admin.port %v: want a port of its own (not 8080 or 8081)" .Values.admin.port) }}
+{{- end }}
+{{- $policies := list "volatile-lru" "allkeys-lru" "volatile-lfu" "allkeys-lfu" "volatile-ttl" "volatile-random" "allkeys-random" "noeviction" }}
+{{- if not (has .Values.store.redis.maxmemoryPolicy $policies) }}
+{{- fail (printf "store.redis.maxmemoryPolicy %q: want one of %s" .Values.store.redis.maxmemoryPolicy (join ", " $policies)) }}
+{{- end }}
 {{- end }}
 
 {{- define "floodgate.storeURL" -}}
 {{- if eq .Values.store.mode "memory" }}memory{{ else if .Values.store.redis.deploy }}redis://{{ .Release.Name }}-redis:6379{{ else }}{{ .Values.store.redis.url }}{{ end }}
 {{- end }}
 
-{{- /* The port the probes and /metrics use: the plain admin listener when the
-main listeners ask for client certificates, else http. */ -}}
-{{- define "floodgate.probePort" -}}
-{{- if .Values.tls.existingSecret }}admin{{ else }}http{{ end }}
+{{- /* The admin listener's scheme: https when the chart serves TLS. */ -}}
+{{- define "floodgate.adminScheme" -}}
+{{- if .Values.tls.existingSecret }}https{{ else }}http{{ end }}
 {{- end }}
