@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/redistest"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
