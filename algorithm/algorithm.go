@@ -66,6 +66,10 @@ const (
 	// ReasonStoreUnavailable: the shared counter store could not be asked
 	// in time and the rule fails closed.
 	ReasonStoreUnavailable Reason = "store_unavailable"
+	// ReasonBadPeriod: a gubernator request (NewGubernator) asks for
+	// DURATION_IS_GREGORIAN with a duration that names no calendar period
+	// gubernator supports.
+	ReasonBadPeriod Reason = "bad_period"
 )
 
 // Message returns a sentence saying what r means, for logs and answer
@@ -86,11 +90,15 @@ func (r Reason) Message() string {
 		return "blocked: the rule's limit is 0"
 	case ReasonStoreUnavailable:
 		return "shared counter store unavailable"
+	case ReasonBadPeriod:
+		return "DURATION_IS_GREGORIAN with a duration that names no supported calendar period"
 	}
 	return string(r)
 }
 
-// Decision is the outcome of one request against one limit.
+// Decision is the outcome of one request against one limit. The
+// gubernator algorithm (NewGubernator) reads its fields its own way: see
+// there.
 type Decision struct {
 	// Allowed reports whether the request may proceed (after Delay, if any).
 	Allowed bool
