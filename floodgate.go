@@ -95,7 +95,7 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 	if l.store == nil {
 		l.store = memstore.New(memstore.Options{})
 	}
-	c, err := l.bind(limit)
+	c, err := l.bind(limit, "")
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,14 @@ func New(limit Limit, opts ...Option) (*Limiter, error) {
 }
 
 // Limit returns the limit the limiter enforces, with defaults filled in.
-func (l *Limiter) Limit() Limit { return l.cur.Load().alg.Config() }
+func (l *Limiter) Limit() Limit {
+	c := l.cur.Load()
+	cfg := c.alg.Config()
+	if c.counter != "" {
+		cfg.Counter = "" // the limiter's own name for its counter
+	}
+	return cfg
+}
 
 // Allow reports whether one request for key may proceed now, and counts it
 // if so. It is AllowN(ctx, key, 1). Keys are any strings (any bytes). The

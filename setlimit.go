@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/memstore"
@@ -13,9 +14,12 @@ import (
 // limits is the limit a Limiter enforces, and the limits SetLimit
 // replaced that still apply for a while.
 type limits struct {
-	alg  algorithm.Algorithm
-	mem  *memstore.Bound // the memory store bound to alg; nil for other stores
-	olds []oldLimit      // nil once no replaced limit applies
+	alg algorithm.Algorithm
+	// counter is the algorithm.Config.Counter the limiter gave alg, or
+	// empty when its caller named one.
+	counter string
+	mem     *memstore.Bound // the memory store bound to alg; nil for other stores
+	olds    []oldLimit      // nil once no replaced limit applies
 }
 
 // oldLimit is a limit SetLimit replaced: it still applies until until
@@ -25,13 +29,29 @@ type oldLimit struct {
 	until int64
 }
 
-// bind builds the limits for limit, with no replaced limits.
-func (l *Limiter) bind(limit Limit) (*limits, error) {
+// bind builds the limits for limit, with no replaced limits. A limit that
+// names no Counter is counted in counter, or, when that is empty too, in
+// one named after the limit (limiterCounter).
+func (l *Limiter) bind(limit Limit, counter string) (*limits, error) {
+	own := limit.Counter == ""
+	if own && counter == "" {
+		alg, err := algorithm.New(limit)
+		if err != nil {
+			return nil, err
+		}
+		counter = limiterCounter(alg.Config())
+	}
+	if own {
+		limit.Counter = counter
+	}
 	alg, err := algorithm.New(limit)
 	if err != nil {
 		return nil, err
 	}
 	c := &limits{alg: alg}
+	if own {
+		c.counter = counter
+	}
 	if m, ok := l.store.(*memstore.Store); ok {
 		if c.mem, err = m.Bind(alg); err != nil {
 			return nil, err
@@ -42,12 +62,23 @@ func (l *Limiter) bind(limit Limit) (*limits, error) {
 
 // SetLimit makes the limiter enforce limit from now on, as x/time/rate's
 // SetLimit does, and returns an error (changing nothing) if limit is not
-// valid. Counters are kept per limit, so under the new limit every key
-// starts with a fresh count; to keep the promise across the change, the
-// limit it replaces still applies until its state would have gone idle
-// (about one of its windows): until then a request must be allowed by
-// both, and is counted by both. A raised limit is therefore reached one
-// old window after the change; a lowered one applies at once.
+// valid.
+//
+// When only the limit and the parameters derived from it change (the
+// limit, capacity, rate, burst, tolerance or carry-over: the two limits
+// have the same algorithm.Config.Identity) and the store keeps counts
+// (store.CountKeeper: the memory store does), every key keeps its count:
+// the store converts each key's state when it next sees it. A
+// raised limit admits at once what it allows beyond what was counted; a
+// lowered one applies at once to the count so far. docs/rules.md states
+// the promise across the change.
+//
+// A change of window or algorithm (or of a sliding-log limit) counts
+// something else, and another store keeps its counts per limit: under the
+// new limit every key starts with a fresh count,
+// and to keep the promise the limit it replaces still applies until its
+// state would have gone idle (about one of its windows): until then a
+// request must be allowed by both, and is counted by both.
 //
 // A concurrency limit cannot be changed (its units in flight would be
 // forgotten): SetLimit from or to one is an error.
@@ -55,10 +86,10 @@ func (l *Limiter) SetLimit(limit Limit) error {
 	l.setMu.Lock()
 	defer l.setMu.Unlock()
 	cur := l.cur.Load()
-	if cur.alg.Config() == limit {
+	if l.Limit() == limit {
 		return nil
 	}
-	next, err := l.bind(limit)
+	next, err := l.bind(limit, cur.counter)
 	if err != nil {
 		return err
 	}
@@ -67,6 +98,14 @@ func (l *Limiter) SetLimit(limit Limit) error {
 	}
 	if cur.alg.Name() == algorithm.Concurrency || next.alg.Name() == algorithm.Concurrency {
 		return errors.New("floodgate: SetLimit cannot change a concurrency limit: its units in flight would be forgotten; make a new Limiter")
+	}
+	if keeper, ok := l.store.(store.CountKeeper); ok && keeper.KeepsCounts() &&
+		cur.alg.Config().Identity() == next.alg.Config().Identity() {
+		// The stores convert each key's state; the limits replaced before
+		// that still apply keep doing so.
+		next.olds = cur.olds
+		l.cur.Store(next)
+		return nil
 	}
 	now := l.now()
 	for _, o := range cur.olds {
@@ -95,7 +134,7 @@ func (l *Limiter) allowChanging(ctx context.Context, c *limits, key string, n in
 		}
 	}
 	if len(reqs) == 1 {
-		l.cur.CompareAndSwap(c, &limits{alg: c.alg, mem: c.mem})
+		l.cur.CompareAndSwap(c, &limits{alg: c.alg, counter: c.counter, mem: c.mem})
 		return l.AllowN(ctx, key, n)
 	}
 	out := make([]Decision, len(reqs))
@@ -140,4 +179,14 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 		}
 	}
 	return nil
+}
+
+// limiterCounter names the counter of a Limiter made with the checked
+// limit c (algorithm.Config.Counter): limiters made with equal limits that
+// share a store share their keys' counters, and keep sharing them across
+// SetLimit; limiters made with different limits count apart.
+func limiterCounter(c algorithm.Config) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%#v", c)
+	return fmt.Sprintf("limiter:%016x", h.Sum64())
 }

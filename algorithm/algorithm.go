@@ -182,6 +182,22 @@ type Config struct {
 	// MaxDelay bounds the leaky bucket's queue: a request that would wait
 	// longer is rejected (default Window).
 	MaxDelay time.Duration
+	// Counter names the counter a limit's keys are counted in, so that a
+	// changed limit keeps its counts: limits with the same Counter (and
+	// the same Identity: algorithm, window) share each key's state, each
+	// deciding on it with its own limit (see Identity and ConvertFrom). The
+	// rule engine gives each rule's limits the rule's name; a Limiter, a
+	// name derived from the limit it was made with, so that SetLimit keeps
+	// its keys' counts. Empty: limits that differ in any parameter count
+	// apart.
+	Counter string
+	// Calendar, when set, makes a fixed window's windows calendar periods
+	// (a day, week, month or year in a time zone) instead of Window, which
+	// must then be zero. Only fixed-window takes it.
+	Calendar Calendar
+	// CarryOver is the most units a calendar window carries into a period
+	// from what the key left unused of the one before (0: none).
+	CarryOver int64
 }
 
 // Bounds New enforces, so that no decision's arithmetic can overflow int64.
@@ -217,8 +233,19 @@ func New(c Config) (Algorithm, error) {
 	if c.Limit < 1 {
 		return nil, fmt.Errorf("%s: limit must be at least 1, got %d", c.Algorithm, c.Limit)
 	}
-	if c.Window <= 0 && c.Algorithm != Concurrency {
+	var a Algorithm
+	var err error
+	switch {
+	case !c.Calendar.IsZero() || c.CarryOver != 0:
+		a, err = newCalendar(c)
+	case c.Window <= 0 && c.Algorithm != Concurrency:
 		return nil, fmt.Errorf("%s: window must be positive, got %v", c.Algorithm, c.Window)
+	default:
+		a, err = newAlgorithm(c)
 	}
-	return newAlgorithm(c)
+	if err != nil {
+		return nil, err
+	}
+	a.(interface{ setSelf(Algorithm) }).setSelf(a)
+	return a, nil
 }

@@ -12,6 +12,7 @@ type base struct {
 	words int
 	idle  time.Duration
 	p     Params
+	self  Algorithm // the algorithm that embeds this base
 }
 
 // Name returns the algorithm's name.
@@ -91,3 +92,6 @@ func mulDivUp(a, b, c int64) int64 {
 	}
 	return int64(q)
 }
+
+// setSelf records the algorithm that embeds b, for its ConvertFrom.
+func (b *base) setSelf(a Algorithm) { b.self = a }

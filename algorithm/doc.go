@@ -40,6 +40,16 @@
 // window at most 2L, reached by piling L just before and L just after a
 // boundary. ResetAfter is the time until the current window ends.
 //
+// fixed-window with a Calendar (3 words): the windows are calendar periods
+// (a day, week, month or year in a time zone, from a start day; see
+// Calendar) instead of multiples of Window: a calendar period is a fixed
+// window by definition. Each period counts at most L plus what CarryOver
+// carried into it: the part of the previous period's limit the key left
+// unused, up to CarryOver, when it counted anything in that period (so any
+// k consecutive periods count at most k·L + CarryOver). Like any fixed
+// window, up to 2L at a boundary. ResetAfter is the time to the period's
+// end, to the nanosecond, however long daylight saving makes it.
+//
 // sliding-window (1 + ceil(N/4) words when L < 2^16, else 1 + ceil(N/2);
 // 4 and 7 for the default 12 slices): N slices of floor(W/N), counting the
 // current slice and the N-1 before it, as the classic sliding window counter does; counts are packed
@@ -118,6 +128,23 @@
 // kept to the nanosecond, so no rounding weakens promise 1; promise 2 is
 // unchanged for Decide, and for merged late events keeps the overcount
 // above.
+//
+// # Changing a limit
+//
+// A key's state means something only under the parameters that wrote it.
+// Limits with the same Config.Counter and Config.Identity (the same
+// algorithm and window, say) count in one counter: a store keeps one state
+// per key for them, and when another of them decides on it, converts it
+// with the algorithm's ConvertFrom, keeping what was counted. So a raised
+// limit admits at once what it allows beyond the count, and a lowered one
+// applies at once: fixed, weighted and sliding windows keep their counts,
+// the buckets their debt in whole units (rounded up), and bounded-log its
+// entries with their counts. A W-long interval that spans a change of a
+// bounded log from L to L' holds at most max(L, L') + max(m, m') units, and
+// one after it L' + m'; the overcount that keeps this (entries combined, or
+// an open entry split, when a lower leaves more than the new limit's room)
+// ends within W of the change. Sliding-log and concurrency states do not
+// convert: their Identity is their whole Config.
 //
 // Params gives every algorithm's parameters in the form stores consume:
 // derived values (emission interval, bounded-log's m and capacity), the

@@ -159,3 +159,29 @@ func checkSpan(alg Name, what string, n, interval int64) error {
 
 // ceilDiv returns ceil(a/b) for a >= 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// newCalendar checks a calendar window's Config (c.Limit >= 1 is checked)
+// and builds it.
+func newCalendar(c Config) (Algorithm, error) {
+	if c.Algorithm != FixedWindow {
+		return nil, fmt.Errorf("%s: a calendar period is a fixed window by definition; use %s", c.Algorithm, FixedWindow)
+	}
+	if c.Calendar.IsZero() {
+		return nil, fmt.Errorf("%s: carry-over needs a calendar period", c.Algorithm)
+	}
+	if c.Window != 0 {
+		return nil, fmt.Errorf("%s: give a calendar period or a window, not both", c.Algorithm)
+	}
+	if c.Limit > MaxLimit {
+		return nil, fmt.Errorf("%s: limit %d is above the maximum %d", c.Algorithm, c.Limit, int64(MaxLimit))
+	}
+	if c.CarryOver < 0 || c.CarryOver > MaxLimit-c.Limit {
+		return nil, fmt.Errorf("%s: carry-over must be between 0 and %d (the limit and the carry-over together at most %d), got %d",
+			c.Algorithm, MaxLimit-c.Limit, int64(MaxLimit), c.CarryOver)
+	}
+	loc, err := c.Calendar.location()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", c.Algorithm, err)
+	}
+	return newCalendarWindow(c, loc), nil
+}

@@ -41,6 +41,11 @@ type Params struct {
 	// leases a key holds at once (at most lease.MaxPerKey). Zero for the other algorithms.
 	LeaseTTL  time.Duration
 	MaxLeases int64
+	// Calendar is a calendar window's period (the zero Calendar for the
+	// others); Window is then zero, and the algorithm's Bounds method gives
+	// the periods' boundaries. CarryOver is its carry-over cap.
+	Calendar  Calendar
+	CarryOver int64
 	// Words is Algorithm.Words: the length of the state.
 	Words int
 	// IdleAfter is Algorithm.IdleAfter.

@@ -133,7 +133,11 @@ func (sh *shard) decideLocked(d *algorithm.Decision, l *limit, a algorithm.Algor
 	if tick := now >> t.unitShift; tick > t.latest {
 		t.advanceTo(tick)
 	}
-	if sl := t.find(h); sl >= 0 {
+	sl := t.find(h)
+	if sl < 0 {
+		sl = sh.adopt(t, l, a, h, now)
+	}
+	if sl >= 0 {
 		b := sl * t.stride
 		head := t.slots[b]&^tickMask | t.latest&tickMask // t.touch(sl)
 		t.slots[b] = head
@@ -414,7 +418,11 @@ func (b *batch) load(reqs []store.Request, now int64) {
 		clear(st)
 		t := it.sh.table(it.l)
 		t.advance(now)
-		if sl := t.find(it.h); sl >= 0 {
+		sl := t.find(it.h)
+		if sl < 0 {
+			sl = it.sh.adopt(t, it.l, reqs[i].Algorithm, it.h, now)
+		}
+		if sl >= 0 {
 			t.load(sl, st)
 			it.charge = t.chargeFor(sl, now)
 		} else {

@@ -59,6 +59,10 @@ type limit struct {
 	live   bool
 	// fresh is set on limits registered since the last pass.
 	fresh bool
+	// kin is the limits of the same algorithm.Identity (kin.go), identity
+	// that identity.
+	kin      *kin
+	identity algorithm.Config
 }
 
 // directForms returns a's Direct form (algorithm.Direct) as whole when it
@@ -204,6 +208,9 @@ func (s *Store) limitSlow(a algorithm.Algorithm, cfg algorithm.Config, pin bool)
 	l = newLimit(a, cfg, words, s.newID())
 	l.pinned, l.fresh = pin, true
 	s.limits[cfg] = l
+	if cfg.Counter != "" {
+		s.join(l)
+	}
 	s.noteLookup()
 	return l, nil
 }

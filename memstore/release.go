@@ -54,6 +54,7 @@ func (s *Store) Reset(ctx context.Context, a algorithm.Algorithm, key string) er
 			t.remove(t.find(h))
 		}
 	}
+	sh.forget(l, h)
 	return nil
 }
 
@@ -81,6 +82,9 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 		t := sh.table(l)
 		t.advance(now)
 		sl := t.find(h)
+		if sl < 0 {
+			sl = sh.adopt(t, l, b.Algorithm, h, now)
+		}
 		var c int64
 		if sl >= 0 {
 			t.load(sl, b.State)

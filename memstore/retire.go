@@ -132,6 +132,7 @@ func (s *Store) retireLeastRecent(n int) {
 func (s *Store) retireLimit(cfg algorithm.Config, l *limit) {
 	l.retired.Store(true)
 	delete(s.limits, cfg)
+	s.leave(l)
 	s.freeIDs = append(s.freeIDs, l.id)
 	s.retiredLimits++
 }

@@ -129,7 +129,8 @@ type Store struct {
 	limitsMu sync.Mutex
 	// The registry of limits (limits.go, retire.go), under limitsMu.
 	limits        map[algorithm.Config]*limit
-	freeIDs       []int // ids of retired limits, for reuse
+	kins          map[algorithm.Config]*kin // by identity (kin.go)
+	freeIDs       []int                     // ids of retired limits, for reuse
 	nextID        int
 	misses        int // look-ups that missed the cache since it was made
 	maxLimits     int // the most limits the registry holds (pinned ones aside)
@@ -165,6 +166,7 @@ func New(o Options) *Store {
 		maxKeys:  perShard * n,
 		maxBytes: max(0, o.MaxBytes),
 		limits:   make(map[algorithm.Config]*limit),
+		kins:     make(map[algorithm.Config]*kin),
 	}
 	// Limits are bounded by the bytes set aside for them, or else by a
 	// share of the keys (a limit holds at least one key to be kept).

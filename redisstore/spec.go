@@ -64,7 +64,7 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 		return nil, fmt.Errorf("%w %q: not built by algorithm.New", ErrUnsupported, a.Name())
 	}
 	code, ok := scriptCodes[p.Name]
-	if !ok {
+	if !ok || !p.Calendar.IsZero() {
 		return nil, fmt.Errorf("%w %q", ErrUnsupported, p.Name)
 	}
 	params, err := scriptArgs(p, time.Microsecond)

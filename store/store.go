@@ -85,6 +85,17 @@ type Leaser interface {
 	ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []Request) (bool, error)
 }
 
+// CountKeeper is a Store that keeps each key's count when the limit that
+// decides on it changes to one of the same algorithm.Config.Identity (a
+// Limiter's SetLimit, a rule whose limit a reload changed): it converts the
+// key's state to the new limit when it next sees the key (the algorithms'
+// ConvertFrom). KeepsCounts reports whether it does so now; a store that
+// does not is given both limits for a while instead (see
+// floodgate.Limiter.SetLimit). The memory store is a CountKeeper.
+type CountKeeper interface {
+	KeepsCounts() bool
+}
+
 // Resetter is a Store that can forget a key's state under one limit, so
 // that the key's next request starts with the whole allowance. The memory
 // and Redis stores are Resetters.
