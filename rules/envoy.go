@@ -326,6 +326,7 @@ func (d *decoder) envoyLimit(n *yaml.Node, path conditions, index int) *rule {
 		return nil
 	}
 	if !r.base.unlimited {
+		cfg.Counter = r.id // a reload that changes the limit keeps the count
 		l, err := newLimit(cfg)
 		if err != nil {
 			d.errorf(n, "rate_limit: %v", err)

@@ -101,6 +101,9 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 	r := &rule{index: index, line: n.Line}
 	unlimited := d.ruleFields(r, n, f, what)
 	cfg := d.ruleAlgorithm(f, what)
+	// The rule's limits, its overrides' included, count in one counter, so
+	// that a changed limit (a reload) or a key's other plan keeps its count.
+	cfg.Counter = r.id
 	d.ruleLimit(r, &cfg, n, f, what, unlimited)
 	d.ruleOverrides(r, cfg, n, f, what, unlimited)
 	if len(d.errs) > before {

@@ -28,7 +28,7 @@ const (
 // overrideEntryBytes is what one built override holds: its table entry, its
 // rule and the bounded-log algorithm deciding it. TestOverrideEntryBytes
 // checks it against what building one allocates.
-const overrideEntryBytes = int64(unsafe.Sizeof(overrideEntry{})+unsafe.Sizeof(rule{})) + 512
+const overrideEntryBytes = int64(unsafe.Sizeof(overrideEntry{})+unsafe.Sizeof(rule{})) + 576
 
 // overrideTable maps request Overrides to the rules that enforce them,
 // within maxOverrides entries and maxOverrideBytes bytes, least recently
@@ -62,7 +62,10 @@ func (t *overrideTable) rule(o Override) (*rule, error) {
 		t.toFront(e)
 		return e.r, nil
 	}
-	lim, err := newLimit(algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: o.Limit, Window: o.Window})
+	// Every override of one window counts in one counter, as
+	// envoyproxy/ratelimit's cache keys leave the limit out: a descriptor
+	// whose override changes keeps its count.
+	lim, err := newLimit(algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: o.Limit, Window: o.Window, Counter: "=override"})
 	if err != nil {
 		return nil, fmt.Errorf("%w: limit override %d per %s: %v", ErrInvalidRequest, o.Limit, window.Format(o.Window), err)
 	}

@@ -166,11 +166,18 @@ func TestWatchReloadsAndKeepsOldRulesOnError(t *testing.T) {
 		}
 	}
 
-	// Changing the limit gives the rule fresh counters (a new configuration).
+	// Changing the limit keeps the rule's counts: u1 has used its 3, and
+	// raised to 10 it gets the 7 the new limit allows beyond them.
 	writeFile(t, path, limitFile(10, ""))
 	waitFor(t, "reload", func() bool { s := e.Set(); return s != before && s.Len() == 2 })
-	if got := allowedCount(t, e, one("member=u1"), 20); got != 10 {
-		t.Fatalf("after raising the limit to 10: %d allowed, want 10", got)
+	if got := allowedCount(t, e, one("member=u1"), 20); got != 7 {
+		t.Fatalf("after raising the limit from 3 to 10: %d allowed, want 7", got)
+	}
+	// Lowered to 5 with 10 counted, it rejects at once.
+	writeFile(t, path, limitFile(5, ""))
+	waitFor(t, "reload", func() bool { return e.Set().Rules()[0].Limit == 5 })
+	if got := allowedCount(t, e, one("member=u1"), 5); got != 0 {
+		t.Fatalf("after lowering the limit to 5 with 10 counted: %d allowed, want 0", got)
 	}
 }
 
