@@ -7,7 +7,7 @@ import (
 	"hash/fnv"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/internal/memtable"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -18,7 +18,7 @@ type limits struct {
 	// counter is the algorithm.Config.Counter the limiter gave alg, or
 	// empty when its caller named one.
 	counter string
-	mem     *memstore.Bound // the memory store bound to alg; nil for other stores
+	mem     *memtable.Bound // the memory store bound to alg; nil for other stores
 	olds    []oldLimit      // nil once no replaced limit applies
 }
 
@@ -52,8 +52,8 @@ func (l *Limiter) bind(limit Limit, counter string) (*limits, error) {
 	if own {
 		c.counter = counter
 	}
-	if m, ok := l.store.(*memstore.Store); ok {
-		if c.mem, err = m.Bind(alg); err != nil {
+	if t := memtable.Unwrap(l.store); t != nil {
+		if c.mem, err = t.Bind(alg); err != nil {
 			return nil, err
 		}
 	}

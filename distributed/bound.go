@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/internal/memtable"
 )
 
 // defaultMaxKeys is Options.MaxKeys when left zero.
@@ -136,7 +136,7 @@ func (t *table) remove(s *shard, k entryKey, e *entry) {
 }
 
 // The eviction summary. What an evicted key had used goes into a
-// conservative count-min sketch (memstore.Sketch: sums in two epochs, each
+// conservative count-min sketch (memtable.Sketch: sums in two epochs, each
 // key on one cell per row), one per shard and per kind of limit (the idle
 // time, and the allowance's scale); a key created later is charged the
 // least of its cells, which is never below what its earlier lives used
@@ -177,7 +177,7 @@ func (t *table) summaryHash(e *entry) uint64 {
 
 // sketchFor returns the sketch of alg's kind in s, made if make is set and
 // there is none. The caller holds s's lock.
-func (t *table) sketchFor(s *shard, alg algorithm.Algorithm, now int64, create bool) *memstore.Sketch {
+func (t *table) sketchFor(s *shard, alg algorithm.Algorithm, now int64, create bool) *memtable.Sketch {
 	full := fullAllowance(alg, now)
 	kind := sketchKind{idle: alg.IdleAfter(), quantum: full >> 12}
 	if k := s.sketches[kind]; k != nil || !create {
@@ -185,9 +185,9 @@ func (t *table) sketchFor(s *shard, alg algorithm.Algorithm, now int64, create b
 	}
 	capacity := min(int64(t.shardKeys), t.shardBytes/entryBytes)
 	room := min(t.shardBytes/sketchReserve-s.sketchBytes, max(capacity*sketchPerKey, minSketchRow)*sketchRowBytes)
-	k := memstore.NewSketch(room, kind.idle, full)
+	k := memtable.NewSketch(room, kind.idle, full)
 	if s.sketches == nil {
-		s.sketches = map[sketchKind]*memstore.Sketch{}
+		s.sketches = map[sketchKind]*memtable.Sketch{}
 	}
 	s.sketches[kind] = k
 	s.sketchBytes += k.Bytes()

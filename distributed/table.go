@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/memstore"
+	"github.com/floodgate-dev/floodgate/internal/memtable"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -109,7 +109,7 @@ type shard struct {
 	orphans    []*orphan
 	orphanKeys map[uint64]uint32
 	// sketches are the shard's eviction summary (see bound.go).
-	sketches    map[sketchKind]*memstore.Sketch
+	sketches    map[sketchKind]*memtable.Sketch
 	sketchBytes int64
 }
 

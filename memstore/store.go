@@ -23,10 +23,10 @@
 // and the state lie side by side, usually within one cache line. A
 // token-bucket or gcra key takes a 24-byte slot; a fixed-window key a
 // 16-byte one and a weighted-window key a 24-byte one, their state words
-// packed two to a word (see pack.go). A sliding-window key with 12 slices
+// packed two to a word (see internal/memtable/pack.go). A sliding-window key with 12 slices
 // takes a 40-byte slot: its counts are 16 bits each below a limit of
 // 65,536, and above it the table keeps its 32-bit counts in 16 bits until
-// one passes 65,535 (then 64 bytes; see pack.go).
+// one passes 65,535 (then 64 bytes; see internal/memtable/pack.go).
 //
 // A Bound (how a floodgate.Limiter uses the store) decides the counting
 // algorithms' tracked keys with their direct form (algorithm.Direct) in the
@@ -39,7 +39,7 @@
 // with zeros, so a state whose words past the third are zero stays in the
 // slot (a bounded-log key with at most m units in its window); a longer
 // one keeps its first two words there and the rest in a buffer of its own
-// sized to its length (see state.go). A bounded-log key whose state is
+// sized to its length (see internal/memtable/state.go). A bounded-log key whose state is
 // whole in the slot is decided there in the common case (bounded-log's
 // algorithm.Direct); others are copied out, decided and stored back up
 // to their last nonzero word, which the algorithm bounds (UsedWords) so
@@ -70,7 +70,7 @@
 // else the one that has used the fewest units, the least recently used
 // among equals. Eviction never hands out allowance: what an evicted key had
 // used, and until when, goes into a small conservative summary per table
-// (see sketch.go), and a key created later is charged what the summary
+// (see internal/memtable/sketch.go), and a key created later is charged what the summary
 // says for its hash. A returning evicted key is therefore never
 // under-counted; a new key whose hash meets evicted keys' entries in the
 // summary may be charged more than it used, so under a flood some light
@@ -79,21 +79,16 @@
 package memstore
 
 import (
-	"hash/maphash"
-	"math/bits"
-	"runtime"
-	"sync"
-	"sync/atomic"
+	"context"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/memtable"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
 // DefaultMaxKeys is the key bound of a Store whose Options.MaxKeys is zero.
-// At 25 to 36 bytes a key (fixed-window, token-bucket, gcra,
-// weighted-window; BENCHMARKS.md) it holds 4 million keys in at most
-// about 150 MB.
-const DefaultMaxKeys = 1 << 22
+const DefaultMaxKeys = memtable.DefaultMaxKeys
 
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
@@ -110,100 +105,12 @@ type Options struct {
 	// eviction summary and limits, over all limits together, in bytes. A
 	// sixteenth is set aside for the limits (each distinct
 	// algorithm.Config is accounted 1 KiB plus 16 bytes per shard, 2 KiB
-	// with 64 shards; at least 256 limits are kept: see retire.go), and
-	// each shard may use an equal share of the rest. Zero means no bound in bytes (MaxKeys still
-	// applies). The Go runtime's own overhead (garbage not yet collected,
-	// allocator slack) comes on top; see docs/operations.md.
+	// with 64 shards; at least 256 limits are kept), and each shard may use
+	// an equal share of the rest. Zero means no bound in bytes (MaxKeys
+	// still applies). The Go runtime's own overhead (garbage not yet
+	// collected, allocator slack) comes on top; see docs/operations.md.
 	MaxBytes int64
 }
-
-// Store is an in-memory store.Store and store.Syncer. It is safe for
-// concurrent use. The zero value is not usable; call New.
-type Store struct {
-	seed     maphash.Seed
-	shards   []shard
-	shift    uint // shard index = hash >> shift
-	maxKeys  int
-	maxBytes int64
-	recent   atomic.Pointer[limitCache]
-	limitsMu sync.Mutex
-	// The registry of limits (limits.go, retire.go), under limitsMu.
-	limits        map[algorithm.Config]*limit
-	kins          map[algorithm.Config]*kin // by identity (kin.go)
-	freeIDs       []int                     // ids of retired limits, for reuse
-	nextID        int
-	misses        int // look-ups that missed the cache since it was made
-	maxLimits     int // the most limits the registry holds (pinned ones aside)
-	retireAt      int // the registry's size that starts a retirement pass
-	retiredLimits int64
-	limitBytes    int64     // what a limit is accounted (limitBase and its index slots)
-	batchPool     sync.Pool // *batch
-}
-
-var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Syncer = (*Store)(nil)
-)
-
-// New returns an empty store configured by o.
-func New(o Options) *Store {
-	n := o.Shards
-	if n <= 0 {
-		n = max(64, 16*runtime.GOMAXPROCS(0))
-	}
-	n = min(n, 1<<16)
-	shardBits := uint(bits.Len(uint(n - 1)))
-	n = 1 << shardBits
-	maxKeys := o.MaxKeys
-	if maxKeys <= 0 {
-		maxKeys = DefaultMaxKeys
-	}
-	perShard := (maxKeys + n - 1) / n
-	s := &Store{
-		seed:     maphash.MakeSeed(),
-		shards:   make([]shard, n),
-		shift:    64 - shardBits,
-		maxKeys:  perShard * n,
-		maxBytes: max(0, o.MaxBytes),
-		limits:   make(map[algorithm.Config]*limit),
-		kins:     make(map[algorithm.Config]*kin),
-	}
-	// Limits are bounded by the bytes set aside for them, or else by a
-	// share of the keys (a limit holds at least one key to be kept).
-	s.limitBytes = limitBase + indexSlotBytes*int64(n)
-	s.maxLimits = max(minLimits, maxKeys/64)
-	limitRoom := int64(0)
-	if s.maxBytes > 0 {
-		limitRoom = s.maxBytes / limitReserve
-		s.maxLimits = max(minLimits, int(limitRoom/s.limitBytes))
-	}
-	s.retireAt = min(s.maxLimits, minRetirePass)
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.maxKeys = perShard
-		sh.maxBytes = -1
-		if s.maxBytes > 0 {
-			// The summaries' and the limits' room is set aside from the
-			// start, so making them later cannot push the store over.
-			sh.sketchRoom = s.maxBytes / int64(n) / sketchReserve
-			sh.maxBytes = s.maxBytes/int64(n) - sh.sketchRoom - limitRoom/int64(n)
-		}
-		sh.rng = uint64(i)*0x9e3779b97f4a7c15 | 1
-		sh.idx = i
-	}
-	s.batchPool.New = func() any { return new(batch) }
-	return s
-}
-
-// MaxKeys returns the most keys the store will track at once.
-func (s *Store) MaxKeys() int { return s.maxKeys }
-
-// MaxBytes returns the store's bound in bytes, or 0 if it has none.
-func (s *Store) MaxBytes() int64 { return s.maxBytes }
-
-// Len returns the number of keys the store tracks now, over all limits,
-// including idle keys not yet reclaimed.
-func (s *Store) Len() int { return int(s.Stats().Keys) }
 
 // Stats is a snapshot of a Store's size and of what its bounds cost.
 type Stats struct {
@@ -212,7 +119,7 @@ type Stats struct {
 	Keys int64
 	// Bytes is the memory of the tables, out-of-line states and eviction
 	// summary, as the store accounts it against MaxBytes (a packed table
-	// at its plain size; see pack.go).
+	// at its plain size).
 	Bytes int64
 	// Evicted counts keys dropped to keep within MaxKeys or MaxBytes while
 	// not idle; their use went into the eviction summary.
@@ -224,57 +131,107 @@ type Stats struct {
 	Charged int64
 }
 
-// Stats returns the store's counters, summed over its shards.
-func (s *Store) Stats() Stats {
-	var st Stats
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		st.Keys += int64(sh.n)
-		st.Bytes += sh.bytes + sh.sketchBytes
-		st.Evicted += sh.evicted
-		st.Expired += sh.expired
-		st.Charged += sh.charged
-		sh.mu.Unlock()
-	}
-	s.limitsMu.Lock()
-	st.Bytes += int64(len(s.limits)) * s.limitBytes
-	s.limitsMu.Unlock()
-	return st
+// Store is an in-memory store.Store and store.Syncer. It is safe for
+// concurrent use. The zero value is not usable; call New.
+type Store struct {
+	t *memtable.Store
 }
+
+var (
+	_ store.Store       = (*Store)(nil)
+	_ store.Syncer      = (*Store)(nil)
+	_ store.Leaser      = (*Store)(nil)
+	_ store.Resetter    = (*Store)(nil)
+	_ store.CountKeeper = (*Store)(nil)
+)
+
+// The root package's Limiter decides through the table of its memory store
+// directly (memtable.Bound), without a method of this package's API.
+func init() {
+	memtable.Unwrap = func(s store.Store) *memtable.Store {
+		if m, ok := s.(*Store); ok {
+			return m.t
+		}
+		return nil
+	}
+}
+
+// New returns an empty store configured by o.
+func New(o Options) *Store { return &Store{memtable.New(memtable.Options(o))} }
+
+// MaxKeys returns the most keys the store will track at once.
+func (s *Store) MaxKeys() int { return s.t.MaxKeys() }
+
+// MaxBytes returns the store's bound in bytes, or 0 if it has none.
+func (s *Store) MaxBytes() int64 { return s.t.MaxBytes() }
+
+// Len returns the number of keys the store tracks now, over all limits,
+// including idle keys not yet reclaimed.
+func (s *Store) Len() int { return s.t.Len() }
+
+// Stats returns the store's counters, summed over its shards.
+func (s *Store) Stats() Stats { return Stats(s.t.Stats()) }
 
 // Sweep drops every key that has been idle longer than its algorithm's
 // IdleAfter() as of now (Unix nanoseconds), releases memory that tables no
 // longer need, and returns the number of keys dropped. The store reclaims
 // idle keys by itself as it inserts new ones; Sweep is for callers that want
 // memory back sooner, such as a periodic janitor.
-func (s *Store) Sweep(now int64) int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for _, t := range sh.live {
-			n += t.advance(now)
-			n += t.sweepAll()
-			t.shrink()
-		}
-		sh.mu.Unlock()
-	}
-	return n
+func (s *Store) Sweep(now int64) int { return s.t.Sweep(now) }
+
+// DecideOne decides req at time now and counts it if allowed. It allocates
+// nothing when the key is already tracked. ctx is not consulted: an
+// in-memory decision never blocks for long.
+func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (algorithm.Decision, error) {
+	return s.t.DecideOne(ctx, now, req)
 }
 
-// shardIndex returns the shard of hash h. With one shard the shift is 64,
-// which Go defines to yield 0.
-func (s *Store) shardIndex(h uint64) int { return int(h >> s.shift) }
-
-func (s *Store) shardOf(h uint64) *shard { return &s.shards[s.shardIndex(h)] }
-
-// hash returns key's hash with its low byte cleared for the slot's
-// bookkeeping and never zero above it (zero marks an empty slot).
-func (s *Store) hash(key string) uint64 {
-	h := maphash.String(s.seed, key) &^ metaMask
-	if h == 0 {
-		h = 1 << metaBits
-	}
-	return h
+// Decide decides every request in reqs at time now, writing one decision per
+// request into out. Every request is decided first on a copy of its key's
+// state; only if every non-Shadow request is allowed are the new states
+// written back, so either all allowed requests are counted or none is.
+// Requests that name the same limit and key see each other's effect, in
+// order. The shards involved are locked together, in a fixed order, so the
+// check and the commit are one atomic step.
+func (s *Store) Decide(ctx context.Context, now int64, reqs []store.Request, out []algorithm.Decision) error {
+	return s.t.Decide(ctx, now, reqs, out)
 }
+
+// Acquire implements store.Leaser: it is Decide, with the units of every
+// allowed concurrency request held under lease id.
+func (s *Store) Acquire(ctx context.Context, now int64, id lease.ID, reqs []store.Request, out []algorithm.Decision) error {
+	return s.t.Acquire(ctx, now, id, reqs, out)
+}
+
+// ReleaseLease implements store.Leaser: it gives back what lease id holds
+// in the keys of reqs whose algorithm holds leases, and reports whether
+// any did.
+func (s *Store) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []store.Request) (bool, error) {
+	return s.t.ReleaseLease(ctx, now, id, reqs)
+}
+
+// Release gives back the units of reqs (see algorithm.Algorithm.Release).
+// Keys the store does not track hold nothing, so they are skipped.
+func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) error {
+	return s.t.Release(ctx, now, reqs)
+}
+
+// Reset forgets key's state under a (store.Resetter): its next request
+// starts with the whole allowance. Under memory pressure the eviction
+// summary may still charge the key for uses of evicted keys that share
+// its summary cells, as it charges any new key.
+func (s *Store) Reset(ctx context.Context, a algorithm.Algorithm, key string) error {
+	return s.t.Reset(ctx, a, key)
+}
+
+// Sync merges each batch's events into the store with Algorithm.Record (at
+// each event's own time) and sets the batch's State to a copy of the merged
+// state. A batch without events only reads. It is the shared-store side of
+// delayed synchronization when the nodes share one process.
+func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) error {
+	return s.t.Sync(ctx, now, batches)
+}
+
+// KeepsCounts reports true: the store keeps each key's count across a
+// change of its limit (store.CountKeeper): the key's state under the old limit is converted to the new one when the key is next seen.
+func (s *Store) KeepsCounts() bool { return s.t.KeepsCounts() }

@@ -1,4 +1,4 @@
-package memstore
+package memtable
 
 import (
 	"sync/atomic"
@@ -95,3 +95,9 @@ func (b *Bound) Prefetch(key string) Hashed {
 func (b *Bound) DecideHashedInto(d *algorithm.Decision, now int64, k Hashed, cost int64) {
 	b.s.decideHashed(d, b.l, b.a, b.dir, now, k.h, cost)
 }
+
+// Unwrap returns the table behind s when s is a memstore.Store, else nil.
+// Package memstore sets it when it is linked in: the root package's
+// Limiter binds its memory store's table without a method of memstore's
+// public API.
+var Unwrap = func(s store.Store) *Store { return nil }

@@ -1,6 +1,6 @@
 //go:build (amd64 || arm64) && !purego
 
-package memstore
+package memtable
 
 // prefetch asks the processor to start loading the cache lines that hold
 // the n bytes from p (at most two lines), without waiting for them: a

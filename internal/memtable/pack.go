@@ -1,4 +1,4 @@
-package memstore
+package memtable
 
 import "github.com/floodgate-dev/floodgate/algorithm"
 

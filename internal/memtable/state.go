@@ -1,4 +1,4 @@
-package memstore
+package memtable
 
 // States are stored up to their last nonzero word and handed back padded
 // with zeros to the algorithm's Words(). A table whose states have at most

@@ -1,6 +1,6 @@
 //go:build (!amd64 && !arm64) || purego
 
-package memstore
+package memtable
 
 // prefetch does nothing where the store has no prefetch instruction for
 // the processor (see prefetch_asm.go).

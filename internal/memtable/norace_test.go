@@ -1,7 +1,7 @@
-//go:build race
+//go:build !race
 
-package memstore
+package memtable
 
 // raceEnabled reports whether the race detector is on; tests that measure
 // scale down under it, where everything runs many times slower.
-const raceEnabled = true
+const raceEnabled = false
