@@ -273,7 +273,10 @@ type Lease struct {
 
 // NewLease returns a Lease of decision d whose Release calls release (nil:
 // nothing to release). It is for limiters other than Limiter that hand out
-// leases, such as rlsclient's.
+// leases, so that they can stand where a Limiter stands behind the
+// middleware that holds concurrency units (httplimit's and grpclimit's
+// Acquire interfaces): rlsclient.Client is one, a program's own limiter
+// may be another.
 func NewLease(d Decision, release func(context.Context) error) *Lease {
 	return &Lease{Decision: d, release: release}
 }

@@ -76,11 +76,11 @@ func TestSplitEnforcesLimitOverNodes(t *testing.T) {
 }
 
 func TestSplitConfigNeverGrantsMoreThanTheWhole(t *testing.T) {
-	c := SplitConfig(algorithm.Config{Algorithm: algorithm.TokenBucket, Limit: 601, Capacity: 61, Rate: 10, Burst: 9}, 8)
+	c := splitConfig(algorithm.Config{Algorithm: algorithm.TokenBucket, Limit: 601, Capacity: 61, Rate: 10, Burst: 9}, 8)
 	if c.Limit != 75 || c.Capacity != 7 || c.Rate != 1.25 || c.Burst != 1 {
-		t.Fatalf("SplitConfig = %+v, want limit 75, capacity 7, rate 1.25, burst 1", c)
+		t.Fatalf("splitConfig = %+v, want limit 75, capacity 7, rate 1.25, burst 1", c)
 	}
-	if c := SplitConfig(algorithm.Config{Limit: 3}, 8); c.Limit != 1 {
+	if c := splitConfig(algorithm.Config{Limit: 3}, 8); c.Limit != 1 {
 		t.Fatalf("limit 3 over 8 nodes = %d, want 1 (every node may accept something)", c.Limit)
 	}
 }

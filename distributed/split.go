@@ -16,7 +16,7 @@ func (n *Node) splitAlg(alg algorithm.Algorithm) (algorithm.Algorithm, error) {
 	if a, ok := n.algs.Load(cfg); ok {
 		return a.(algorithm.Algorithm), nil
 	}
-	a, err := algorithm.New(SplitConfig(cfg, n.nodes))
+	a, err := algorithm.New(splitConfig(cfg, n.nodes))
 	if err != nil {
 		return nil, fmt.Errorf("distributed: splitting %s across %d nodes: %w", cfg.Algorithm, n.nodes, err)
 	}
@@ -24,10 +24,10 @@ func (n *Node) splitAlg(alg algorithm.Algorithm) (algorithm.Algorithm, error) {
 	return a, nil
 }
 
-// SplitConfig returns c with its allowance divided across nodes: Limit,
+// splitConfig returns c with its allowance divided across nodes: Limit,
 // Capacity and Burst become their nth part (at least 1, rounded down so the
 // nodes together never grant more than c), and Rate its nth part.
-func SplitConfig(c algorithm.Config, nodes int) algorithm.Config {
+func splitConfig(c algorithm.Config, nodes int) algorithm.Config {
 	if nodes <= 1 {
 		return c
 	}

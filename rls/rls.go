@@ -67,7 +67,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/rules/httprules"
+	"github.com/floodgate-dev/floodgate/rules/ruleheader"
 	"github.com/floodgate-dev/floodgate/rules/rulelog"
 )
 
@@ -332,7 +332,7 @@ func (s *Service) checkGroups(ctx context.Context, domain string, p parsedDescri
 // responseHeaders is the rate limit header fields of res, for Envoy to add
 // to the response (nil if none).
 func responseHeaders(res rules.Result) []*corev3.HeaderValue {
-	fields := httprules.Fields(res)
+	fields := ruleheader.Fields(res)
 	if len(fields) == 0 {
 		return nil
 	}

@@ -57,12 +57,20 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/rules"
 )
 
+// Entry is one key/value pair of a Descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// Descriptor is an ordered list of entries, as in Envoy's RLS API and the
+// server's rules: the server decides it with every rule that matches it.
+type Descriptor []Entry
+
 // leaseHeader is the response header the server's lease comes in
-// (rls.LeaseHeader; a test holds them equal, and the client need not link
-// the server).
+// (rls.LeaseHeader, written again here so that the client need not link
+// the server; the server's tests release leases through this client).
 const leaseHeader = "floodgate-lease"
 
 // Decision is the outcome of one call, as floodgate.Decision.
@@ -85,7 +93,7 @@ type Options struct {
 	Domain string
 	// Describe returns the descriptor a key is decided as; nil means the
 	// single entry {EntryKey: key}.
-	Describe func(key string) rules.Descriptor
+	Describe func(key string) Descriptor
 	// EntryKey is the entry key of the default descriptor; empty means "key".
 	EntryKey string
 	// Timeout bounds each call (it also applies when the caller's context
@@ -285,11 +293,11 @@ func unmatched(resp *rlsv3.RateLimitResponse) bool {
 	return true
 }
 
-func (c *Client) describe(key string) rules.Descriptor {
+func (c *Client) describe(key string) Descriptor {
 	if c.o.Describe != nil {
 		return c.o.Describe(key)
 	}
-	return rules.Descriptor{{Key: c.o.EntryKey, Value: key}}
+	return Descriptor{{Key: c.o.EntryKey, Value: key}}
 }
 
 // decision reads a Decision from the response: allowed from the overall

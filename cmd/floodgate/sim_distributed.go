@@ -445,7 +445,7 @@ func distNotes(p distParams, doc distDoc) []string {
 		fmt.Sprintf("Each arrangement runs %d real limiter nodes (package distributed) sharing one %s store under a virtual clock; "+
 			"request i is sent at floor(i*1e9/rate) ns to node floor(u*%d), u from the baseline's 32-bit LCG.", p.nodes, doc.Store, p.nodes),
 		"Centralized touches are the shared store's decision calls, one per request. Split nodes enforce " +
-			fmt.Sprintf("floor(%d/%d) = %d each and never touch the store.", p.limit.Limit, p.nodes, distributed.SplitConfig(p.limit, p.nodes).Limit),
+			fmt.Sprintf("floor(%d/%d) = %d each and never touch the store.", p.limit.Limit, p.nodes, max(1, p.limit.Limit/int64(p.nodes))),
 		"Delayed touches are counted Sync calls: each node's push-and-pull when its interval has passed, plus its final push on Close. " +
 			"To make each round one global snapshot as in the baseline's model, every node but the last pulls once more after all have pushed; " +
 			"those refresh pulls (refresh_pulls in --json) are a simulator device and not counted.",

@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate-dev/floodgate/internal/window"
 	"github.com/floodgate-dev/floodgate/ratelimitheader"
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/ruleheader"
 	"github.com/floodgate-dev/floodgate/rules/rulelog"
 )
 
@@ -123,7 +124,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if res.Unmatched != "" {
 		h.o.Unmatched.Record(req, res, "path", r.URL.Path)
 	}
-	SetHeaders(w.Header(), res)
+	ruleheader.Set(w.Header(), res)
 	if !res.Allowed {
 		w.Header().Set("Content-Type", "application/problem+json")
 		writeJSON(w, http.StatusTooManyRequests, NewRejection(res))

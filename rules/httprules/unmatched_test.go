@@ -29,7 +29,7 @@ rules:
 		want   map[string]uint64
 		reason string
 	}{
-		{"shpo", map[string]uint64{rulelog.Other: 3}, "no rule set has this domain"},
+		{"shpo", map[string]uint64{"other": 3}, "no rule set has this domain"},
 		{"shop", map[string]uint64{"shop": 3}, "no rule of the domain matches"},
 	} {
 		t.Run(c.domain, func(t *testing.T) {

@@ -10,26 +10,26 @@ import (
 	"github.com/floodgate-dev/floodgate/rules"
 )
 
-// Other is the label unmatched requests of unknown domains are
-// counted under, so that the number of labels stays bounded by the rule
-// files and not by what clients send.
-const Other = "other"
+// other is the label unmatched requests of unknown domains are counted
+// under, so that the number of labels stays bounded by the rule files and
+// not by what clients send.
+const other = "other"
 
-// Label returns the label an unmatched result is counted under: the rule
-// set's domain it was checked in, or Other when no rule set has the
+// label returns the label an unmatched result is counted under: the rule
+// set's domain it was checked in, or other when no rule set has the
 // request's domain. It returns "" for a result some rule applied to.
-func Label(res rules.Result) string {
+func label(res rules.Result) string {
 	switch {
 	case res.Unmatched == "":
 		return ""
 	case res.Domain == "":
-		return Other
+		return other
 	default:
 		return res.Domain
 	}
 }
 
-// Unmatched counts requests no rule applied to, by Label, and
+// Unmatched counts requests no rule applied to, by label, and
 // logs them without flooding the log: at most one record per interval, with
 // one example request and the number of unmatched requests since the
 // previous record. Such requests pass without being limited, so a mistyped
@@ -60,11 +60,11 @@ func NewUnmatched(log *slog.Logger, every time.Duration) *Unmatched {
 // logs it if a record is due; attrs are added to the record (the path, the
 // front end). It reports whether req was unmatched.
 func (u *Unmatched) Record(req rules.Request, res rules.Result, attrs ...any) bool {
-	label := Label(res)
-	if label == "" {
+	name := label(res)
+	if name == "" {
 		return false
 	}
-	n, due := u.count(label)
+	n, due := u.count(name)
 	if !due {
 		return true
 	}
@@ -72,7 +72,7 @@ func (u *Unmatched) Record(req rules.Request, res rules.Result, attrs ...any) bo
 	if res.Unmatched == rules.UnmatchedRules {
 		why = "no rule of the domain matches the descriptors"
 	}
-	args := append([]any{"domain", req.Domain, "counted_as", label, "reason", why,
+	args := append([]any{"domain", req.Domain, "counted_as", name, "reason", why,
 		"example", formatDescriptors(req.Descriptors, 64), "unmatched_since_last_record", n}, attrs...)
 	u.log.Warn("request matched no rule and was not limited", args...)
 	return true

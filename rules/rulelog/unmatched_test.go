@@ -55,7 +55,7 @@ func check(t testing.TB, e *rules.Engine, req rules.Request) rules.Result {
 	return r
 }
 
-// Label is the domain an unmatched request was checked in, Other for an
+// label is the domain an unmatched request was checked in, other for an
 // unknown domain, and "" for a request some rule applied to.
 func TestLabel(t *testing.T) {
 	e := newEngine(t, unmatchedRules)
@@ -63,12 +63,12 @@ func TestLabel(t *testing.T) {
 		req   rules.Request
 		label string
 	}{
-		{rules.Request{Domain: "default", Descriptors: []rules.Descriptor{desc("path=/loan/x", "member=u1")}}, Other},
+		{rules.Request{Domain: "default", Descriptors: []rules.Descriptor{desc("path=/loan/x", "member=u1")}}, other},
 		{rules.Request{Domain: "myapp", Descriptors: []rules.Descriptor{desc("path=/other", "member=u1")}}, "myapp"},
 		{rules.Request{Descriptors: []rules.Descriptor{desc("path=/loan/x", "member=u1")}}, ""},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if got := Label(check(t, e, c.req)); got != c.label {
+			if got := label(check(t, e, c.req)); got != c.label {
 				t.Errorf("label %q, want %q", got, c.label)
 			}
 		})

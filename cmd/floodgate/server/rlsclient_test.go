@@ -19,7 +19,6 @@ import (
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
 	"github.com/floodgate-dev/floodgate/internal/testkit/syncbuf"
 	"github.com/floodgate-dev/floodgate/rlsclient"
-	"github.com/floodgate-dev/floodgate/rules"
 )
 
 const testRules = `
@@ -297,7 +296,7 @@ func TestUnmatchedKeyIsNotSilent(t *testing.T) {
 func TestMalformedRequestIsAnError(t *testing.T) {
 	addr, _, _ := serve(t)
 	c, _ := rlsclient.New(addr, rlsclient.Options{Domain: "api", EntryKey: "key", Timeout: 2 * time.Second,
-		Describe: func(key string) rules.Descriptor { return rules.Descriptor{{Key: "", Value: key}} }})
+		Describe: func(key string) rlsclient.Descriptor { return rlsclient.Descriptor{{Key: "", Value: key}} }})
 	defer c.Close()
 	if _, err := c.Allow(context.Background(), "acme"); err == nil {
 		t.Fatal("an empty entry key was not an error")

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/rules/httprules"
+	"github.com/floodgate-dev/floodgate/rules/ruleheader"
 )
 
 // finishCheck adds to a /v1/check answer what the JSON body alone does not
@@ -15,7 +15,7 @@ import (
 // rule applied, the Unmatched field and a note naming the domains the rules
 // have.
 func finishCheck(h http.Header, out *CheckResponse, res rules.Result, set *rules.Set) {
-	httprules.SetHeaders(h, res)
+	ruleheader.Set(h, res)
 	out.Unmatched = res.Unmatched
 	switch res.Unmatched {
 	case rules.UnmatchedDomain:

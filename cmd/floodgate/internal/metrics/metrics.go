@@ -22,7 +22,6 @@ import (
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/topk"
 	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/rules/rulelog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -153,7 +152,7 @@ type Recorder struct {
 	reqAllowed, reqRejected, reqUnmatched, reqError prometheus.Counter
 
 	// unmatched counts requests no rule applied to by domain label
-	// (rulelog.Label: a rule set's domain or "other").
+	// (domainLabel: a rule set's domain or "other").
 	unmatched *unmatchedCounts
 
 	// rules maps a rule name to its counters; it only grows (rule names
@@ -416,7 +415,7 @@ func (r *Recorder) RulesLoaded(set *rules.Set) {
 	for _, ri := range set.Rules() {
 		r.rule(ri.Name)
 	}
-	r.unmatched.known(append(set.Domains(), rulelog.Other))
+	r.unmatched.known(append(set.Domains(), otherDomain))
 }
 
 // Snapshot is the recorder's state for the status page, in a JSON-friendly

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-dev/floodgate/rules"
-	"github.com/floodgate-dev/floodgate/rules/rulelog"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -43,10 +42,24 @@ func newUnmatchedCounts() *unmatchedCounts {
 	}, []string{"domain"})}
 }
 
+// otherDomain is the domain label of unmatched requests whose domain no
+// rule set has, so that the number of labels stays bounded by the rule
+// files and not by what clients send.
+const otherDomain = "other"
+
+// domainLabel is the domain label res is counted under: the rule set's
+// domain it was checked in, or otherDomain.
+func domainLabel(res rules.Result) string {
+	if res.Domain == "" {
+		return otherDomain
+	}
+	return res.Domain
+}
+
 func (u *unmatchedCounts) add(res rules.Result) {
-	label := rulelog.Label(res)
-	if label == "" {
-		label, res.Unmatched = rulelog.Other, rules.UnmatchedDomain
+	label := domainLabel(res)
+	if res.Unmatched == "" {
+		label, res.Unmatched = otherDomain, rules.UnmatchedDomain
 	}
 	v, ok := u.counts.Load(label)
 	if !ok {

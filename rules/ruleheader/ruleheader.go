@@ -1,4 +1,9 @@
-package httprules
+// Package ruleheader writes the rate-limit response header fields
+// (Retry-After, X-RateLimit-*, RateLimit, RateLimit-Policy; package
+// ratelimitheader) that describe a rule engine's result, for every front
+// end of the rule engine: the HTTP middleware, the JSON API and the Envoy
+// Rate Limit Service.
+package ruleheader
 
 import (
 	"net/http"
@@ -23,9 +28,8 @@ func Fields(res rules.Result) []ratelimitheader.Field {
 	return ratelimitheader.Fields(outcome(res, idx[:0], lims[:0]))
 }
 
-// SetHeaders sets the fields Fields returns on h, replacing any values they
-// had.
-func SetHeaders(h http.Header, res rules.Result) {
+// Set sets the fields Fields returns on h, replacing any values they had.
+func Set(h http.Header, res rules.Result) {
 	var idx [8]int
 	var lims [8]ratelimitheader.Limit
 	ratelimitheader.Set(h, outcome(res, idx[:0], lims[:0]))

@@ -1,4 +1,4 @@
-package httprules
+package ruleheader
 
 import (
 	"testing"
