@@ -65,6 +65,11 @@ type PathPolicy struct {
 	// TrailingSlash: "keep" it, or "strip" it for an upstream that serves
 	// /a/ as /a.
 	TrailingSlash string
+	// Compatibility: "refuse" a path holding a character Unicode
+	// compatibility normalization (NFKC) turns into ASCII (full-width
+	// letters and the like), or "keep" it for an upstream that does not
+	// normalise.
+	Compatibility string
 }
 
 // Options configures a Gateway.
@@ -163,7 +168,7 @@ func New(o Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: route prefix %q appears twice", r.Prefix)
 		}
 		seen[r.Prefix] = true
-		pp, err := urlpath.ParsePolicy(r.Path.EncodedSlash, r.Path.Semicolon, r.Path.Case, r.Path.TrailingSlash)
+		pp, err := urlpath.ParsePolicy(r.Path.EncodedSlash, r.Path.Semicolon, r.Path.Case, r.Path.TrailingSlash, r.Path.Compatibility)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: route %s: path: %v", r.Prefix, err)
 		}
@@ -318,7 +323,8 @@ func (g *Gateway) canonical(escaped string) (esc, dec string, err error) {
 	// lenient is the path under the most accepting policy: a route whose
 	// own policy refuses the path is the path's route when lenient takes
 	// it, and the path is then refused.
-	_, lenient, lerr := urlpath.Canonical(escaped, urlpath.Policy{EncodedSlash: urlpath.DecodeEncodedSlash, Semicolon: urlpath.KeepSemicolon})
+	_, lenient, lerr := urlpath.Canonical(escaped, urlpath.Policy{EncodedSlash: urlpath.DecodeEncodedSlash, Semicolon: urlpath.KeepSemicolon,
+		Compatibility: urlpath.KeepCompatibility})
 	if lerr != nil {
 		return "", "", lerr
 	}

@@ -32,7 +32,7 @@ func TestGatewayForwardsTheCanonicalPath(t *testing.T) {
 	}
 	gw, err := New(Options{Limit: limit, Routes: []Route{
 		{Prefix: "/api/", Upstream: mustURL(t, api.URL)},
-		{Prefix: "/files/", Upstream: mustURL(t, files.URL), Path: PathPolicy{EncodedSlash: "decode", Semicolon: "keep"}},
+		{Prefix: "/files/", Upstream: mustURL(t, files.URL), Path: PathPolicy{EncodedSlash: "decode", Semicolon: "keep", Compatibility: "keep"}},
 		{Prefix: "/", Upstream: mustURL(t, rest.URL), Path: PathPolicy{Case: "lower", Semicolon: "strip", TrailingSlash: "strip"}},
 	}})
 	if err != nil {
@@ -55,6 +55,10 @@ func TestGatewayForwardsTheCanonicalPath(t *testing.T) {
 		{"/API/login", 400, "takes route / under that route's path policy, but route /api/ as spelled", ""},
 		{"/x/..;/api/y", 400, "route /api/", ""},
 		{"/x\\y", 400, "backslash", ""},
+		{"/api/login.", 400, "ends with a dot or a space", ""},
+		{"/api/%256cogin", 400, "double-encoded", ""},
+		{"/api/%EF%BD%8Cogin", 400, "NFKC", ""},
+		{"/files/%EF%BD%8Cogin", 200, "files /files/%EF%BD%8Cogin", "/files/ｌogin"},
 	} {
 		for _, method := range []string{"GET", "POST"} {
 			t.Run(method+" "+c.target, func(t *testing.T) {

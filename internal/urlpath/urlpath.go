@@ -9,7 +9,8 @@
 // upper case. What upstreams disagree on — an encoded slash, ';'
 // parameters, letter case, a trailing slash — follows a Policy. A path that
 // cannot be given one meaning (a malformed escape, a backslash, a control
-// character, or a spelling the policy refuses) is an error, which the
+// character, a segment ending in '.' or a space, a double-encoded escape
+// such as %256c, or a spelling the policy refuses) is an error, which the
 // gateway answers with 400.
 package urlpath
 
@@ -71,20 +72,44 @@ const (
 	StripTrailingSlash
 )
 
+// Compatibility says what a character means that Unicode compatibility
+// normalization (NFKC) turns into ASCII: full-width letters (/api/ｌｏｇｉｎ),
+// ligatures, super- and subscripts, enclosed and mathematical letters.
+type Compatibility uint8
+
+const (
+	// RefuseCompatibility refuses a path holding such a character: an
+	// upstream that normalises paths with NFKC (some frameworks, IIS's
+	// "best fit" mapping) would read another path than the rules saw.
+	RefuseCompatibility Compatibility = iota
+	// KeepCompatibility treats them as ordinary characters, for upstreams
+	// that do not normalise (nginx, Go's ServeMux), where /api/ｌｏｇｉｎ is
+	// a page of its own.
+	KeepCompatibility
+)
+
 // Policy says how a route treats the spellings upstreams disagree on. The
 // zero value is the safe default: refuse %2F, refuse ';', keep case, keep
-// a trailing slash.
+// a trailing slash, refuse characters NFKC turns into ASCII.
 type Policy struct {
 	EncodedSlash  EncodedSlash
 	Semicolon     Semicolon
 	Case          Case
 	TrailingSlash TrailingSlash
+	Compatibility Compatibility
 }
 
 // ParsePolicy reads a Policy from the words of the configuration; an empty
 // word takes the default.
-func ParsePolicy(encodedSlash, semicolon, letterCase, trailingSlash string) (Policy, error) {
+func ParsePolicy(encodedSlash, semicolon, letterCase, trailingSlash, compatibility string) (Policy, error) {
 	var p Policy
+	switch compatibility {
+	case "", "refuse":
+	case "keep":
+		p.Compatibility = KeepCompatibility
+	default:
+		return p, fmt.Errorf("compatibility %q: want refuse or keep", compatibility)
+	}
 	switch encodedSlash {
 	case "", "refuse":
 	case "decode":
@@ -164,6 +189,11 @@ func Canonical(escaped string, p Policy) (esc, decoded string, err error) {
 			out = out[:start]
 			out = out[:max(bytes.LastIndexByte(out, '/'), 0)]
 			trailing = true
+		case out[len(out)-1] == '.' || bytes.HasSuffix(out[start:], []byte("%20")):
+			// Windows and IIS, and servers that trim names, drop a
+			// segment's trailing dots and spaces: /api/login. and
+			// /api/login%20 are /api/login there and other paths elsewhere.
+			return "", "", fmt.Errorf("path segment %q ends with a dot or a space, which upstreams disagree on", clip(seg))
 		default:
 			trailing = false
 		}
@@ -182,7 +212,30 @@ func Canonical(escaped string, p Policy) (esc, decoded string, err error) {
 	if err != nil { // not reached: every escape written is well formed
 		return "", "", fmt.Errorf("path %q: %v", clip(esc), err)
 	}
+	// %25 and two hex digits (%256c, or %25%36%63): the decoded path holds
+	// an escape, which an upstream that decodes twice reads as its
+	// character (l).
+	if doubleEncoded(decoded) {
+		return "", "", fmt.Errorf("path %q has a double-encoded escape (%%25 and two hex digits), which upstreams that decode twice read as another character", clip(esc))
+	}
+	if p.Compatibility == RefuseCompatibility {
+		if r, ok := compatRune(decoded); ok {
+			return "", "", fmt.Errorf("path %q has %U (%q), which Unicode compatibility normalization (NFKC) turns into ASCII, "+
+				"so upstreams that normalise read another path", clip(decoded), r, r)
+		}
+	}
 	return esc, decoded, nil
+}
+
+// doubleEncoded reports whether s, a decoded path, holds '%' and two hex
+// digits.
+func doubleEncoded(s string) bool {
+	for i := 0; i+2 < len(s); i++ {
+		if s[i] == '%' && ishex(s[i+1]) && ishex(s[i+2]) {
+			return true
+		}
+	}
+	return false
 }
 
 // isCanonical reports whether s (starting with '/') is already canonical
@@ -194,6 +247,10 @@ func isCanonical(s string, p Policy) bool {
 		case c == '/':
 			if i+1 < len(s) && (s[i+1] == '/' || s[i+1] == '.') {
 				return false // an empty segment, or one that may be a dot segment
+			}
+		case c == '.':
+			if i+1 == len(s) || s[i+1] == '/' {
+				return false // a segment ending in a dot
 			}
 		case c == '%', c == '\\', c < 0x21, c >= 0x7f:
 			return false

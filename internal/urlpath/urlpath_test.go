@@ -60,6 +60,33 @@ func TestCanonical(t *testing.T) {
 		{in: "/api%2", errSubstr: "malformed"},
 		{in: "/api%", errSubstr: "malformed"},
 		{in: "*", errSubstr: "start with /"},
+		// Trailing dots and spaces, which Windows and IIS drop.
+		{in: "/api/login.", errSubstr: "ends with a dot or a space"},
+		{in: "/api/login%2e", errSubstr: "ends with a dot or a space"},
+		{in: "/api/login%2E%2E", errSubstr: "ends with a dot or a space"},
+		{in: "/api/login...", errSubstr: "ends with a dot or a space"},
+		{in: "/api/login./x", errSubstr: "ends with a dot or a space"},
+		{in: "/api/login%20", errSubstr: "ends with a dot or a space"},
+		{in: "/api/%20/login", errSubstr: "ends with a dot or a space"},
+		{in: "/api/login.;x", p: Policy{Semicolon: StripSemicolon}, errSubstr: "ends with a dot or a space"},
+		{in: "/v1.0/a.b/.well-known", esc: "/v1.0/a.b/.well-known"},
+		// Double encoding, which upstreams that decode twice read as the
+		// character.
+		{in: "/api/%256cogin", errSubstr: "double-encoded"},
+		{in: "/api/%25%36%63ogin", errSubstr: "double-encoded"},
+		{in: "/api/%2525", errSubstr: "double-encoded"},
+		{in: "/a%25zz", esc: "/a%25zz", dec: "/a%zz"},
+		// Characters NFKC turns into ASCII: full-width letters and dots,
+		// a ligature, a one-dot leader, the Kelvin sign.
+		{in: "/api/%EF%BD%8C%EF%BD%8F%EF%BD%87%EF%BD%89%EF%BD%8E", errSubstr: "U+FF4C"},
+		{in: "/api/\xef\xbd\x8cogin", errSubstr: "NFKC"},
+		{in: "/api/%EF%BC%8E%EF%BC%8E/admin", errSubstr: "U+FF0E"},
+		{in: "/api/%EF%AC%81le", errSubstr: "U+FB01"},
+		{in: "/api/login%E2%80%A4", errSubstr: "U+2024"},
+		{in: "/%E2%84%AA", errSubstr: "U+212A"},
+		{in: "/api/%EF%BD%8C%EF%BD%8F%EF%BD%87%EF%BD%89%EF%BD%8E", p: Policy{Compatibility: KeepCompatibility},
+			esc: "/api/%EF%BD%8C%EF%BD%8F%EF%BD%87%EF%BD%89%EF%BD%8E", dec: "/api/ｌｏｇｉｎ"},
+		{in: "/caf%C3%A9/%E6%97%A5%E6%9C%AC", esc: "/caf%C3%A9/%E6%97%A5%E6%9C%AC", dec: "/café/日本"},
 	} {
 		t.Run(c.in, func(t *testing.T) {
 			esc, dec, err := Canonical(c.in, c.p)
@@ -81,16 +108,16 @@ func TestCanonical(t *testing.T) {
 }
 
 func TestParsePolicy(t *testing.T) {
-	p, err := ParsePolicy("decode", "strip", "lower", "strip")
-	if err != nil || p != (Policy{DecodeEncodedSlash, StripSemicolon, LowerCase, StripTrailingSlash}) {
+	p, err := ParsePolicy("decode", "strip", "lower", "strip", "keep")
+	if err != nil || p != (Policy{DecodeEncodedSlash, StripSemicolon, LowerCase, StripTrailingSlash, KeepCompatibility}) {
 		t.Fatalf("ParsePolicy: %+v, %v", p, err)
 	}
-	if p, err := ParsePolicy("", "", "", ""); err != nil || p != (Policy{}) {
+	if p, err := ParsePolicy("", "", "", "", ""); err != nil || p != (Policy{}) {
 		t.Fatalf("defaults: %+v, %v", p, err)
 	}
-	for _, bad := range [][4]string{{"keep", "", "", ""}, {"", "drop", "", ""}, {"", "", "upper", ""}, {"", "", "", "add"}} {
+	for _, bad := range [][5]string{{"keep", "", "", "", ""}, {"", "drop", "", "", ""}, {"", "", "upper", "", ""}, {"", "", "", "add", ""}, {"", "", "", "", "fold"}} {
 		t.Run(strings.Join(bad[:], ","), func(t *testing.T) {
-			if _, err := ParsePolicy(bad[0], bad[1], bad[2], bad[3]); err == nil {
+			if _, err := ParsePolicy(bad[0], bad[1], bad[2], bad[3], bad[4]); err == nil {
 				t.Errorf("ParsePolicy(%q) accepted", bad)
 			}
 		})
@@ -99,18 +126,21 @@ func TestParsePolicy(t *testing.T) {
 
 var policies = []Policy{
 	{},
-	{DecodeEncodedSlash, StripSemicolon, LowerCase, StripTrailingSlash},
-	{RefuseEncodedSlash, KeepSemicolon, CaseSensitive, KeepTrailingSlash},
-	{DecodeEncodedSlash, KeepSemicolon, LowerCase, KeepTrailingSlash},
+	{DecodeEncodedSlash, StripSemicolon, LowerCase, StripTrailingSlash, RefuseCompatibility},
+	{RefuseEncodedSlash, KeepSemicolon, CaseSensitive, KeepTrailingSlash, KeepCompatibility},
+	{DecodeEncodedSlash, KeepSemicolon, LowerCase, KeepTrailingSlash, KeepCompatibility},
 }
 
 // FuzzCanonical: under every policy Canonical never panics; what it
-// returns starts with '/', has no empty, "." or ".." segment, decodes to
-// the decoded form it gives, and is its own canonical form.
+// returns starts with '/', has no empty, "." or ".." segment, no segment
+// ending in a dot or a space, no escape once decoded, no character NFKC
+// turns into ASCII unless the policy keeps them, decodes to the decoded
+// form it gives, and is its own canonical form.
 func FuzzCanonical(f *testing.F) {
 	for _, s := range []string{"/api/login", "//api/login", "/api//login", "/api/./login", "/./api/login",
 		"/api/%2e/login", "/api/foo/../login", "/API/login", "/api/login/", "/api/login;x", "/api/..;/x",
-		"/a%2F..%2Fb", "/%c3%a9/%zz", "/a b/\xff", "/..", "/.%2e/", "/x/%2E%2E;/y", "/%3b", ""} {
+		"/a%2F..%2Fb", "/%c3%a9/%zz", "/a b/\xff", "/..", "/.%2e/", "/x/%2E%2E;/y", "/%3b", "",
+		"/api/login.", "/api/login%20/x", "/api/%256cogin", "/api/%25%36%63", "/api/%EF%BD%8C", "/%E2%84%AA/k"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -129,6 +159,17 @@ func FuzzCanonical(f *testing.F) {
 			}
 			if strings.Contains(esc, "//") {
 				t.Fatalf("%+v: Canonical(%q) = %q has an empty segment", p, in, esc)
+			}
+			for _, seg := range strings.Split(dec[1:], "/") {
+				if strings.HasSuffix(seg, ".") || strings.HasSuffix(seg, " ") {
+					t.Fatalf("%+v: Canonical(%q) = %q has segment %q ending in a dot or space", p, in, dec, seg)
+				}
+			}
+			if doubleEncoded(dec) {
+				t.Fatalf("%+v: Canonical(%q) = %q decodes to an escape", p, in, dec)
+			}
+			if r, ok := compatRune(dec); ok && p.Compatibility == RefuseCompatibility {
+				t.Fatalf("%+v: Canonical(%q) = %q holds %U", p, in, dec, r)
 			}
 			if d, err := url.PathUnescape(esc); err != nil || d != dec {
 				t.Fatalf("%+v: Canonical(%q) = %q, %q; it decodes to %q, %v", p, in, esc, dec, d, err)

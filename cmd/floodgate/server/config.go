@@ -179,6 +179,7 @@ type RoutePath struct {
 	Semicolon     string `yaml:"semicolon"`
 	Case          string `yaml:"case"`
 	TrailingSlash string `yaml:"trailing_slash"`
+	Compatibility string `yaml:"compatibility"`
 }
 
 // RouteTransport tunes a route's pool of upstream connections; zero values
@@ -464,7 +465,7 @@ func (c *Config) validateGateway(at func(string) string) error {
 			t.ResponseHeaderTimeout < 0 || t.IdleConnTimeout < 0 {
 			return fmt.Errorf("%s: gateway route transport: values must not be negative (0 takes the default)", at(p+".transport"))
 		}
-		if _, err := urlpath.ParsePolicy(r.Path.EncodedSlash, r.Path.Semicolon, r.Path.Case, r.Path.TrailingSlash); err != nil {
+		if _, err := urlpath.ParsePolicy(r.Path.EncodedSlash, r.Path.Semicolon, r.Path.Case, r.Path.TrailingSlash, r.Path.Compatibility); err != nil {
 			return fmt.Errorf("%s: gateway route path: %v", at(p+".path"), err)
 		}
 	}
