@@ -228,24 +228,6 @@ var implementations = []struct {
 	// (four to a word) instead of 32: most real limits, and a smaller slot.
 	{"floodgate/sliding-window-16bit", newFloodgateAt(algorithm.SlidingWindow, 60_000)},
 	{"floodgate/weighted-window", newFloodgate(algorithm.WeightedWindow)},
-	// Not a peer: the experiment of prototype_test.go, the floor a memory
-	// table reaches in this harness.
-	{"experiment/one-slot-fixed-window", newPrototype},
-	// Not peers: variants of it, one cost each (prototype_*_test.go).
-	{"experiment/one-slot-7of8-fixed-window", newPrototypeFull},
-	{"experiment/cas-fixed-window", newCASProto},
-	{"experiment/word-slot-fixed-window", newWordProto},
-	{"experiment/bucket16-fixed-window", newBucket16Proto},
-	{"experiment/bucket16-gcra", newBucket16GCRA},
-	{"experiment/bucket16-weighted-window", newBucket16Weighted},
-	{"experiment/slot32-fixed-window", newSlot32Proto},
-	{"experiment/line-slot-sliding-window", newLineProto},
-	{"experiment/bucket-fixed-window", newBucketProto},
-	{"experiment/bucket-cas-fixed-window", newBucketCASProto},
-	{"experiment/bucket-cas-hugepage-fixed-window", newHugeBucketProto},
-	// Not peers and not limiters: diagnostics without the clock read.
-	{"experiment/diagnostic-no-clock/one-slot", newOneSlotNoClock},
-	{"experiment/diagnostic-no-clock/bucket-cas", newBucketCASNoClock},
 	{"x-time-rate/mutex-map", func() limiter { return &xrateMutex{m: make(map[string]*rate.Limiter)} }},
 	{"x-time-rate/sync-map", func() limiter { return &xrateSyncMap{} }},
 	{"sethvargo-go-limiter/memorystore", newSethvargo},

@@ -113,9 +113,6 @@ func (s *Store) decideShared(batch []*pending) {
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
 	switch {
-	case floorMode != "":
-		s.floorShared(ctx, live)
-		return
 	case len(live) == 1 && live[0].group != nil:
 		p := live[0]
 		p.err = s.decideGroupAlone(p.ctx, p.now, p.group)

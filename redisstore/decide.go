@@ -177,9 +177,6 @@ func (s *Store) DecideOne(ctx context.Context, now int64, req store.Request) (al
 
 // decideAlone decides one request in one EVALSHA of op 'd'.
 func (s *Store) decideAlone(ctx context.Context, now int64, req store.Request, sp *spec, key string) (algorithm.Decision, error) {
-	if floorMode != "" {
-		return s.floorAlone(ctx, req, sp, key)
-	}
 	client, err := s.connect()
 	if err != nil {
 		return algorithm.Decision{}, err
@@ -344,7 +341,7 @@ func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, 
 	defer cancel()
 	t := s.now(now)
 	groups := s.groups(rs)
-	if len(groups) == 1 && lease == nil && len(reqs) > 1 && !s.cluster && floorMode == "" {
+	if len(groups) == 1 && lease == nil && len(reqs) > 1 && !s.cluster {
 		return s.decideGroupBatched(ctx, now, reqs, rs, out)
 	}
 	if len(groups) == 1 {

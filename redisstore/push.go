@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/floodgate-dev/floodgate/store"
-	"github.com/redis/rueidis"
 )
 
 // Sync records every batch's events into the shared state with the
@@ -70,13 +69,7 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 	}
 	defer cancel()
 	calls, parts := s.syncCalls(s.now(now), id, rs, batches)
-	var res []rueidis.RedisResult
-	var err error
-	if floorMode != "" {
-		res, err = s.floorSync(ctx, calls)
-	} else {
-		res, err = s.exec(ctx, calls)
-	}
+	res, err := s.exec(ctx, calls)
 	if err != nil {
 		return err
 	}
