@@ -421,7 +421,11 @@ func (s *Server) serveHTTP(name string, h http.Handler, errc chan<- error) *http
 	tc := s.tls[name]
 	if tc != nil {
 		scheme = "https"
-		hs.TLSConfig = tc
+		hs.TLSConfig = tc.Clone() // HTTP/2's set-up adds its protocol
+		if err := s.guardHTTP2(name, hs); err != nil {
+			errc <- fmt.Errorf("%s listener: %w", name, err)
+			return nil
+		}
 	}
 	s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String(), "client_certificates", clientAuthName(tc))
 	go func() {
