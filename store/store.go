@@ -89,11 +89,12 @@ type Leaser interface {
 // decides on it changes to one of the same algorithm.Config.Identity (a
 // Limiter's SetLimit, a rule whose limit a reload changed): it converts the
 // key's state to the new limit when it next sees the key (the algorithms'
-// ConvertFrom). KeepsCounts reports whether it does so now; a store that
-// does not is given both limits for a while instead (see
-// floodgate.Limiter.SetLimit). The memory store is a CountKeeper.
+// ConvertFrom). KeepsCounts reports whether it does so for a's keys; for
+// a store or an algorithm that does not, a Limiter applies both limits for
+// a while instead (see floodgate.Limiter.SetLimit). The memory and Redis
+// stores are CountKeepers.
 type CountKeeper interface {
-	KeepsCounts() bool
+	KeepsCounts(a algorithm.Algorithm) bool
 }
 
 // Resetter is a Store that can forget a key's state under one limit, so
