@@ -233,6 +233,6 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 }
 
 // KeepsCounts reports true: the store keeps each key's count across a
-// change of its limit (store.CountKeeper), converting the key's state to
+// change of a's limit (store.CountKeeper), converting the key's state to
 // the new limit when it next sees the key.
-func (s *Store) KeepsCounts() bool { return s.t.KeepsCounts() }
+func (s *Store) KeepsCounts(a algorithm.Algorithm) bool { return s.t.KeepsCounts(a) }
