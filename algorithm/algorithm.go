@@ -198,6 +198,12 @@ type Config struct {
 	// CarryOver is the most units a calendar window carries into a period
 	// from what the key left unused of the one before (0: none).
 	CarryOver int64
+	// Holds, when above 0, lets each key hold parts of its allowance for
+	// up to Holds quota lease holders at once (see held.Hold). Only
+	// the window algorithms take it.
+	Holds int
+	// HoldTTL is how long a hold lasts unless renewed (default 10 s).
+	HoldTTL time.Duration
 }
 
 // Bounds New enforces, so that no decision's arithmetic can overflow int64.
@@ -233,6 +239,9 @@ func New(c Config) (Algorithm, error) {
 	if c.Limit < 1 {
 		return nil, fmt.Errorf("%s: limit must be at least 1, got %d", c.Algorithm, c.Limit)
 	}
+	// The holds wrap the algorithm built without them.
+	holds, ttl := c.Holds, c.HoldTTL
+	c.Holds, c.HoldTTL = 0, 0
 	var a Algorithm
 	var err error
 	switch {
@@ -247,5 +256,15 @@ func New(c Config) (Algorithm, error) {
 		return nil, err
 	}
 	a.(interface{ setSelf(Algorithm) }).setSelf(a)
-	return a, nil
+	if holds == 0 && ttl == 0 {
+		return a, nil
+	}
+	hc := a.Config() // defaults filled in
+	hc.Holds, hc.HoldTTL = holds, ttl
+	h, err := withHolds(a, hc)
+	if err != nil {
+		return nil, err
+	}
+	h.setSelf(h)
+	return h, nil
 }

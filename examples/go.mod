@@ -19,6 +19,7 @@ require (
 	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
+	github.com/floodgate-dev/floodgate/rlsclient v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

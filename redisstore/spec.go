@@ -24,6 +24,10 @@ const (
 	codeLeaky       = 6
 	codeConcurrency = 7
 	codeBoundedLog  = 8
+	// codeHolds is added to an algorithm's code when it has holds.
+	codeHolds = 16
+	// holdWords is the words of one hold in a state (algorithm.held).
+	holdWords = 6
 )
 
 // spec is what the script needs to run one algorithm: its code, parameters
@@ -70,6 +74,18 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 	params, err := scriptArgs(p, time.Microsecond)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (the Redis scripts count time in µs)", ErrUnsupported, err)
+	}
+	if p.Holds > 0 {
+		// The algorithm with holds (quota leases): the script wraps the
+		// inner algorithm's code, given its words, the most holds and the
+		// hold ttl after its params.
+		ttl := p.HoldTTL / time.Microsecond
+		if code == codeSliding || p.HoldTTL%time.Microsecond != 0 {
+			return nil, fmt.Errorf("%w: holds of %s with ttl %v (the script keeps them for the other window algorithms, ttl in whole µs)", ErrUnsupported, p.Name, p.HoldTTL)
+		}
+		inner := p.Words - 1 - holdWords*int(p.Holds)
+		code += codeHolds
+		params = append(params, int64(inner), p.Holds, int64(ttl))
 	}
 	sp := &spec{code: code, params: params, goWords: p.Words, luaWords: p.Words, limit: p.Limit}
 	if code == codeSliding {
