@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -15,8 +16,8 @@ import (
 // pushes (MaxSyncKeys 300, 1,000 keys): Close stopping after the first
 // push again left 700 keys at zero in the store.
 func TestCloseRepushesAfterStoreLoss(t *testing.T) {
-	count := counterRule(t)
-	clk := newVClock()
+	count := disttest.CounterRule(t)
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxSyncKeys: 300})
 	const keys = 1000
@@ -43,7 +44,7 @@ func TestCloseRepushesAfterStoreLoss(t *testing.T) {
 	}
 	lost := 0
 	for i := range keys {
-		if sharedCount(t, shared.inner, count, fmt.Sprint("k", i), clk.NS()) != 1 {
+		if disttest.SharedCount(t, shared.inner, count, fmt.Sprint("k", i), clk.NS()) != 1 {
 			lost++
 		}
 	}
