@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
@@ -15,7 +16,7 @@ import (
 // one node takes from what a holder on another node can get, and a shared
 // store that keeps no holds is ErrNoHolds.
 func TestHoldsInSharedStore(t *testing.T) {
-	alg := mustAlg(t, algorithm.Config{Limit: 100, Window: time.Minute, Holds: 4})
+	alg := disttest.MustAlg(t, algorithm.Config{Limit: 100, Window: time.Minute, Holds: 4})
 	for _, mode := range []Arrangement{Centralized, Split, Delayed} {
 		t.Run(string(mode), func(t *testing.T) {
 			shared := memstore.New(memstore.Options{})
