@@ -66,7 +66,7 @@ const (
 	// ReasonStoreUnavailable: the shared counter store could not be asked
 	// in time and the rule fails closed.
 	ReasonStoreUnavailable Reason = "store_unavailable"
-	// ReasonBadPeriod: a gubernator request (NewGubernator) asks for
+	// ReasonBadPeriod: a request of gubernator's API asks for
 	// DURATION_IS_GREGORIAN with a duration that names no calendar period
 	// gubernator supports.
 	ReasonBadPeriod Reason = "bad_period"
@@ -96,9 +96,9 @@ func (r Reason) Message() string {
 	return string(r)
 }
 
-// Decision is the outcome of one request against one limit. The
-// gubernator algorithm (NewGubernator) reads its fields its own way: see
-// there.
+// Decision is the outcome of one request against one limit. The algorithm
+// of gubernator's API (package algorithm/gubernator) fills its fields its own
+// way: see there.
 type Decision struct {
 	// Allowed reports whether the request may proceed (after Delay, if any).
 	Allowed bool
