@@ -25,6 +25,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/connlimit"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/grpcguard"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/gubernator"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/metrics"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/quotalease"
@@ -46,7 +47,12 @@ import (
 // Server is a configured Floodgate service. Create it with New, bind its
 // listeners with Listen, and run it with Serve (or both with Run).
 type Server struct {
-	cfg    Config
+	cfg Config
+	// store decides (the memory store or the distributed node), clock is
+	// the time WithClock gave (nil: time.Now), guber gubernator's API.
+	store  store.Store
+	clock  func() time.Time
+	guber  *gubernator.Service
 	log    *slog.Logger
 	engine *rules.Engine
 	rec    *metrics.Recorder
@@ -85,9 +91,13 @@ const (
 // New builds the server cfg describes: the store (connecting to Redis if
 // configured), the rule engine with its rules, the metrics recorder and
 // every front end. It does not listen yet. log may be nil (slog.Default()).
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	var o options
+	for _, f := range opts {
+		f(&o)
 	}
 	if !cfg.Admin.ShowKeyValues {
 		log = slog.New(maskingHandler{log.Handler()})
@@ -118,7 +128,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.shutdownTracing(ctx)
 		return nil, err
 	}
+	s.store, s.clock = st, o.clock
 	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
+	if o.clock != nil {
+		engOpts = append(engOpts, rules.WithClock(o.clock))
+	}
 	if s.redis != nil { // late charges and peeks go to Redis itself
 		engOpts = append(engOpts, rules.WithCharger(s.tracing.Store(s.redis).(store.Syncer)))
 	}
@@ -142,6 +156,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 // endpoint) and the gateway on s.check.
 func (s *Server) buildFrontEnds(unmatched *rulelog.Unmatched) error {
 	cfg, log := s.cfg, s.log
+	s.buildGubernator()
 	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
 	if err != nil {
 		return err
@@ -228,6 +243,7 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	s.grpc = grpc.NewServer(gopts...)
 	rlsSvc.Register(s.grpc)
 	quotalease.New(s.engine, s.log).Register(s.grpc)
+	s.guber.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return nil
