@@ -66,10 +66,6 @@ const (
 	// ReasonStoreUnavailable: the shared counter store could not be asked
 	// in time and the rule fails closed.
 	ReasonStoreUnavailable Reason = "store_unavailable"
-	// ReasonBadPeriod: a request of gubernator's API asks for
-	// DURATION_IS_GREGORIAN with a duration that names no calendar period
-	// gubernator supports.
-	ReasonBadPeriod Reason = "bad_period"
 )
 
 // Message returns a sentence saying what r means, for logs and answer
@@ -90,8 +86,6 @@ func (r Reason) Message() string {
 		return "blocked: the rule's limit is 0"
 	case ReasonStoreUnavailable:
 		return "shared counter store unavailable"
-	case ReasonBadPeriod:
-		return "DURATION_IS_GREGORIAN with a duration that names no supported calendar period"
 	}
 	return string(r)
 }

@@ -17,6 +17,11 @@ import (
 // each request.
 const Name algorithm.Name = "gubernator"
 
+// ReasonBadPeriod is the Reason of a request that asks for
+// DURATION_IS_GREGORIAN with a duration that names no calendar period
+// gubernator supports.
+const ReasonBadPeriod algorithm.Reason = "bad_period"
+
 // Gubernator's behaviour flags that change a decision (its Behavior enum;
 // the others, BATCHING, NO_BATCHING, GLOBAL and MULTI_REGION, change where
 // gubernator decides, not how).
@@ -80,7 +85,7 @@ type Period struct {
 	Length int64
 	// Invalid is set when Duration names no period gubernator supports
 	// (weeks, or a number above 5); a decision that needs the period then
-	// fails with algorithm.ReasonBadPeriod.
+	// fails with ReasonBadPeriod.
 	Invalid bool
 }
 
@@ -153,7 +158,7 @@ const (
 // with parameters p. Its decisions are all applied: Allowed is always
 // true, as gubernator updates its item whatever the answer; gubernator's
 // OVER_LIMIT status is algorithm.Reason algorithm.ReasonOverLimit, and a Gregorian period it
-// cannot compute is algorithm.ReasonBadPeriod (the state keeps what gubernator
+// cannot compute is ReasonBadPeriod (the state keeps what gubernator
 // changes before it fails). Limit and Remaining are gubernator's; ResetAfter
 // is reset_time - created_at (milliseconds, as a Duration; saturated at
 // about 278 years either way), RetryAfter and Delay are zero. The cost is
@@ -248,7 +253,7 @@ func (r *gubReq) answer(over bool, limit, remaining, reset int64) algorithm.Deci
 }
 
 func badPeriod() algorithm.Decision {
-	return algorithm.Decision{Allowed: true, Reason: algorithm.ReasonBadPeriod}
+	return algorithm.Decision{Allowed: true, Reason: ReasonBadPeriod}
 }
 
 // token is gubernator's tokenBucket.

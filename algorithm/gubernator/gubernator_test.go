@@ -30,9 +30,9 @@ func runGub(t *testing.T, steps []gubStep) {
 		if !d.Allowed {
 			t.Fatalf("step %d: not Allowed: every gubernator decision is applied", i)
 		}
-		if s.reason == algorithm.ReasonBadPeriod {
-			if d.Reason != algorithm.ReasonBadPeriod {
-				t.Fatalf("step %d: got %+v, want algorithm.ReasonBadPeriod", i, d)
+		if s.reason == ReasonBadPeriod {
+			if d.Reason != ReasonBadPeriod {
+				t.Fatalf("step %d: got %+v, want ReasonBadPeriod", i, d)
 			}
 			continue
 		}
@@ -129,7 +129,7 @@ func TestGubernatorGregorian(t *testing.T) {
 		t.Fatalf("minute period %+v, want end %d", minute.Period, end)
 	}
 	runGub(t, []gubStep{
-		{at: at, p: weeks, hits: 1, reason: algorithm.ReasonBadPeriod},
+		{at: at, p: weeks, hits: 1, reason: ReasonBadPeriod},
 		{at: at, p: minute, hits: 1, rem: 2, reset: end},
 		{at: at + 10, p: minute, hits: 1, rem: 1, reset: end},
 	})

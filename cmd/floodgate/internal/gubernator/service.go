@@ -134,7 +134,7 @@ func (s *Service) GetRateLimits(ctx context.Context, r *gubernatorpb.GetRateLimi
 func answer(q *gubernatorpb.RateLimitReq, key string, createdAt int64, d algorithm.Decision) *gubernatorpb.RateLimitResp {
 	switch d.Reason {
 	case "", algorithm.ReasonOverLimit:
-	case algorithm.ReasonBadPeriod:
+	case gubernatoralg.ReasonBadPeriod:
 		which := "tokenBucket"
 		if q.GetAlgorithm() == gubernatorpb.Algorithm_LEAKY_BUCKET {
 			which = "leakyBucket"
