@@ -93,7 +93,7 @@ func (n *Node) Release(ctx context.Context, now int64, reqs []store.Request) err
 		alg := r.Algorithm
 		if n.arr == Split {
 			var err error
-			if alg, err = n.splitAlg(alg); err != nil {
+			if alg, err = n.ownShare(alg, now); err != nil {
 				return err
 			}
 		}
@@ -136,7 +136,7 @@ func (n *Node) decideHere(now int64, reqs []store.Request, out []algorithm.Decis
 	if n.arr == Split {
 		rs = append([]store.Request(nil), reqs...)
 		for i := range rs {
-			a, err := n.splitAlg(rs[i].Algorithm)
+			a, err := n.ownShare(rs[i].Algorithm, now)
 			if err != nil {
 				return err
 			}

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -70,10 +71,13 @@ type Node struct {
 	clock    func() time.Time
 	log      *slog.Logger
 
-	br    breaker
-	lat   latency // round trips, for the adaptive deadline
-	table *table
-	algs  sync.Map // algorithm.Config -> algorithm.Algorithm (limit/Nodes)
+	br       breaker
+	lat      latency // round trips, for the adaptive deadline
+	table    *table
+	algs     sync.Map     // splitKey -> algorithm.Algorithm (a part of a limit)
+	mem      *membership  // the live nodes, if Options.Membership
+	ramps    sync.Map     // algorithm.Config -> *ramp: a live split node's shares
+	rampSeed maphash.Seed // for the counters of shares (counterName)
 
 	syncMu   sync.Mutex // one Sync at a time
 	seq      uint64     // syncs attempted, under syncMu
@@ -158,6 +162,7 @@ func New(o Options) (*Node, error) {
 	n.sentinel.init(n.id)
 	n.lastOK.Store(n.clock().UnixNano())
 	n.lastGC = n.clock()
+	n.startMembership(o.ManualSync)
 	if !o.ManualSync {
 		n.stop, n.done = make(chan struct{}), make(chan struct{})
 		go n.loop()
@@ -187,11 +192,9 @@ func (n *Node) loop() {
 }
 
 // Close stops the background loop and pushes the counts not yet pushed,
-// and those it owes again to a store found to have lost its data, sending
-// failed pushes again until ctx ends (a ctx without a deadline gets one
-// try). It returns an error saying how many accepted requests were not
-// pushed, if any. The node must not be used afterwards, but for Health,
-// which then reports its final counts.
+// sending failed pushes again until ctx ends (a ctx without a deadline
+// gets one try). It returns an error saying how many accepted requests
+// were not pushed, if any; the node must not be used afterwards.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeMu.Lock()
 	if n.closed {
@@ -204,21 +207,21 @@ func (n *Node) Close(ctx context.Context) error {
 		close(n.stop)
 		<-n.done
 	}
+	n.stopMembership(ctx)
 	if n.arr == Split {
 		return nil
 	}
 	n.syncMu.Lock()
 	defer n.syncMu.Unlock()
 	// One sync pushes at most MaxSyncKeys keys, and a push that fails is
-	// sent again: go on until nothing is left (no count pending, no push
-	// again owed after a loss) or ctx ends.
+	// sent again: go on until nothing is left or ctx ends.
 	start := n.clock()
 	var err error
 	for {
 		before := n.pending.Load()
 		err = n.syncLocked(ctx, true)
 		left := n.pending.Load()
-		if err == nil && n.out == nil && !n.sentinel.repush && (left == 0 || left >= before) {
+		if err == nil && n.out == nil && (left == 0 || left >= before) {
 			break // done, or requests still arriving
 		}
 		if ctx.Err() != nil {
@@ -240,12 +243,8 @@ func (n *Node) Close(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("requests still arriving")
 		}
-		again := ""
-		if k := n.repushLeft.Load(); k > 0 {
-			again = fmt.Sprintf(" (and the counts of %d keys it lost not pushed again)", k)
-		}
-		return fmt.Errorf("distributed: %d accepted requests not pushed to %s%s after %v: %w",
-			left, n.name, again, n.clock().Sub(start).Round(time.Millisecond), err)
+		return fmt.Errorf("distributed: %d accepted requests not pushed to %s after %v: %w",
+			left, n.name, n.clock().Sub(start).Round(time.Millisecond), err)
 	}
 	return nil
 }

@@ -111,6 +111,16 @@ type Health struct {
 	// each late answer counts as a successful exchange, so a store that
 	// answers keeps the circuit breaker closed.
 	SyncLateAnswers uint64
+	// Nodes is the node count the node's shares are computed with: the
+	// live count last seen with Options.Membership, else Options.Nodes.
+	Nodes int
+	// Live reports whether Nodes comes from heartbeats (Options.Membership).
+	// RosterAge is then the time since the store last answered a beat (the
+	// count is that old), or -1 before the first answer, and
+	// HeartbeatErrors counts beats that failed.
+	Live            bool
+	RosterAge       time.Duration
+	HeartbeatErrors uint64
 }
 
 // Health returns the node's current health.
@@ -165,6 +175,13 @@ func (n *Node) Health() Health {
 	n.errMu.Lock()
 	h.LastError, h.LastErrorAt = n.lastErr, n.lastErrAt
 	n.errMu.Unlock()
+	h.Nodes = n.count()
+	if m := n.mem; m != nil {
+		h.Live, h.RosterAge, h.HeartbeatErrors = true, -1, m.errors.Load()
+		if at := m.okAt.Load(); at != 0 {
+			h.RosterAge = max(0, n.clock().Sub(time.Unix(0, at)))
+		}
+	}
 	return h
 }
 

@@ -65,12 +65,12 @@ func (n *Node) decideLocalOne(now int64, r *store.Request, out *algorithm.Decisi
 	if h == howSplit {
 		d = alg.Decide(st, now, r.Cost) // the split state holds the charge
 	} else {
-		d = decideCharged(alg, st, e.charge, now, r.Cost)
+		d = decideCharged(alg, st, e.charged(), now, r.Cost)
 	}
 	*out = d
 	e.last = now
 	if h == howView && n.arr == Delayed {
-		s.noteNear(e, d, n.nodes)
+		s.noteNear(e, d, n.count())
 	}
 	if d.Allowed {
 		n.commitEvent(s, e, h, now, r.Cost)
@@ -135,8 +135,8 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		cp, seen := copies[ck]
 		if !seen {
 			cp = append([]int64(nil), st...)
-			if !ck.split && e.charge > 0 {
-				alg.Record(cp, now, e.charge)
+			if c := e.charged(); !ck.split && c > 0 {
+				alg.Record(cp, now, c)
 			}
 			copies[ck] = cp
 		}
@@ -144,7 +144,7 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		out[i] = alg.Decide(cp, now, r.Cost)
 		e.last = now
 		if h == howView && n.arr == Delayed {
-			s.noteNear(e, out[i], n.nodes)
+			s.noteNear(e, out[i], n.count())
 		}
 		if !out[i].Allowed && !r.Shadow {
 			ok = false
@@ -158,7 +158,7 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		switch {
 		case ck.split:
 			copy(ck.e.split, cp)
-		case ck.e.charge == 0:
+		case ck.e.charged() == 0:
 			copy(ck.e.state, cp)
 		}
 	}
@@ -167,7 +167,7 @@ func (n *Node) decideLocalAll(now int64, reqs []store.Request, out []algorithm.D
 		if w.e == nil || !out[i].Allowed {
 			continue
 		}
-		if w.h != howSplit && w.e.charge > 0 {
+		if w.h != howSplit && w.e.charged() > 0 {
 			w.e.alg.Decide(w.e.state, now, reqs[i].Cost) // its copy held the charge
 		}
 		// The states were updated by copying the decided copies back;
@@ -201,7 +201,10 @@ func (n *Node) target(s *shard, e *entry, h how, now int64) ([]int64, algorithm.
 	switch h {
 	case howSplit:
 		if e.split == nil {
-			a, err := n.splitAlg(e.alg)
+			// The count the node last saw: during an outage it does not
+			// change.
+			parts := n.count()
+			a, err := n.splitAlg(e.alg, parts)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -209,7 +212,7 @@ func (n *Node) target(s *shard, e *entry, h how, now int64) ([]int64, algorithm.
 			e.splitAlg = a
 			e.split = make([]int64, a.Words())
 			if u := used(e.alg, e.state, now) + e.charge; u > 0 {
-				share := (u + int64(n.nodes) - 1) / int64(n.nodes)
+				share := (u + int64(parts) - 1) / int64(parts)
 				a.Record(e.split, now, share)
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
-	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -16,8 +15,8 @@ import (
 // same keys (one-hit keys of a flood, before and after a sync), so the
 // configured bounds bound memory and are not a guess.
 func TestDelayedAccountingCoversMeasuredHeap(t *testing.T) {
-	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
-	clk := disttest.NewClock()
+	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
+	clk := newVClock()
 	// The store is in-process and never fails: a minute's sync deadline
 	// keeps a stalled machine from turning a slow push into an error.
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: newFaultStore(), Clock: clk.Now, ManualSync: true,

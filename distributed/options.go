@@ -3,6 +3,7 @@ package distributed
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"time"
@@ -40,8 +41,12 @@ type Options struct {
 	Arrangement Arrangement
 	// Nodes is the number of limiter nodes sharing the rules. Split
 	// enforces limit/Nodes on each; FailLocal uses it the same way during
-	// an outage. Zero means 1.
+	// an outage. Zero means 1, unless Membership is set.
 	Nodes int
+	// Membership, if set, makes the node count the live nodes through
+	// heartbeats in the shared store and use that count where it would use
+	// Nodes (which must then be zero).
+	Membership *Membership
 	// Interval is how often a delayed node synchronizes (and how often a
 	// centralized node retries pushing counts taken during an outage).
 	// Zero means 200ms.
@@ -169,6 +174,10 @@ func (n *Node) applyDefaults(o Options) error {
 	}
 	n.origin = n.id + "/" + randomID()
 	n.remember = max(defaultRemember, 100*n.syncDL)
+	n.rampSeed = maphash.MakeSeed()
+	if err := n.initMembership(o); err != nil {
+		return err
+	}
 	if n.syncer != nil {
 		if o, ok := n.syncer.(store.OnceSyncer); ok {
 			n.once = o

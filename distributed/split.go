@@ -7,20 +7,26 @@ import (
 	"github.com/floodgate-dev/floodgate/store"
 )
 
-// splitAlg returns alg with its limits divided by the node count, cached.
-func (n *Node) splitAlg(alg algorithm.Algorithm) (algorithm.Algorithm, error) {
-	if n.nodes == 1 {
+// splitKey names a limit divided into parts.
+type splitKey struct {
+	cfg   algorithm.Config
+	parts int
+}
+
+// splitAlg returns alg with its limits divided into parts, cached.
+func (n *Node) splitAlg(alg algorithm.Algorithm, parts int) (algorithm.Algorithm, error) {
+	if parts <= 1 {
 		return alg, nil
 	}
-	cfg := alg.Config()
-	if a, ok := n.algs.Load(cfg); ok {
+	k := splitKey{alg.Config(), parts}
+	if a, ok := n.algs.Load(k); ok {
 		return a.(algorithm.Algorithm), nil
 	}
-	a, err := algorithm.New(splitConfig(cfg, n.nodes))
+	a, err := algorithm.New(splitConfig(k.cfg, parts))
 	if err != nil {
-		return nil, fmt.Errorf("distributed: splitting %s across %d nodes: %w", cfg.Algorithm, n.nodes, err)
+		return nil, fmt.Errorf("distributed: splitting %s across %d nodes: %w", k.cfg.Algorithm, parts, err)
 	}
-	n.algs.Store(cfg, a)
+	n.algs.Store(k, a)
 	return a, nil
 }
 
@@ -49,6 +55,20 @@ func splitConfig(c algorithm.Config, nodes int) algorithm.Config {
 	return c
 }
 
+// ownShare returns the share of alg a split node enforces at now: its
+// Nodes-th part, or with Membership the share that follows the live count
+// (shares.go).
+func (n *Node) ownShare(alg algorithm.Algorithm, now int64) (algorithm.Algorithm, error) {
+	if n.mem == nil {
+		return n.splitAlg(alg, n.nodes)
+	}
+	a, err := n.liveShare(alg, now)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 // decideSplit decides every request against its limit/Nodes share,
 // locally.
 func (n *Node) decideSplit(now int64, reqs []store.Request, out []algorithm.Decision) error {
@@ -61,7 +81,7 @@ func (n *Node) decideSplit(now int64, reqs []store.Request, out []algorithm.Deci
 	}
 	copy(local, reqs)
 	for i := range local {
-		a, err := n.splitAlg(local[i].Algorithm)
+		a, err := n.ownShare(local[i].Algorithm, now)
 		if err != nil {
 			return err
 		}

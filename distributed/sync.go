@@ -392,7 +392,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 				if n.takeView(e, st, now.UnixNano()) {
 					n.settleCharge(s, e, now.UnixNano())
 				}
-				s.noteNear(e, peekCharged(e.alg, e.state, e.charge, now.UnixNano()), n.nodes)
+				s.noteNear(e, peekCharged(e.alg, e.state, e.charge, now.UnixNano()), n.count())
 			}
 			e.split, e.splitAlg = nil, nil
 		case Centralized:

@@ -152,8 +152,20 @@ func (t *table) shardOf(key string) int {
 // set (making room under the table's bounds first). The caller holds the
 // shard's lock.
 func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64) *entry {
-	k := entryKey{key: key, cfg: alg.Config()}
+	k := entryKey{key: key}
+	sa, share := alg.(*shareAlg)
+	if share {
+		k.cfg = sa.rule // one entry for every share of a rule
+	} else {
+		k.cfg = alg.Config()
+	}
 	e := s.m[k]
+	if share && e != nil {
+		if e.alg.(*shareAlg).Algorithm != sa.Algorithm {
+			s.reshare(e, sa, now)
+		}
+		e.alg = sa // the share's charge now
+	}
 	if e == nil && create {
 		e = &entry{alg: alg, key: key}
 		size := sizeOf(e)
@@ -165,6 +177,40 @@ func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64)
 		}
 	}
 	return e
+}
+
+// reshare converts e's state, written under another share of its rule, to
+// share sa at now, keeping what it counted (the algorithm's ConvertFrom;
+// where it cannot, as for a sliding log, what the old state used is
+// recorded at now, which counts it no less). The caller holds s's lock.
+func (s *shard) reshare(e *entry, sa *shareAlg, now int64) {
+	s.bytes -= sizeOf(e)
+	if e.state != nil {
+		from := e.alg.(*shareAlg)
+		dst := make([]int64, sa.Words())
+		c, ok := sa.Algorithm.(interface {
+			ConvertFrom(from algorithm.Algorithm, src []int64, now int64, dst []int64) bool
+		})
+		if !ok || !c.ConvertFrom(from.Algorithm, e.state, now, dst) {
+			clear(dst)
+			if u := used(from, e.state, now); u > 0 {
+				sa.Record(dst, now, u)
+			}
+		}
+		e.state = dst
+	}
+	e.alg = sa
+	s.bytes += sizeOf(e)
+}
+
+// charged returns what a decision on e counts beyond its state: the
+// eviction summary's charge, and on a live split node the part of its
+// share's algorithm that its share does not hold now (see ramp).
+func (e *entry) charged() int64 {
+	if sa, ok := e.alg.(*shareAlg); ok {
+		return e.charge + sa.charge
+	}
+	return e.charge
 }
 
 // markDirty puts e on the shard's sync list once. The caller holds the lock.

@@ -134,7 +134,8 @@ type Stats struct {
 // Store is an in-memory store.Store and store.Syncer. It is safe for
 // concurrent use. The zero value is not usable; call New.
 type Store struct {
-	t *memtable.Store
+	t      *memtable.Store
+	roster roster // the nodes sharing the store (roster.go)
 }
 
 var (
@@ -143,6 +144,7 @@ var (
 	_ store.Leaser      = (*Store)(nil)
 	_ store.Resetter    = (*Store)(nil)
 	_ store.CountKeeper = (*Store)(nil)
+	_ store.Roster      = (*Store)(nil)
 )
 
 // The root package's Limiter decides through the table of its memory store
@@ -157,7 +159,7 @@ func init() {
 }
 
 // New returns an empty store configured by o.
-func New(o Options) *Store { return &Store{memtable.New(memtable.Options(o))} }
+func New(o Options) *Store { return &Store{t: memtable.New(memtable.Options(o))} }
 
 // MaxKeys returns the most keys the store will track at once.
 func (s *Store) MaxKeys() int { return s.t.MaxKeys() }
@@ -210,15 +212,6 @@ func (s *Store) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs [
 	return s.t.ReleaseLease(ctx, now, id, reqs)
 }
 
-// Hold implements store.Holder: it applies op to the key of req, whose
-// algorithm keeps holds (quota leases), and decides req.Cost, in one step
-// under the key's lock. What the eviction summary charges the key is
-// recorded into its state first, so that what Hold grants is what the
-// state holds.
-func (s *Store) Hold(ctx context.Context, now int64, req store.Request, op lease.Op) (algorithm.Decision, lease.Held, error) {
-	return s.t.Hold(ctx, now, req, op)
-}
-
 // Release gives back the units of reqs (see algorithm.Algorithm.Release).
 // Keys the store does not track hold nothing, so they are skipped.
 func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) error {
@@ -242,6 +235,6 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 }
 
 // KeepsCounts reports true: the store keeps each key's count across a
-// change of a's limit (store.CountKeeper), converting the key's state to
+// change of its limit (store.CountKeeper), converting the key's state to
 // the new limit when it next sees the key.
-func (s *Store) KeepsCounts(a algorithm.Algorithm) bool { return s.t.KeepsCounts(a) }
+func (s *Store) KeepsCounts() bool { return s.t.KeepsCounts() }

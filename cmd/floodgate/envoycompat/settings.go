@@ -43,8 +43,7 @@ type Settings struct {
 	GrpcMaxConnectionAgeGrace time.Duration
 	// GrpcTLS is TLS (and mutual TLS) on the gRPC listener.
 	GrpcTLS GrpcTLSSettings
-	// Guard bounds hostile traffic on the gRPC listener (the reset budget
-	// by FLOODGATE_GRPC_* variables).
+	// Guard bounds hostile traffic on the gRPC listener (no variable).
 	Guard GuardSettings
 
 	LogLevel  string
@@ -309,7 +308,6 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 	}
 	rows := append(settings[:len(settings):len(settings)], xdsSettings...)
 	rows = append(rows, grpcTLSSettings...)
-	rows = append(rows, guardSettings...)
 	for _, st := range append(rows, statsSettings...) {
 		v, ok := lookup(st.name)
 		if !ok {

@@ -133,10 +133,13 @@ const (
 // Arrangement says how nodes share counters through a Redis store.
 type Arrangement struct {
 	// Mode is centralized, split or delayed.
-	Mode     distributed.Arrangement `yaml:"mode"`
-	Nodes    int                     `yaml:"nodes"`
-	Interval time.Duration           `yaml:"interval"`
-	Deadline time.Duration           `yaml:"deadline"`
+	Mode distributed.Arrangement `yaml:"mode"`
+	// Nodes fixes the number of nodes sharing the limits; 0 counts the
+	// live nodes through Redis heartbeats (Membership).
+	Nodes      int           `yaml:"nodes"`
+	Membership Membership    `yaml:"membership"`
+	Interval   time.Duration `yaml:"interval"`
+	Deadline   time.Duration `yaml:"deadline"`
 	// SyncDeadline bounds one delayed-sync exchange.
 	SyncDeadline time.Duration `yaml:"sync_deadline"`
 	// BreakerFailures consecutive failures open the circuit breaker for
@@ -151,6 +154,20 @@ type Arrangement struct {
 	MaxKeys         int   `yaml:"max_keys"`
 	MaxBytes        int64 `yaml:"max_bytes"`
 	MaxPendingBytes int64 `yaml:"max_pending_bytes"`
+}
+
+// Membership configures the heartbeats through which nodes with nodes: 0
+// count each other (distributed.Membership).
+type Membership struct {
+	// Group names the nodes that count each other: those sharing the
+	// rules (letters, digits, '.', '_', '-').
+	Group string `yaml:"group"`
+	// Period is how often a node beats; Expiry how long after its last
+	// beat it is still counted (at least two periods).
+	Period time.Duration `yaml:"period"`
+	Expiry time.Duration `yaml:"expiry"`
+	// Assume is the count a node uses until its first beat is answered.
+	Assume int `yaml:"assume"`
 }
 
 // Gateway configures the rate-limiting reverse proxy.
@@ -413,8 +430,11 @@ func (c *Config) validateArrangement(at func(string) string) error {
 	if !c.Arrangement.Mode.Valid() {
 		return fmt.Errorf("%s: arrangement.mode %q: want centralized, split or delayed", at("arrangement.mode"), c.Arrangement.Mode)
 	}
-	if c.Arrangement.Nodes < 1 {
-		return fmt.Errorf("%s: arrangement.nodes must be at least 1, got %d", at("arrangement.nodes"), c.Arrangement.Nodes)
+	if c.Arrangement.Nodes < 0 {
+		return fmt.Errorf("%s: arrangement.nodes must be 0 (count the live nodes) or more, got %d", at("arrangement.nodes"), c.Arrangement.Nodes)
+	}
+	if err := c.Arrangement.Membership.validate(at); err != nil {
+		return err
 	}
 	if c.Arrangement.Interval <= 0 {
 		return fmt.Errorf("%s: arrangement.interval must be positive, got %v", at("arrangement.interval"), c.Arrangement.Interval)
@@ -433,6 +453,23 @@ func (c *Config) validateArrangement(at func(string) string) error {
 	}
 	if c.Arrangement.BreakerCooldown <= 0 {
 		return fmt.Errorf("%s: arrangement.breaker_cooldown must be positive, got %v", at("arrangement.breaker_cooldown"), c.Arrangement.BreakerCooldown)
+	}
+	return nil
+}
+
+// validate checks the membership section.
+func (m Membership) validate(at func(string) string) error {
+	if m.Period <= 0 {
+		return fmt.Errorf("%s: arrangement.membership.period must be positive, got %v", at("arrangement.membership.period"), m.Period)
+	}
+	if m.Expiry < 2*m.Period {
+		return fmt.Errorf("%s: arrangement.membership.expiry %v must be at least two periods (%v)", at("arrangement.membership.expiry"), m.Expiry, 2*m.Period)
+	}
+	if m.Assume < 1 {
+		return fmt.Errorf("%s: arrangement.membership.assume must be at least 1, got %d", at("arrangement.membership.assume"), m.Assume)
+	}
+	if m.Group == "" || len(m.Group) > 64 || strings.Trim(m.Group, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+		return fmt.Errorf("%s: arrangement.membership.group %q: 1 to 64 letters, digits, '.', '_' or '-'", at("arrangement.membership.group"), m.Group)
 	}
 	return nil
 }

@@ -16,7 +16,8 @@ func TestDefaultConfig(t *testing.T) {
 	if c.Store.Type != StoreMemory || c.Rules != "" || c.Shadow {
 		t.Errorf("default store %q rules %q shadow %v", c.Store.Type, c.Rules, c.Shadow)
 	}
-	if c.Arrangement.Interval != 200*time.Millisecond || c.Arrangement.Mode != "delayed" {
+	if c.Arrangement.Interval != 200*time.Millisecond || c.Arrangement.Mode != "delayed" || c.Arrangement.Nodes != 0 ||
+		c.Arrangement.membership() == nil || c.Arrangement.Membership.Period != time.Second {
 		t.Errorf("default arrangement %+v", c.Arrangement)
 	}
 	if c.HTTP.TLS.Enabled() || c.GRPC.TLS.Enabled() || len(c.Gateway.Routes) != 0 {
@@ -78,6 +79,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"http: [\n", "f.yaml:"},
 		{"max_body_bytes: 0\n", "f.yaml:1: max_body_bytes"},
 		{"arrangement:\n  breaker_failures: 0\n", "f.yaml:2: arrangement.breaker_failures"},
+		{"arrangement:\n  nodes: -1\n", "f.yaml:2: arrangement.nodes must be 0"},
+		{"arrangement:\n  membership:\n    expiry: 1s\n", "f.yaml:3: arrangement.membership.expiry 1s must be at least two periods"},
+		{"arrangement:\n  membership:\n    group: a{b}\n", "f.yaml:3: arrangement.membership.group \"a{b}\""},
+		{"arrangement:\n  membership:\n    assume: 0\n", "f.yaml:3: arrangement.membership.assume must be at least 1"},
+		{"arrangement:\n  membership:\n    perod: 1s\n", "f.yaml:3: unknown field perod"},
 		{"store:\n  max_bytes: -1\n", "f.yaml:2: store.max_keys and store.max_bytes must not be negative"},
 	}
 	for _, c := range cases {

@@ -25,10 +25,8 @@ import (
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/connlimit"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/grpcguard"
-	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/gubernator"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/metrics"
-	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/quotalease"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/tracing"
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/gateway"
@@ -36,7 +34,6 @@ import (
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
-	"github.com/floodgate-dev/floodgate/rlsclient/quotapb"
 	"github.com/floodgate-dev/floodgate/rules"
 	"github.com/floodgate-dev/floodgate/rules/httprules"
 	"github.com/floodgate-dev/floodgate/rules/reload"
@@ -47,12 +44,7 @@ import (
 // Server is a configured Floodgate service. Create it with New, bind its
 // listeners with Listen, and run it with Serve (or both with Run).
 type Server struct {
-	cfg Config
-	// store decides (the memory store or the distributed node), clock is
-	// the time WithClock gave (nil: time.Now), guber gubernator's API.
-	store  store.Store
-	clock  func() time.Time
-	guber  *gubernator.Service
+	cfg    Config
 	log    *slog.Logger
 	engine *rules.Engine
 	rec    *metrics.Recorder
@@ -91,13 +83,9 @@ const (
 // New builds the server cfg describes: the store (connecting to Redis if
 // configured), the rule engine with its rules, the metrics recorder and
 // every front end. It does not listen yet. log may be nil (slog.Default()).
-func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
-	}
-	var o options
-	for _, f := range opts {
-		f(&o)
 	}
 	if !cfg.Admin.ShowKeyValues {
 		log = slog.New(maskingHandler{log.Handler()})
@@ -128,11 +116,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Se
 		s.shutdownTracing(ctx)
 		return nil, err
 	}
-	s.store, s.clock = st, o.clock
 	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
-	if o.clock != nil {
-		engOpts = append(engOpts, rules.WithClock(o.clock))
-	}
 	if s.redis != nil { // late charges and peeks go to Redis itself
 		engOpts = append(engOpts, rules.WithCharger(s.tracing.Store(s.redis).(store.Syncer)))
 	}
@@ -156,7 +140,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Se
 // endpoint) and the gateway on s.check.
 func (s *Server) buildFrontEnds(unmatched *rulelog.Unmatched) error {
 	cfg, log := s.cfg, s.log
-	s.buildGubernator()
 	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
 	if err != nil {
 		return err
@@ -220,8 +203,7 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rulelog.Unm
 	return gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
 }
 
-// buildGRPC builds the gRPC server with the RLS, quota lease and health
-// services.
+// buildGRPC builds the gRPC server with the RLS and health services.
 func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	cfg := s.cfg
 	var creds credentials.TransportCredentials
@@ -242,8 +224,6 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	rlsSvc.Register(s.grpc)
-	quotalease.New(s.engine, s.log).Register(s.grpc)
-	s.guber.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return nil
@@ -266,6 +246,7 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 	node, err := distributed.New(distributed.Options{
 		Arrangement:     a.Mode,
 		Nodes:           a.Nodes,
+		Membership:      a.membership(),
 		Interval:        a.Interval,
 		Deadline:        a.Deadline,
 		SyncDeadline:    a.SyncDeadline,
@@ -285,6 +266,16 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 	}
 	s.node = node
 	return node, nil
+}
+
+// membership returns the node's Membership: with nodes: 0 it counts the
+// live nodes, else none.
+func (a Arrangement) membership() *distributed.Membership {
+	if a.Nodes != 0 {
+		return nil
+	}
+	m := a.Membership
+	return &distributed.Membership{Group: m.Group, Period: m.Period, Expiry: m.Expiry, Assume: m.Assume}
 }
 
 // Engine returns the server's rule engine.
@@ -441,11 +432,7 @@ func (s *Server) serveHTTP(name string, h http.Handler, errc chan<- error) *http
 	tc := s.tls[name]
 	if tc != nil {
 		scheme = "https"
-		hs.TLSConfig = tc.Clone() // HTTP/2's set-up adds its protocol
-		if err := s.guardHTTP2(name, hs); err != nil {
-			errc <- fmt.Errorf("%s listener: %w", name, err)
-			return nil
-		}
+		hs.TLSConfig = tc
 	}
 	s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String(), "client_certificates", clientAuthName(tc))
 	go func() {
@@ -636,7 +623,6 @@ func (s *Server) reportHealth(ctx context.Context) {
 		if st != last && ctx.Err() == nil {
 			s.health.SetServingStatus("", st)
 			s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
-			s.health.SetServingStatus(quotapb.QuotaLeases_ServiceDesc.ServiceName, st)
 			if last != healthpb.HealthCheckResponse_UNKNOWN {
 				s.log.Warn("readiness changed", "status", st.String())
 			}
@@ -689,6 +675,10 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 		Evictions:           nh.Evictions,
 		DeadlineMisses:      nh.DeadlineMisses,
 		Deadline:            nh.Deadline,
+		Nodes:               nh.Nodes,
+		NodesLive:           nh.Live,
+		RosterAge:           nh.RosterAge,
+		HeartbeatErrors:     nh.HeartbeatErrors,
 	}
 	if s.redis != nil && !nh.BreakerOpen {
 		if err := s.redis.ConnectError(); err != nil {

@@ -122,13 +122,21 @@ type StoreHealth struct {
 	// SummaryReads counts reads of Redis's count made for requests only
 	// the summary's charge rejected, and SummarySettled the charges they
 	// ended (the request then decided on Redis's count).
-	SummaryReads      uint64        `json:"summary_reads,omitempty"`
-	SummarySettled    uint64        `json:"summary_settled,omitempty"`
-	SyncRepushPending int64         `json:"sync_repush_pending,omitempty"`
-	PendingBytes      int64         `json:"pending_bytes,omitempty"`
-	Evictions         uint64        `json:"evictions,omitempty"`
-	DeadlineMisses    uint64        `json:"deadline_misses,omitempty"`
-	Deadline          time.Duration `json:"deadline_ns,omitempty"`
+	SummaryReads      uint64 `json:"summary_reads,omitempty"`
+	SummarySettled    uint64 `json:"summary_settled,omitempty"`
+	SyncRepushPending int64  `json:"sync_repush_pending,omitempty"`
+	// Nodes is the node count a distributed node's shares are computed
+	// with; NodesLive reports that it is the live count (heartbeats), whose
+	// last answer is RosterAge old (-1: none yet), with HeartbeatErrors
+	// beats failed.
+	Nodes           int           `json:"nodes,omitempty"`
+	NodesLive       bool          `json:"nodes_live,omitempty"`
+	RosterAge       time.Duration `json:"roster_age_ns,omitempty"`
+	HeartbeatErrors uint64        `json:"heartbeat_errors,omitempty"`
+	PendingBytes    int64         `json:"pending_bytes,omitempty"`
+	Evictions       uint64        `json:"evictions,omitempty"`
+	DeadlineMisses  uint64        `json:"deadline_misses,omitempty"`
+	Deadline        time.Duration `json:"deadline_ns,omitempty"`
 }
 
 // KeysLocalView is the KeysScope of a node sharing a Redis store: Keys

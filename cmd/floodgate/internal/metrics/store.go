@@ -37,6 +37,21 @@ var storeNode = []storeSeries{
 		func(h StoreHealth) float64 { return float64(h.DeadlineMisses) }),
 	series("floodgate_store_deadline_seconds", "The adaptive deadline a decision's store call gets now.", prometheus.GaugeValue,
 		func(h StoreHealth) float64 { return h.Deadline.Seconds() }),
+	series("floodgate_nodes", "Nodes this node computes its shares of the limits with (split, and failure: local): the live count, or arrangement.nodes.", prometheus.GaugeValue,
+		func(h StoreHealth) float64 { return float64(h.Nodes) }),
+}
+
+// Series of a node that counts the live nodes (arrangement.nodes: 0).
+var storeRoster = []storeSeries{
+	series("floodgate_roster_age_seconds", "Seconds since Redis last answered this node's heartbeat (the live count is that old); -1 before the first answer.", prometheus.GaugeValue,
+		func(h StoreHealth) float64 {
+			if h.RosterAge < 0 {
+				return -1
+			}
+			return h.RosterAge.Seconds()
+		}),
+	series("floodgate_heartbeat_errors_total", "Heartbeats to Redis that failed (the node kept its last count).", prometheus.CounterValue,
+		func(h StoreHealth) float64 { return float64(h.HeartbeatErrors) }),
 }
 
 // Series of the queue of counts not yet pushed to the shared store: the
@@ -97,7 +112,7 @@ type storeCollector struct {
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, group := range [][]storeSeries{storeAlways, storeNode, storeQueue, storeDelayed} {
+	for _, group := range [][]storeSeries{storeAlways, storeNode, storeRoster, storeQueue, storeDelayed} {
 		for _, s := range group {
 			ch <- s.desc
 		}
@@ -128,6 +143,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		emit(storeQueue)
 	case "split":
 		emit(storeNode)
+	}
+	if h.NodesLive {
+		emit(storeRoster)
 	}
 }
 

@@ -1,0 +1,423 @@
+package algorithm
+
+import (
+	"math"
+	"time"
+)
+
+// Gubernator names the algorithm of gubernator's API (NewGubernator). It is
+// not one of Names: rule files cannot name it, since its parameters come
+// with each request.
+const Gubernator Name = "gubernator"
+
+// Gubernator's behaviour flags that change a decision (its Behavior enum;
+// the others, BATCHING, NO_BATCHING, GLOBAL and MULTI_REGION, change where
+// gubernator decides, not how).
+const (
+	GubernatorGregorian      = 4
+	GubernatorResetRemaining = 8
+	GubernatorDrainOverLimit = 32
+)
+
+// Bounds on a gubernator request's numbers. Inside them every integer the
+// algorithm computes stays below 2^53, so its Lua twin (which counts in
+// doubles) is exact.
+const (
+	// GubernatorMaxCreatedAt is the latest created_at, in Unix
+	// milliseconds (about the year 2109).
+	GubernatorMaxCreatedAt = int64(1) << 42
+	// GubernatorMaxDuration is the longest duration, in milliseconds.
+	GubernatorMaxDuration = int64(MaxWindow / time.Millisecond)
+	// gubernatorMaxReset bounds reset_time - created_at, in milliseconds
+	// (about 278 years); beyond it the offset saturates.
+	gubernatorMaxReset = int64(1) << 43
+	// gubernatorMaxRemaining bounds a token bucket's remaining, which
+	// negative hits raise without end in gubernator.
+	gubernatorMaxRemaining = int64(1) << 52
+)
+
+// GubernatorParams is one gubernator rate limit request, as the algorithm
+// decides it: gubernator's RateLimitReq less its name, key and hits (the
+// key is the store's, the hits the decision's cost).
+type GubernatorParams struct {
+	// Leaky selects LEAKY_BUCKET; false is TOKEN_BUCKET.
+	Leaky bool
+	// Limit, Duration (milliseconds, or with DURATION_IS_GREGORIAN a
+	// calendar period: 0 minute ... 5 year) and Burst (leaky bucket only;
+	// 0 means Limit) as gubernator reads them.
+	Limit, Duration, Burst int64
+	// Behavior is gubernator's flags; GubernatorGregorian,
+	// GubernatorResetRemaining and GubernatorDrainOverLimit count here.
+	Behavior int64
+	// CreatedAt is the request's time in Unix milliseconds (gubernator's
+	// created_at), which the buckets' arithmetic uses; 0 means the decision's
+	// own time. Expiry is judged by the decision's time.
+	CreatedAt int64
+	// Period is the calendar period of a DURATION_IS_GREGORIAN request, as
+	// GubernatorPeriodAt computes it from the clock; ignored without the flag.
+	Period GubernatorPeriod
+}
+
+// GubernatorPeriod is a DURATION_IS_GREGORIAN request's calendar period,
+// read from a clock as gubernator reads it.
+type GubernatorPeriod struct {
+	// Now is the clock's reading, in Unix milliseconds.
+	Now int64
+	// End is the period's last millisecond (gubernator's
+	// GregorianExpiration).
+	End int64
+	// Length is gubernator's GregorianDuration: the period's length in
+	// milliseconds for minutes, hours and days; for months and years the
+	// value gubernator computes (the period's end in nanoseconds less its
+	// start in milliseconds), which makes a leaky bucket leak nothing.
+	Length int64
+	// Invalid is set when Duration names no period gubernator supports
+	// (weeks, or a number above 5); a decision that needs the period then
+	// fails with ReasonBadPeriod.
+	Invalid bool
+}
+
+// GubernatorPeriodAt returns the calendar period that duration names at
+// now, in now's location, as gubernator's GregorianExpiration and
+// GregorianDuration compute it.
+func GubernatorPeriodAt(now time.Time, duration int64) GubernatorPeriod {
+	p := GubernatorPeriod{Now: now.UnixNano() / 1e6}
+	y, m, d := now.Date()
+	loc := now.Location()
+	var end time.Time
+	switch duration {
+	case 0:
+		end = now.Truncate(time.Minute).Add(time.Minute - time.Nanosecond)
+		p.Length = 60000
+	case 1:
+		end = time.Date(y, m, d, now.Hour(), 0, 0, 0, loc).Add(time.Hour - time.Nanosecond)
+		p.Length = 3_600_000
+	case 2:
+		end = time.Date(y, m, d, 23, 59, 59, int(time.Second-time.Nanosecond), loc)
+		p.Length = 86_400_000
+	case 4:
+		begin := time.Date(y, m, 1, 0, 0, 0, 0, loc)
+		end = begin.AddDate(0, 1, 0).Add(-time.Nanosecond)
+		p.Length = end.UnixNano() - begin.UnixNano()/1e6
+	case 5:
+		begin := time.Date(y, time.January, 1, 0, 0, 0, 0, loc)
+		end = begin.AddDate(1, 0, 0).Add(-time.Nanosecond)
+		p.Length = end.UnixNano() - begin.UnixNano()/1e6
+	default: // 3 (weeks) and anything else
+		p.Invalid = true
+		return p
+	}
+	p.End = end.UnixNano() / 1e6
+	return p
+}
+
+// gubernator is gubernator's token and leaky buckets for one request's
+// parameters. Every instance has the same Config, so a key's state is
+// shared by requests of any parameters, as gubernator keeps one item per
+// key.
+//
+// State (milliseconds throughout): [0] kind (0 none, 1 token, 2 leaky),
+// [1] expiry, [2] limit, [3] duration, [4] remaining (leaky: the bits of a
+// float64), [5] creation (token) or last leak (leaky), [6] status (token:
+// 1 over limit) or burst (leaky).
+type gubernator struct {
+	p GubernatorParams
+}
+
+const (
+	gubKind = iota
+	gubExpire
+	gubLimit
+	gubDuration
+	gubRemaining
+	gubTime
+	gubStatus // token; gubBurst for leaky
+	gubWords
+)
+
+const gubBurst = gubStatus
+
+const (
+	gubToken = 1
+	gubLeaky = 2
+)
+
+// NewGubernator returns the algorithm deciding one gubernator request
+// with parameters p. Its decisions are all applied: Allowed is always
+// true, as gubernator updates its item whatever the answer; gubernator's
+// OVER_LIMIT status is Reason ReasonOverLimit, and a Gregorian period it
+// cannot compute is ReasonBadPeriod (the state keeps what gubernator
+// changes before it fails). Limit and Remaining are gubernator's; ResetAfter
+// is reset_time - created_at (milliseconds, as a Duration; saturated at
+// about 278 years either way), RetryAfter and Delay are zero. The cost is
+// gubernator's hits: any number, zero to only read. Record applies hits as a
+// gubernator owner applies what GLOBAL peers forward (with
+// DRAIN_OVER_LIMIT). The caller checks p against the bounds above.
+func NewGubernator(p GubernatorParams) Algorithm { return &gubernator{p: p} }
+
+var gubConfig = Config{Algorithm: Gubernator}
+
+func (g *gubernator) Name() Name               { return Gubernator }
+func (g *gubernator) Config() Config           { return gubConfig }
+func (g *gubernator) Words() int               { return gubWords }
+func (g *gubernator) IdleAfter() time.Duration { return MaxWindow + time.Minute }
+
+// Release does nothing: gubernator holds no units.
+func (g *gubernator) Release(state []int64, now, cost int64) {}
+
+// GubernatorParams returns the request's parameters.
+func (g *gubernator) GubernatorParams() GubernatorParams { return g.p }
+
+// Split returns the algorithm with the limit and burst divided across nodes
+// (at least 1 each), for the split arrangement.
+func (g *gubernator) Split(nodes int) Algorithm {
+	if nodes <= 1 {
+		return g
+	}
+	p := g.p
+	part := func(v int64) int64 {
+		if v <= 0 {
+			return v
+		}
+		return max(1, v/int64(nodes))
+	}
+	p.Limit, p.Burst = part(p.Limit), part(p.Burst)
+	return &gubernator{p: p}
+}
+
+// Decide decides and applies a request of cost hits at now.
+func (g *gubernator) Decide(s []int64, now, hits int64) Decision {
+	return g.decide(s, now, hits, g.p.Behavior, g.p.CreatedAt)
+}
+
+// Peek is Decide on a copy of the state.
+func (g *gubernator) Peek(s []int64, now, hits int64) Decision {
+	var c [gubWords]int64
+	copy(c[:], s)
+	return g.decide(c[:], now, hits, g.p.Behavior, g.p.CreatedAt)
+}
+
+// Record applies hits at now as an owner applies forwarded GLOBAL hits.
+func (g *gubernator) Record(s []int64, now, hits int64) {
+	g.decide(s, now, hits, g.p.Behavior|GubernatorDrainOverLimit, 0)
+}
+
+func (g *gubernator) decide(s []int64, now, hits, behavior, createdAt int64) Decision {
+	s = s[:gubWords:gubWords]
+	nowMS := max(now, 0) / 1e6
+	if createdAt == 0 {
+		createdAt = nowMS
+	}
+	// An expired item, or one no version of this algorithm wrote, is no item.
+	if s[gubKind] != gubToken && s[gubKind] != gubLeaky || s[gubExpire] < nowMS {
+		clear(s)
+	}
+	r := gubReq{p: &g.p, behavior: behavior, createdAt: createdAt, hits: hits}
+	if g.p.Leaky {
+		return r.leaky(s)
+	}
+	return r.token(s)
+}
+
+// gubReq is one decision's request.
+type gubReq struct {
+	p         *GubernatorParams
+	behavior  int64
+	createdAt int64
+	hits      int64
+}
+
+func (r *gubReq) has(flag int64) bool { return r.behavior&flag != 0 }
+
+// answer builds the decision for a gubernator answer.
+func (r *gubReq) answer(over bool, limit, remaining, reset int64) Decision {
+	off := reset - r.createdAt
+	off = min(max(off, -gubernatorMaxReset), gubernatorMaxReset)
+	d := Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(off) * time.Millisecond}
+	if over {
+		d.Reason = ReasonOverLimit
+	}
+	return d
+}
+
+func badPeriod() Decision { return Decision{Allowed: true, Reason: ReasonBadPeriod} }
+
+// token is gubernator's tokenBucket.
+func (r *gubReq) token(s []int64) Decision {
+	p := r.p
+	if s[gubKind] != 0 && r.has(GubernatorResetRemaining) {
+		clear(s)
+		return r.answer(false, p.Limit, p.Limit, 0)
+	}
+	if s[gubKind] != gubToken {
+		clear(s)
+		return r.newToken(s)
+	}
+	if s[gubLimit] != p.Limit {
+		s[gubRemaining] = min(max(s[gubRemaining]+p.Limit-s[gubLimit], 0), gubernatorMaxRemaining)
+		s[gubLimit] = p.Limit
+	}
+	over, remaining, reset := s[gubStatus] == 1, s[gubRemaining], s[gubExpire]
+	if s[gubDuration] != p.Duration {
+		expire := s[gubTime] + p.Duration
+		if r.has(GubernatorGregorian) {
+			if p.Period.Invalid {
+				return badPeriod()
+			}
+			expire = p.Period.End
+		}
+		if expire <= r.createdAt {
+			expire = r.createdAt + p.Duration
+			s[gubTime] = r.createdAt
+			s[gubRemaining] = s[gubLimit]
+		}
+		s[gubExpire], s[gubDuration], reset = expire, p.Duration, expire
+	}
+	switch {
+	case r.hits == 0:
+	case remaining == 0 && r.hits > 0:
+		over = true
+		s[gubStatus] = 1
+	case s[gubRemaining] == r.hits:
+		s[gubRemaining], remaining = 0, 0
+	case r.hits > s[gubRemaining]:
+		over = true
+		if r.has(GubernatorDrainOverLimit) {
+			s[gubRemaining], remaining = 0, 0
+		}
+	default:
+		s[gubRemaining] = min(s[gubRemaining]-r.hits, gubernatorMaxRemaining)
+		remaining = s[gubRemaining]
+	}
+	return r.answer(over, p.Limit, remaining, reset)
+}
+
+// newToken is gubernator's tokenBucketNewItem on an empty state.
+func (r *gubReq) newToken(s []int64) Decision {
+	p := r.p
+	expire := r.createdAt + p.Duration
+	if r.has(GubernatorGregorian) {
+		if p.Period.Invalid {
+			return badPeriod()
+		}
+		expire = p.Period.End
+	}
+	remaining, over := p.Limit-r.hits, false
+	if r.hits > p.Limit {
+		remaining, over = p.Limit, true
+	}
+	s[gubKind], s[gubExpire], s[gubLimit], s[gubDuration] = gubToken, expire, p.Limit, p.Duration
+	s[gubRemaining], s[gubTime], s[gubStatus] = min(remaining, gubernatorMaxRemaining), r.createdAt, 0
+	return r.answer(over, p.Limit, remaining, expire)
+}
+
+// leaky is gubernator's leakyBucket.
+func (r *gubReq) leaky(s []int64) Decision {
+	p := r.p
+	burst := p.Burst
+	if burst == 0 {
+		burst = p.Limit
+	}
+	if s[gubKind] != gubLeaky {
+		clear(s)
+		return r.newLeaky(s, burst)
+	}
+	rem := math.Float64frombits(uint64(s[gubRemaining]))
+	if r.has(GubernatorResetRemaining) {
+		rem = float64(burst)
+	}
+	if s[gubBurst] != burst {
+		if burst > truncFloat(rem) {
+			rem = float64(burst)
+		}
+		s[gubBurst] = burst
+	}
+	s[gubLimit], s[gubDuration] = p.Limit, p.Duration
+	defer func() { s[gubRemaining] = int64(math.Float64bits(rem)) }()
+	duration := p.Duration
+	rate := float64(duration) / float64(p.Limit)
+	if r.has(GubernatorGregorian) {
+		if p.Period.Invalid {
+			return badPeriod()
+		}
+		rate = float64(p.Period.Length) / float64(p.Limit)
+		duration = p.Period.End - p.Period.Now
+	}
+	if r.hits != 0 {
+		s[gubExpire] = r.createdAt + duration
+	}
+	elapsed := r.createdAt - s[gubTime]
+	leak := float64(elapsed) / rate
+	if truncFloat(leak) > 0 {
+		rem += leak
+		s[gubTime] = r.createdAt
+	}
+	if truncFloat(rem) > burst {
+		rem = float64(burst)
+	}
+	limit, irate := p.Limit, truncFloat(rate)
+	reset := func(remaining int64) int64 { return r.createdAt + mulSat(limit-remaining, irate) }
+	remaining := truncFloat(rem)
+	switch {
+	case remaining == 0 && r.hits > 0:
+		return r.answer(true, limit, remaining, reset(remaining))
+	case remaining == r.hits:
+		rem = 0
+		return r.answer(false, limit, 0, reset(0))
+	case r.hits > remaining:
+		at := reset(remaining)
+		if r.has(GubernatorDrainOverLimit) {
+			rem, remaining = 0, 0
+		}
+		return r.answer(true, limit, remaining, at)
+	case r.hits == 0:
+		return r.answer(false, limit, remaining, reset(remaining))
+	}
+	rem -= float64(r.hits)
+	remaining = truncFloat(rem)
+	return r.answer(false, limit, remaining, reset(remaining))
+}
+
+// newLeaky is gubernator's leakyBucketNewItem on an empty state.
+func (r *gubReq) newLeaky(s []int64, burst int64) Decision {
+	p := r.p
+	duration := p.Duration
+	rate := float64(duration) / float64(p.Limit)
+	if r.has(GubernatorGregorian) {
+		if p.Period.Invalid {
+			return badPeriod()
+		}
+		duration = p.Period.End - p.Period.Now
+	}
+	irate := truncFloat(rate)
+	remaining, over := burst-r.hits, false
+	if r.hits > burst {
+		remaining, over = 0, true
+	}
+	s[gubKind], s[gubExpire], s[gubLimit], s[gubDuration] = gubLeaky, r.createdAt+duration, p.Limit, duration
+	s[gubRemaining], s[gubTime], s[gubBurst] = int64(math.Float64bits(float64(remaining))), r.createdAt, burst
+	return r.answer(over, p.Limit, remaining, r.createdAt+mulSat(p.Limit-remaining, irate))
+}
+
+// truncFloat is Go's int64(x) on amd64, where gubernator is built: x
+// truncated toward zero, and the most negative int64 for NaN and values
+// out of range.
+func truncFloat(x float64) int64 {
+	if x != x || x >= 0x1p63 || x < -0x1p63 {
+		return math.MinInt64
+	}
+	return int64(x)
+}
+
+// mulSat returns a*b saturated at ±gubernatorMaxReset; a and b are below
+// 2^62 in magnitude, so the product's sign and size are read from doubles.
+func mulSat(a, b int64) int64 {
+	f := float64(a) * float64(b)
+	if f >= float64(gubernatorMaxReset) {
+		return gubernatorMaxReset
+	}
+	if f <= -float64(gubernatorMaxReset) {
+		return -gubernatorMaxReset
+	}
+	return a * b
+}

@@ -1,0 +1,172 @@
+package algorithm
+
+import (
+	"testing"
+	"time"
+)
+
+// gubStep is one request of a gubernator sequence on one key and what
+// gubernator v2.13.0 answers it (worked out from its algorithms.go; the
+// interop/gubernator module compares with gubernator itself).
+type gubStep struct {
+	at     int64 // ms: the clock and created_at
+	p      GubernatorParams
+	hits   int64
+	over   bool
+	rem    int64
+	reset  int64 // reset_time, ms
+	reason Reason
+}
+
+func runGub(t *testing.T, steps []gubStep) {
+	t.Helper()
+	st := make([]int64, gubWords)
+	for i, s := range steps {
+		p := s.p
+		p.CreatedAt = s.at
+		d := NewGubernator(p).Decide(st, s.at*1e6, s.hits)
+		if !d.Allowed {
+			t.Fatalf("step %d: not Allowed: every gubernator decision is applied", i)
+		}
+		if s.reason == ReasonBadPeriod {
+			if d.Reason != ReasonBadPeriod {
+				t.Fatalf("step %d: got %+v, want ReasonBadPeriod", i, d)
+			}
+			continue
+		}
+		got := gubStep{over: d.Reason == ReasonOverLimit, rem: d.Remaining, reset: s.at + int64(d.ResetAfter/time.Millisecond)}
+		if got.over != s.over || got.rem != s.rem || got.reset != s.reset || d.Limit != p.Limit {
+			t.Fatalf("step %d (at %d, hits %d): got over=%v remaining=%d reset=%d limit=%d, want over=%v remaining=%d reset=%d limit=%d",
+				i, s.at, s.hits, got.over, got.rem, got.reset, d.Limit, s.over, s.rem, s.reset, p.Limit)
+		}
+	}
+}
+
+func TestGubernatorTokenBucket(t *testing.T) {
+	tb := GubernatorParams{Limit: 10, Duration: 1000}
+	drain := tb
+	drain.Behavior = GubernatorDrainOverLimit
+	reset := tb
+	reset.Behavior = GubernatorResetRemaining
+	raised := tb
+	raised.Limit = 12
+	longer := tb
+	longer.Duration = 5000
+	leaky := GubernatorParams{Leaky: true, Limit: 10, Duration: 1000}
+	runGub(t, []gubStep{
+		{at: 1000, p: tb, hits: 1, rem: 9, reset: 2000},
+		{at: 1100, p: tb, hits: 12, over: true, rem: 9, reset: 2000}, // more than left: unchanged
+		{at: 1200, p: tb, hits: 9, rem: 0, reset: 2000},              // takes the rest
+		{at: 1300, p: tb, hits: 1, over: true, rem: 0, reset: 2000},  // already at the limit: stored
+		{at: 1400, p: tb, hits: 0, over: true, rem: 0, reset: 2000},  // the stored status
+		{at: 1500, p: raised, hits: 1, over: true, rem: 1, reset: 2000},
+		{at: 1600, p: raised, hits: 0, over: true, rem: 1, reset: 2000},
+		{at: 2001, p: tb, hits: 3, rem: 7, reset: 3001}, // expired: a new item
+		{at: 2100, p: drain, hits: 8, over: true, rem: 0, reset: 3001},
+		{at: 2200, p: tb, hits: -4, rem: 4, reset: 3001},              // negative hits give back
+		{at: 2300, p: reset, hits: 5, rem: 10, reset: 0},              // the item goes; hits ignored
+		{at: 2400, p: tb, hits: 11, over: true, rem: 10, reset: 3400}, // a new item, over: kept
+		{at: 2500, p: tb, hits: 1, rem: 9, reset: 3400},
+		{at: 2600, p: longer, hits: 1, rem: 8, reset: 7400}, // duration change: from creation
+		{at: 3000, p: leaky, hits: 1, rem: 9, reset: 3100},  // switching algorithm starts over
+		{at: 3100, p: tb, hits: 2, rem: 8, reset: 4100},
+	})
+}
+
+func TestGubernatorTokenRenewal(t *testing.T) {
+	tb := GubernatorParams{Limit: 5, Duration: 10_000}
+	short := tb
+	short.Duration = 1000
+	runGub(t, []gubStep{
+		{at: 0 + 1000, p: tb, hits: 5, rem: 0, reset: 11_000},
+		// The new duration ends before now: the item renews, but the
+		// answer keeps the remaining it had (gubernator reads it first).
+		{at: 5000, p: short, hits: 1, over: true, rem: 0, reset: 6000},
+		// The renewed item's allowance, with the stored status.
+		{at: 5100, p: short, hits: 1, over: true, rem: 4, reset: 6000},
+	})
+}
+
+func TestGubernatorLeakyBucket(t *testing.T) {
+	lb := GubernatorParams{Leaky: true, Limit: 10, Duration: 1000} // 100 ms a unit
+	drain := lb
+	drain.Behavior = GubernatorDrainOverLimit
+	burst := lb
+	burst.Burst = 20
+	reset := lb
+	reset.Behavior = GubernatorResetRemaining
+	runGub(t, []gubStep{
+		{at: 1000, p: lb, hits: 4, rem: 6, reset: 1400},
+		{at: 1050, p: lb, hits: 0, rem: 6, reset: 1450}, // half a unit leaked: not applied yet
+		{at: 1250, p: lb, hits: 1, rem: 7, reset: 1550}, // 2.5 leaked: 8.5, less 1
+		{at: 1300, p: lb, hits: 9, over: true, rem: 7, reset: 1600},
+		{at: 1300, p: drain, hits: 9, over: true, rem: 0, reset: 1600}, // drained; reset of before
+		{at: 1300, p: lb, hits: 1, over: true, rem: 0, reset: 2300},
+		{at: 1300, p: burst, hits: 0, rem: 20, reset: 300}, // a larger burst fills up to it
+		{at: 1300, p: lb, hits: 0, rem: 10, reset: 1300},   // burst 0 = limit: clamped to it
+		{at: 1500, p: lb, hits: 3, rem: 7, reset: 1800},    // leak, clamp to 10, less 3
+		{at: 1500, p: reset, hits: 2, rem: 8, reset: 1700},
+		{at: 1500, p: lb, hits: 8, rem: 0, reset: 2500},
+		{at: 2700, p: lb, hits: 1, rem: 9, reset: 2800}, // expired at 2500: new
+		{at: 2800, p: lb, hits: 11, over: true, rem: 10, reset: 2800},
+	})
+	runGub(t, []gubStep{
+		{at: 5000, p: lb, hits: 11, over: true, rem: 0, reset: 6000}, // a new item, over: drained and kept
+		{at: 5100, p: lb, hits: 1, rem: 0, reset: 6100},
+	})
+}
+
+func TestGubernatorGregorian(t *testing.T) {
+	now := time.Date(2026, 3, 31, 23, 59, 30, 0, time.UTC)
+	at := now.UnixMilli()
+	minute := GubernatorParams{Limit: 3, Duration: 0, Behavior: GubernatorGregorian, Period: GubernatorPeriodAt(now, 0)}
+	weeks := GubernatorParams{Limit: 3, Duration: 3, Behavior: GubernatorGregorian, Period: GubernatorPeriodAt(now, 3)}
+	month := GubernatorParams{Leaky: true, Limit: 3, Duration: 4, Behavior: GubernatorGregorian, Period: GubernatorPeriodAt(now, 4)}
+	end := time.Date(2026, 3, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
+	if minute.Period.End != end || minute.Period.Length != 60000 {
+		t.Fatalf("minute period %+v, want end %d", minute.Period, end)
+	}
+	runGub(t, []gubStep{
+		{at: at, p: weeks, hits: 1, reason: ReasonBadPeriod},
+		{at: at, p: minute, hits: 1, rem: 2, reset: end},
+		{at: at + 10, p: minute, hits: 1, rem: 1, reset: end},
+	})
+	// A leaky bucket by the month: gubernator's period length (end in ns
+	// less start in ms) is so long that the bucket never leaks, and
+	// reset_time lies far beyond what Floodgate reports exactly: it
+	// saturates 2^43 ms ahead.
+	runGub(t, []gubStep{
+		// A new item's rate comes from the duration as given (4 ms / 3).
+		{at: at, p: month, hits: 1, rem: 2, reset: at + 1},
+		{at: at + 20_000, p: month, hits: 1, rem: 1, reset: at + 20_000 + 1<<43},
+	})
+}
+
+func TestGubernatorPeekRecordSplit(t *testing.T) {
+	p := GubernatorParams{Limit: 10, Duration: 1000, CreatedAt: 1000}
+	a := NewGubernator(p)
+	st := make([]int64, a.Words())
+	a.Decide(st, 1000e6, 4)
+	before := append([]int64(nil), st...)
+	if d := a.Peek(st, 1000e6, 3); d.Remaining != 3 {
+		t.Fatalf("peek: %+v", d)
+	}
+	for i := range st {
+		if st[i] != before[i] {
+			t.Fatalf("Peek changed the state: %v -> %v", before, st)
+		}
+	}
+	// Record is what an owner does with GLOBAL hits: over the limit, it
+	// drains.
+	a.Record(st, 1100e6, 7)
+	if d := a.Peek(st, 1100e6, 0); d.Remaining != 0 {
+		t.Fatalf("after Record of 7 of 6 left: %+v, want drained", d)
+	}
+	s := NewGubernator(GubernatorParams{Limit: 10, Burst: 7, Duration: 1000}).(interface{ Split(int) Algorithm }).Split(3)
+	if q := s.(*gubernator).p; q.Limit != 3 || q.Burst != 2 {
+		t.Fatalf("split: %+v", q)
+	}
+	if a.Config() != NewGubernator(GubernatorParams{Limit: 99, Leaky: true}).Config() {
+		t.Fatal("every gubernator request must share one Config, the state's identity")
+	}
+}
