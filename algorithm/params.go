@@ -71,6 +71,8 @@ func (b *base) withParams(p Params) {
 // sliding window's counts are packed into fields (see slidingWindow).
 func (p Params) TimeWord(i int) bool {
 	switch p.Name {
+	case FixedWindow:
+		return !p.Calendar.IsZero() && i == 0 // a calendar period's start
 	case TokenBucket, GCRA, LeakyBucket:
 		return true
 	case Concurrency:

@@ -167,7 +167,7 @@ func (s *Store) timeArg(mode string) string {
 func (s *Store) appendShared(keys, args []string, live []*pending) ([]string, []string) {
 	for g := 0; g < len(live); {
 		sp, n := live[g].sp, 0
-		args = append(args, sp.header...)
+		args = append(args, sp.headerAt(live[g].now)...)
 		args = append(args, "")
 		count := len(args) - 1
 		for ; g < len(live) && live[g].sp == sp; g, n = g+1, n+1 {

@@ -117,12 +117,12 @@ func (s *Store) resolve(reqs []store.Request) ([]request, error) {
 }
 
 // decideCall builds one script call deciding reqs[idx...] with op.
-func (s *Store) decideCall(op, now string, reqs []store.Request, rs []request, idx []int) call {
+func (s *Store) decideCall(op string, at int64, reqs []store.Request, rs []request, idx []int) call {
 	c := call{keys: make([]string, 0, len(idx)), args: make([]string, 0, 2+len(idx)*10)}
-	c.args = append(c.args, op, now)
+	c.args = append(c.args, op, s.now(at))
 	for _, i := range idx {
 		c.keys = append(c.keys, rs[i].key)
-		c.args = append(c.args, rs[i].sp.header...)
+		c.args = append(c.args, rs[i].sp.headerAt(at)...)
 		shadow := "0"
 		if reqs[i].Shadow {
 			shadow = "1"
@@ -185,8 +185,9 @@ func (s *Store) decideAlone(ctx context.Context, now int64, req store.Request, s
 	if req.Shadow {
 		shadow = "1"
 	}
-	args := make([]string, 0, len(sp.header)+4)
-	args = append(append(append(args, "d", s.now(now)), sp.header...), itoa(req.Cost), shadow)
+	hdr := sp.headerAt(now)
+	args := make([]string, 0, len(hdr)+4)
+	args = append(append(append(args, "d", s.now(now)), hdr...), itoa(req.Cost), shadow)
 	gen := s.loads.generation()
 	r := client.Do(ctx, client.B().Evalsha().Sha1(scriptSHA).Numkeys(1).Key(key).Arg(args...).Build())
 	if rerr, ok := rueidis.IsRedisErr(r.Error()); ok && (rerr.IsNoScript() || rerr.IsTryAgain()) {
@@ -235,7 +236,7 @@ func decodeInts(r rueidis.RedisResult, dst []int64) error {
 // decision builds a Decision from the script's six values; f[5] is a
 // valid reason code.
 func decision(f []int64, sp *spec) algorithm.Decision {
-	return algorithm.Decision{
+	d := algorithm.Decision{
 		Allowed:    f[0] == 1,
 		Limit:      sp.limit,
 		Remaining:  f[1],
@@ -244,6 +245,12 @@ func decision(f []int64, sp *spec) algorithm.Decision {
 		Delay:      time.Duration(f[4] * usec),
 		Reason:     reasons[f[5]],
 	}
+	if sp.code == codeCalendar {
+		// A calendar window reports in the delay field what it carried
+		// into the period, which its limit includes.
+		d.Limit, d.Delay = sp.limit+f[4], 0
+	}
+	return d
 }
 
 // Decide decides every request and counts the allowed ones only if every
@@ -282,10 +289,9 @@ func (s *Store) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs [
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	t := s.now(now)
 	var calls []call
 	for _, sub := range s.concurrencyGroups(rs) {
-		calls = append(calls, leased(s.decideCall("l", t, reqs, rs, sub), id))
+		calls = append(calls, leased(s.decideCall("l", now, reqs, rs, sub), id))
 	}
 	if len(calls) == 0 {
 		return false, nil
@@ -330,8 +336,8 @@ func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, 
 	if err != nil {
 		return err
 	}
-	mk := func(op, t string, idx []int) call {
-		c := s.decideCall(op, t, reqs, rs, idx)
+	mk := func(op string, idx []int) call {
+		c := s.decideCall(op, now, reqs, rs, idx)
 		if op == "a" {
 			c = leased(c, *lease)
 		}
@@ -339,13 +345,12 @@ func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, 
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	t := s.now(now)
 	groups := s.groups(rs)
 	if len(groups) == 1 && lease == nil && len(reqs) > 1 && !s.cluster {
 		return s.decideGroupBatched(ctx, now, reqs, rs, out)
 	}
 	if len(groups) == 1 {
-		res, err := s.exec(ctx, []call{mk(commitOp, t, groups[0])})
+		res, err := s.exec(ctx, []call{mk(commitOp, groups[0])})
 		if err != nil {
 			return err
 		}
@@ -354,7 +359,7 @@ func (s *Store) decideAll(ctx context.Context, now int64, reqs []store.Request, 
 	for _, op := range []string{"p", commitOp} {
 		calls := make([]call, len(groups))
 		for g, idx := range groups {
-			calls[g] = mk(op, t, idx)
+			calls[g] = mk(op, idx)
 		}
 		res, err := s.exec(ctx, calls)
 		if err != nil {
@@ -425,10 +430,9 @@ func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) er
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	t := s.now(now)
 	var calls []call
 	for _, sub := range s.concurrencyGroups(rs) {
-		calls = append(calls, s.decideCall("r", t, reqs, rs, sub))
+		calls = append(calls, s.decideCall("r", now, reqs, rs, sub))
 	}
 	_, err = s.exec(ctx, calls)
 	return err

@@ -51,7 +51,7 @@ func (s *Store) decideGroupBatched(ctx context.Context, now int64, reqs []store.
 // decideGroupAlone decides g in one call of op 'd'.
 func (s *Store) decideGroupAlone(ctx context.Context, now int64, g *groupDecision) error {
 	idx := indexes(len(g.reqs))
-	res, err := s.exec(ctx, []call{s.decideCall("d", s.now(now), g.reqs, g.rs, idx)})
+	res, err := s.exec(ctx, []call{s.decideCall("d", now, g.reqs, g.rs, idx)})
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (s *Store) groupCall(groups []*pending) call {
 		}
 		for i, r := range g.reqs {
 			c.keys = append(c.keys, g.rs[i].key)
-			c.args = append(c.args, g.rs[i].sp.header...)
+			c.args = append(c.args, g.rs[i].sp.headerAt(p.now)...)
 			shadow := "0"
 			if r.Shadow {
 				shadow = "1"

@@ -68,7 +68,7 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 		ctx, cancel = s.deadline(ctx)
 	}
 	defer cancel()
-	calls, parts := s.syncCalls(s.now(now), id, rs, batches)
+	calls, parts := s.syncCalls(now, id, rs, batches)
 	res, err := s.exec(ctx, calls)
 	if err != nil {
 		return err
@@ -111,7 +111,8 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 // A call sends a limit's header once per run of keys of that limit (the
 // header, then the run's length, then each key's events): a push to one
 // limit's many light keys carries the header once instead of per key.
-func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []store.SyncBatch) ([]call, [][]int) {
+func (s *Store) syncCalls(now int64, id *store.SyncID, rs []request, batches []store.SyncBatch) ([]call, [][]int) {
+	t := s.now(now)
 	var calls []call
 	var parts [][]int
 	for _, idx := range s.groups(rs) {
@@ -147,7 +148,7 @@ func (s *Store) syncCalls(t string, id *store.SyncID, rs []request, batches []st
 				n := min(len(evs), maxBatchEvents-events)
 				sp := rs[i].sp
 				if sp != run {
-					c.args = append(c.args, sp.header...)
+					c.args = append(c.args, sp.headerAt(now)...)
 					c.args = append(c.args, "0")
 					run, runAt, runLen = sp, len(c.args)-1, 0
 				}

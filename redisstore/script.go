@@ -24,7 +24,7 @@ var (
 	scriptHead       = []string{"prelude.lua", "boundedlog_light.lua"}
 	scriptAlgorithms = []string{
 		"fixedwindow.lua", "slidingwindow.lua", "weightedwindow.lua", "slidinglog.lua",
-		"bucket.lua", "leakybucket.lua", "concurrency.lua", "boundedlog.lua",
+		"bucket.lua", "leakybucket.lua", "concurrency.lua", "boundedlog.lua", "calendar.lua",
 	}
 	scriptOps = []string{"state.lua", "op_members.lua", "op_shared.lua", "op_sync.lua", "op_decide.lua"}
 )

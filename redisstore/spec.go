@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"errors"
+	"slices"
+	"sync/atomic"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -24,6 +26,7 @@ const (
 	codeLeaky       = 6
 	codeConcurrency = 7
 	codeBoundedLog  = 8
+	codeCalendar    = 9 // fixed-window over calendar periods
 )
 
 // spec is what the script needs to run one algorithm: its code, parameters
@@ -39,6 +42,39 @@ type spec struct {
 	tag      string // hash tag shared by the limit's keys
 	timeIdx  []bool // per Lua word: holds a time in microseconds
 	header   []string
+	// cal, for a calendar window, gives the periods' boundaries that
+	// every call sends after the header's parameters (see headerAt); the
+	// header of the last period asked for is kept in calHeader.
+	cal       interface{ Bounds(int64) [5]int64 }
+	calHeader atomic.Pointer[periodHeader]
+}
+
+// periodHeader is a calendar window's header for the calls made while the
+// caller's clock is in [start, end).
+type periodHeader struct {
+	start, end int64
+	header     []string
+}
+
+// headerAt returns the header to send for a call made at now (the
+// caller's clock, Unix nanoseconds): the spec's own, or for a calendar
+// window the one with the boundaries of the periods around now, which
+// the script, having no time zone database, decides with.
+func (sp *spec) headerAt(now int64) []string {
+	if sp.cal == nil {
+		return sp.header
+	}
+	if h := sp.calHeader.Load(); h != nil && now >= h.start && now < h.end {
+		return h.header
+	}
+	b := sp.cal.Bounds(now)
+	h := &periodHeader{start: b[2], end: b[3], header: slices.Clone(sp.header)}
+	h.header[3] = itoa(int64(len(sp.params) + len(b)))
+	for _, t := range b {
+		h.header = append(h.header, itoa(t/usec))
+	}
+	sp.calHeader.Store(h)
+	return h.header
 }
 
 const usec = int64(time.Microsecond)
@@ -64,14 +100,21 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 		return nil, fmt.Errorf("%w %q: not built by algorithm.New", ErrUnsupported, a.Name())
 	}
 	code, ok := scriptCodes[p.Name]
-	if !ok || !p.Calendar.IsZero() {
+	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnsupported, p.Name)
 	}
-	params, err := scriptArgs(p, time.Microsecond)
-	if err != nil {
+	var params []int64
+	var err error
+	var cal interface{ Bounds(int64) [5]int64 }
+	if !p.Calendar.IsZero() {
+		code, params = codeCalendar, []int64{p.Limit, p.CarryOver}
+		if cal, ok = a.(interface{ Bounds(int64) [5]int64 }); !ok {
+			return nil, fmt.Errorf("%w %q: a calendar window without Bounds", ErrUnsupported, p.Name)
+		}
+	} else if params, err = scriptArgs(p, time.Microsecond); err != nil {
 		return nil, fmt.Errorf("%w: %v (the Redis scripts count time in µs)", ErrUnsupported, err)
 	}
-	sp := &spec{code: code, params: params, goWords: p.Words, luaWords: p.Words, limit: p.Limit}
+	sp := &spec{code: code, params: params, goWords: p.Words, luaWords: p.Words, limit: p.Limit, cal: cal}
 	if code == codeSliding {
 		sp.luaWords = 1 + p.Slices // one count per slice; Go packs them
 	}
