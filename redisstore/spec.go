@@ -2,10 +2,10 @@ package redisstore
 
 import (
 	"errors"
-	"slices"
-	"sync/atomic"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
