@@ -245,6 +245,11 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 		default:
 			limited++
 			st.Algorithm = a.lim.alg.Name()
+			if p, ok := a.lim.alg.(interface{ Period(int64) (int64, int64) }); ok {
+				// A calendar rule's window is the period it is in now.
+				start, end := p.Period(e.clock().UnixNano())
+				st.Window = time.Duration(end - start)
+			}
 			if a.costErr != "" {
 				st.Decision.Allowed = false
 				st.Decision.Reason = algorithm.ReasonBadCost

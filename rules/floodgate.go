@@ -23,10 +23,11 @@ var (
 // Fields of Floodgate's format.
 var (
 	topFields  = []string{"domain", "shadow", "rules"}
-	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window",
+	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window", "calendar", "carry_over",
 		"unlimited", "algorithm", "slices", "capacity", "rate", "burst", "tolerance", "max_delay",
 		"overrides", "cost", "shadow", "failure", "charge_after_response"}
 	overrideFields = []string{"match", "limit", "window", "unlimited"}
+	calendarFields = []string{"period", "zone", "start"}
 	costFields     = []string{"from", "default"}
 	matchFields    = []string{"exact", "prefix", "glob", "any", "cidr"}
 )
@@ -234,9 +235,11 @@ func (d *decoder) ruleParam(cfg *algorithm.Config, p string, v *yaml.Node, what 
 func (d *decoder) ruleLimit(r *rule, cfg *algorithm.Config, n *yaml.Node, f map[string]field, what string, unlimited bool) {
 	lv, hasLimit := f["limit"]
 	wv, hasWindow := f["window"]
+	cv, hasCalendar := f["calendar"]
+	ov, hasCarry := f["carry_over"]
 	switch {
-	case unlimited && (hasLimit || hasWindow):
-		d.errorf(n, "%s: an unlimited rule takes no limit or window; remove them or unlimited: true", what)
+	case unlimited && (hasLimit || hasWindow || hasCalendar):
+		d.errorf(n, "%s: an unlimited rule takes no limit, window or calendar; remove them or unlimited: true", what)
 	case unlimited:
 		r.base.unlimited = true
 	default:
@@ -245,11 +248,58 @@ func (d *decoder) ruleLimit(r *rule, cfg *algorithm.Config, n *yaml.Node, f map[
 		} else {
 			d.errorf(n, "%s: limit is missing; write the number of requests (or cost units) allowed per window, such as limit: 100", what)
 		}
-		if hasWindow {
+		switch {
+		case hasWindow && hasCalendar:
+			d.errorf(cv.key, "%s: give a window or a calendar period, not both", what)
+		case hasCalendar:
+			d.calendar(cfg, cv.value, what, f)
+		case hasWindow:
 			cfg.Window, _ = d.duration(wv.value, what+": window")
-		} else if cfg.Algorithm != algorithm.Concurrency {
-			d.errorf(n, "%s: window is missing; write any Go duration, such as window: 1m or window: 90s", what)
+		case cfg.Algorithm != algorithm.Concurrency:
+			d.errorf(n, "%s: window is missing; write any Go duration, such as window: 1m or window: 90s, or a calendar period such as calendar: {period: month, zone: America/New_York}", what)
 		}
+	}
+	if hasCarry {
+		if !hasCalendar {
+			d.errorf(ov.key, "%s: carry_over needs a calendar period (calendar: {period: month, ...}): a rolling window has no period to carry into", what)
+		} else {
+			cfg.CarryOver, _ = d.integer(ov.value, what+": carry_over", 0, maxLimit)
+		}
+	}
+}
+
+// calendar reads a rule's calendar period into cfg. A calendar period is a
+// fixed window by definition: the rule's algorithm must be fixed-window or
+// absent.
+func (d *decoder) calendar(cfg *algorithm.Config, n *yaml.Node, what string, rf map[string]field) {
+	what += ": calendar"
+	f := d.fields(n, what, calendarFields...)
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, "%s must be a mapping such as {period: month, zone: America/New_York, start: 15}; got %s", what, kindName(n))
+		return
+	}
+	if av, ok := rf["algorithm"]; ok && cfg.Algorithm != algorithm.FixedWindow {
+		d.errorf(av.value, "%s: a calendar period is a fixed window by definition; remove algorithm: %s or write algorithm: fixed-window", what, cfg.Algorithm)
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(paramAlgorithms)) {
+		if v, ok := rf[p]; ok {
+			d.errorf(v.key, "%s: %s does not apply to a calendar period, which is a fixed window; remove it", what, p)
+		}
+	}
+	cfg.Algorithm = algorithm.FixedWindow
+	cfg.Tolerance = 0
+	if v, ok := f["period"]; ok {
+		cfg.Calendar.Period, _ = d.str(v.value, what+": period")
+	} else {
+		d.errorf(n, "%s: period is missing; write day, week, month or year", what)
+	}
+	if v, ok := f["zone"]; ok {
+		cfg.Calendar.Zone, _ = d.str(v.value, what+": zone")
+	}
+	if v, ok := f["start"]; ok {
+		st, _ := d.integer(v.value, what+": start", 1, 31)
+		cfg.Calendar.Start = int(st)
 	}
 }
 
@@ -314,10 +364,12 @@ func (d *decoder) override(n *yaml.Node, what string, base algorithm.Config, bas
 		if hasLimit {
 			cfg.Limit, _ = d.integer(lv.value, what+": override limit", 0, maxLimit)
 		}
-		if hasWindow {
+		if hasWindow && !cfg.Calendar.IsZero() {
+			d.errorf(wv.key, "%s: an override of a calendar rule changes its limit, not its period; remove window:", what)
+		} else if hasWindow {
 			cfg.Window, _ = d.duration(wv.value, what+": override window")
 		}
-		if cfg.Window <= 0 && cfg.Algorithm != algorithm.Concurrency {
+		if cfg.Window <= 0 && cfg.Calendar.IsZero() && cfg.Algorithm != algorithm.Concurrency {
 			d.errorf(n, "%s: override of an unlimited rule needs a window too, such as window: 1m", what)
 		}
 		if baseUnlimited && !hasLimit {

@@ -278,7 +278,10 @@ type RuleInfo struct {
 	Limit int64  `json:"limit"`
 	// Window is written in JSON twice: as in rule files ("window": "1m",
 	// empty for none) and in seconds ("window_seconds": 60).
-	Window    time.Duration  `json:"-"`
+	Window time.Duration `json:"-"`
+	// Calendar describes a calendar rule's period (then Window is zero),
+	// e.g. "month from the 15th in America/New_York".
+	Calendar  string         `json:"calendar,omitempty"`
 	Algorithm algorithm.Name `json:"algorithm"`
 	Unlimited bool           `json:"unlimited"`
 	// Block reports a rule that rejects every request it applies to (limit 0).

@@ -571,6 +571,7 @@ func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 			CountBy:   append([]string(nil), r.countBy...),
 			Limit:     r.base.limit,
 			Window:    r.base.window,
+			Calendar:  r.base.calendar(),
 			Unlimited: r.base.unlimited,
 			Block:     r.base.block,
 			Shadow:    r.shadow,
@@ -656,4 +657,20 @@ func (r *rule) reportedName() string {
 		return r.limitName
 	}
 	return r.name
+}
+
+// calendar describes the limit's calendar period ("month from the 15th in
+// America/New_York", with its carry-over), or returns "" for a window.
+func (l limit) calendar() string {
+	if l.alg == nil {
+		return ""
+	}
+	c := l.alg.Config()
+	if c.Calendar.IsZero() {
+		return ""
+	}
+	if c.CarryOver > 0 {
+		return fmt.Sprintf("%s, carrying over up to %d", c.Calendar, c.CarryOver)
+	}
+	return c.Calendar.String()
 }
