@@ -12,6 +12,9 @@ import (
 	"os"
 	"slices"
 	"strings"
+	// The zone database is part of the binary: calendar rules name IANA
+	// zones, and the container image (FROM scratch) has no /usr/share/zoneinfo.
+	_ "time/tzdata"
 )
 
 // command is one subcommand: its one-line summary and the function that runs
