@@ -285,6 +285,9 @@ func (src statusSource) Snapshot() metrics.Snapshot {
 	return snap
 }
 
+// History is the recorder's last hour of decisions, for the page's chart.
+func (src statusSource) History() []metrics.Point { return src.s.rec.History() }
+
 // readyz answers 200 when the server can decide with its store. Only
 // callers with details see why it cannot (the error names the store's
 // address); others get the kind of failure.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/statuspage"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
@@ -76,7 +78,7 @@ func TestAdminToken(t *testing.T) {
 	cfg := adminConfig(t)
 	cfg.Admin.TokenEnv = "FG_TEST_ADMIN_TOKEN"
 	r := start(t, cfg)
-	for _, p := range []string{"/v1/rules", "/status.json", "/", "/status.js", "/metrics", "/debug/pprof/"} {
+	for _, p := range []string{"/v1/rules", "/status.json", "/history.json", "/", "/status.js", "/metrics", "/debug/pprof/"} {
 		if code, _ := get(t, r.url(p), ""); code != http.StatusUnauthorized {
 			t.Errorf("%s without the token: %d, want 401", p, code)
 		}
@@ -295,4 +297,36 @@ func TestStoreDetailsOnAdminListener(t *testing.T) {
 		t.Errorf("status.json on the admin listener lacks the store error:\n%s", feed)
 	}
 	r.stopErr(t) // counts taken during the outage cannot be pushed
+}
+
+// TestStatusHistory: the server records a point of history a second, and
+// the status page's history.json serves them: a request checked shows in
+// a point within a few seconds.
+func TestStatusHistory(t *testing.T) {
+	r := start(t, adminConfig(t))
+	resp, err := http.Post(r.url("/v1/check"), "application/json",
+		strings.NewReader(`{"descriptors":[{"entries":[{"key":"client","value":"a"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body := get(t, r.url("/history.json"), "")
+		var hf statuspage.HistoryFeed
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &hf) != nil {
+			t.Fatalf("history.json: %d %.200s", code, body)
+		}
+		decided := 0
+		for _, p := range hf.Points {
+			decided += int(p.Decided)
+		}
+		if decided >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no point of history holds the request checked a minute ago: %+v", hf)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

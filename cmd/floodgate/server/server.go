@@ -472,6 +472,26 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		s.reportHealth(ctx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.recordHistory(ctx)
+	}()
+}
+
+// recordHistory adds a point a second to the recorder's history of
+// decisions, which the status page's chart starts from, until ctx ends.
+func (s *Server) recordHistory(ctx context.Context) {
+	t := time.NewTicker(metrics.HistoryStep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.rec.RecordHistory()
+		}
+	}
 }
 
 // rulesName is the rule file, for the log, or "(built-in)".

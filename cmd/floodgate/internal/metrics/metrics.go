@@ -186,6 +186,9 @@ type Recorder struct {
 	sampleMu  sync.Mutex
 	samples   []sample
 	lastDecay time.Time
+
+	// history is the last hour of decisions, for the status page's chart.
+	history history
 }
 
 type ruleStats struct {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,13 +122,13 @@ func TestBrowserRendersLiveData(t *testing.T) {
 	for _, want := range []string{
 		"per-client", "audit-ip", // rule names
 		"5 / 1m", "3 / 1h", // limits
-		"bounded-log",                           // algorithm
-		"shop|per-client|client=acme",           // top rejected key
-		"store up",                              // health pill
-		"memory",                                // store type
-		`<span class="tag tag-shadow">shadow`,   // shadow marker
-		"p99 ≤ ",                                // recent latency bound
-		`id="unmatched-sub">unknown domains 2<`, // requests no rule applied to
+		"bounded-log",                         // algorithm
+		"shop|per-client|client=acme",         // top rejected key
+		"store up",                            // health pill
+		"memory",                              // store type
+		`<span class="tag tag-shadow">shadow`, // shadow marker
+		"p99 ≤ ",                              // recent latency bound
+		`id="unmatched-sub" title="unknown domains: 2">unknown domains: 2<`, // requests no rule applied to
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q", want)
@@ -181,5 +182,92 @@ func TestBrowserScreenshot(t *testing.T) {
 	}
 	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 20_000 {
 		t.Fatalf("screenshot is not a plausible PNG (%d bytes)", len(b))
+	}
+}
+
+// pollingHistory is a pollingSource that also serves its recorder's
+// history.
+type pollingHistory struct{ pollingSource }
+
+func (p pollingHistory) History() []metrics.Point { return p.rec.History() }
+
+// TestBrowserShowsHistoryAtOpen opens the page after ten minutes of
+// history (a recorder under a virtual clock, a point a second, with a
+// burst of rejections nine minutes ago): the chart starts from the
+// server's history, not empty, and spans the ten minutes. The unmatched
+// card names domains as such ("domain shop: 3", not "shop 3"), is amber
+// (not limited is not rejected), and shows its text whole.
+func TestBrowserShowsHistoryAtOpen(t *testing.T) {
+	bin := chromium(t)
+	src := newLiveSource(t)
+	var live atomic.Bool
+	virtual := time.Now().Add(-10 * time.Minute)
+	src.rec = metrics.New(metrics.WithClock(func() time.Time {
+		if live.Load() {
+			return time.Now()
+		}
+		return virtual
+	}))
+	src.rec.SetStore(metrics.StoreHealth{Type: "memory", Arrangement: "local", Up: true})
+	for i := range 600 {
+		virtual = virtual.Add(time.Second)
+		switch {
+		case i >= 60 && i < 80: // the burst: one client far over its 5 a minute
+			for range 10 {
+				src.check(t, "burst", "10.0.0.9")
+			}
+		case i%10 == 0:
+			src.check(t, fmt.Sprintf("steady-%d", i), "10.0.0.8")
+		}
+		src.rec.RecordHistory()
+	}
+	live.Store(true)
+	for _, c := range []struct {
+		domain string
+		n      int
+	}{{"shop", 3}, {"shpo", 2}} { // no rule applies: unmatched in the rules' domain, and in an unknown one
+		for range c.n {
+			res, err := src.eng.Check(context.Background(), rules.Request{Domain: c.domain, Descriptors: []rules.Descriptor{{{Key: "nothing", Value: "x"}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.rec.Observe(res, time.Microsecond)
+		}
+	}
+	var rejected uint64
+	for _, p := range src.rec.History() {
+		rejected += uint64(p.Rejected)
+	}
+	srv := httptest.NewServer(Handler(pollingHistory{pollingSource{src, t}}))
+	defer srv.Close()
+
+	dom := string(runChromium(t, bin, srv.URL+"/", "--virtual-time-budget=3000", "--window-size=1280,1000", "--dump-dom"))
+
+	attr := func(name string) string {
+		m := regexp.MustCompile(name + `="([^"]*)"`).FindStringSubmatch(dom)
+		if m == nil {
+			t.Fatalf("no %s attribute: the page never drew its chart\n%s", name, dom)
+		}
+		return m[1]
+	}
+	if n, _ := strconv.Atoi(attr("data-history-points")); n < 600 {
+		t.Errorf("the chart holds %d points on opening, want the server's 600 and the live ones", n)
+	}
+	if r, _ := strconv.ParseFloat(attr("data-history-rejected"), 64); r < float64(rejected) || rejected < 150 {
+		t.Errorf("the chart holds %.0f rejections, want at least the history's %d (the burst)", r, rejected)
+	}
+	if !regexp.MustCompile(`id="chart-span">last 10m \d+s<`).MatchString(dom) {
+		t.Errorf("the chart's span is not the ten minutes of history: %s", regexp.MustCompile(`id="chart-span">[^<]*<`).FindString(dom))
+	}
+	for _, want := range []string{
+		`class="value warn" id="unmatched">5<`,
+		`title="unknown domains: 2 · domain shop: 3">unknown domains: 2 · domain shop: 3<`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q: %s", want, regexp.MustCompile(`(?s)<div class="card"><div class="label">unmatched.*?</div></div>`).FindString(dom))
+		}
+	}
+	if cut := attr("data-unmatched-cut"); cut != "false" {
+		t.Errorf("the unmatched card's text is cut off (data-unmatched-cut=%s)", cut)
 	}
 }

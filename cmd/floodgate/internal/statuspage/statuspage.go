@@ -4,7 +4,9 @@
 //
 // The page is self-contained (HTML, CSS and JavaScript embedded in the
 // binary, nothing fetched from elsewhere) and polls a JSON feed once a second
-// to update in place. Everything drawn from requests, such as rejected keys,
+// to update in place; its chart of decisions per second starts from the
+// server's history of the last hour, so what happened before the page was
+// opened can be seen. Everything drawn from requests, such as rejected keys,
 // is inserted as text, never as markup.
 package statuspage
 
@@ -23,6 +25,21 @@ import (
 type Source interface {
 	Rules() []rules.RuleInfo
 	Snapshot() metrics.Snapshot
+}
+
+// HistorySource is a Source that also keeps a history of decisions; the
+// page then starts its chart from it (history.json) when it is opened.
+type HistorySource interface {
+	Source
+	History() []metrics.Point
+}
+
+// HistoryFeed is the JSON document served at history.json.
+type HistoryFeed struct {
+	// StepSeconds is the span of one point.
+	StepSeconds float64 `json:"step_s"`
+	// Points are the decisions of each step, oldest first.
+	Points []metrics.Point `json:"points"`
 }
 
 // Feed is the JSON document served at status.json.
@@ -48,8 +65,9 @@ var files = map[string][2]string{
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // Handler returns the status page handler. It serves the page at "/" (with
-// its script and style beside it) and the feed at "/status.json"; other
-// paths get 404. Mount it at the root, or under a prefix with
+// its script and style beside it), the feed at "/status.json" and, when
+// src is a HistorySource, the history at "/history.json"; other paths get
+// 404. Mount it at the root, or under a prefix with
 // http.StripPrefix (the page fetches its parts by relative URL).
 func Handler(src Source) http.Handler {
 	return &handler{src: src}
@@ -62,7 +80,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = "/"
 	}
-	if path != "/status.json" {
+	hs, hasHistory := h.src.(HistorySource)
+	if path != "/status.json" && (path != "/history.json" || !hasHistory) {
 		if _, ok := files[path]; !ok {
 			http.NotFound(w, r)
 			return
@@ -81,6 +100,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveFeed(w, r)
 		return
 	}
+	if path == "/history.json" {
+		serveJSON(w, r, HistoryFeed{StepSeconds: metrics.HistoryStep.Seconds(), Points: hs.History()})
+		return
+	}
 	f := files[path]
 	b, err := assets.ReadFile(f[0])
 	if err != nil {
@@ -96,14 +119,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) serveFeed(w http.ResponseWriter, r *http.Request) {
-	feed := BuildFeed(h.src)
+	serveJSON(w, r, BuildFeed(h.src))
+}
+
+// serveJSON answers with v as JSON, which no cache may keep.
+func serveJSON(w http.ResponseWriter, r *http.Request, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	if r.Method == http.MethodHead {
 		return
 	}
-	enc := json.NewEncoder(w)
-	enc.Encode(feed)
+	json.NewEncoder(w).Encode(v)
 }
 
 // BuildFeed gathers the feed from src.

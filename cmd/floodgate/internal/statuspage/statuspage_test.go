@@ -210,3 +210,33 @@ func TestMountedUnderPrefix(t *testing.T) {
 		t.Error("status.js does not fetch the feed by relative URL")
 	}
 }
+
+// historySource is a liveSource with a recorder whose history has points.
+type historySource struct{ *liveSource }
+
+func (h historySource) History() []metrics.Point { return h.rec.History() }
+
+// TestHistoryFeed: a HistorySource's points are served at history.json,
+// oldest first, with the step; a Source without a history has none (404).
+func TestHistoryFeed(t *testing.T) {
+	src := newLiveSource(t)
+	now := time.Now()
+	src.rec = metrics.New(metrics.WithClock(func() time.Time { return now }))
+	src.check(t, "acme", "10.0.0.1")
+	now = now.Add(time.Second)
+	src.rec.RecordHistory()
+	resp := get(t, Handler(historySource{src}), "GET", "/history.json")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("history.json: %d %v", resp.StatusCode, resp.Header)
+	}
+	var hf HistoryFeed
+	if err := json.NewDecoder(resp.Body).Decode(&hf); err != nil {
+		t.Fatal(err)
+	}
+	if hf.StepSeconds != 1 || len(hf.Points) != 1 || hf.Points[0].Decided != 1 {
+		t.Fatalf("history feed %+v, want one point of one request", hf)
+	}
+	if resp := get(t, Handler(src), "GET", "/history.json"); resp.StatusCode != 404 {
+		t.Fatalf("history.json of a source without history: %d, want 404", resp.StatusCode)
+	}
+}

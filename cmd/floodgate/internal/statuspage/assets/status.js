@@ -1,10 +1,12 @@
 // Floodgate status page: polls status.json once a second and redraws.
-// Everything that comes from the feed is inserted with textContent, never as
-// HTML: rejected keys are chosen by clients.
+// The chart starts from the server's history of the last hour
+// (history.json), then grows a point a poll. Everything that comes from the
+// feed is inserted with textContent, never as HTML: rejected keys are
+// chosen by clients.
 "use strict";
 (function () {
-  var POLL_MS = 1000, HISTORY = 120;
-  var history = []; // {t, ok, rej} per poll
+  var POLL_MS = 1000, HISTORY = 3600;
+  var history = []; // {t (ms), ok, rej} per second, oldest first
   var failures = 0;
 
   function $(id) { return document.getElementById(id); }
@@ -74,12 +76,15 @@
     if (s.detail) ksub.push(s.detail);
     setText("keys-sub", ksub.length ? ksub.join(" · ") : "\u00a0");
     // Requests no rule applied to pass unlimited: a mistyped domain or a
-    // rule on an entry no client sends shows here.
+    // rule on an entry no client sends shows here, in amber (a warning: they
+    // were not rejected).
     setText("unmatched", fmtInt(q.unmatched));
-    $("unmatched").className = "value" + (q.unmatched > 0 ? " rej" : "");
-    setText("unmatched-sub", (q.unmatched_by_domain || []).map(function (u) {
-      return (u.domain === "other" ? "unknown domains" : u.domain) + " " + fmtInt(u.count);
-    }).join(" · ") || "every request matched a rule");
+    $("unmatched").className = "value" + (q.unmatched > 0 ? " warn" : "");
+    var um = (q.unmatched_by_domain || []).map(function (u) {
+      return (u.domain === "other" ? "unknown domains" : "domain " + u.domain) + ": " + fmtInt(u.count);
+    }).join(" · ") || "every request matched a rule";
+    setText("unmatched-sub", um);
+    $("unmatched-sub").title = um;
     var rl = m.reloads || {};
     setText("reloads", fmtInt(rl.ok));
     setText("reload-sub", (rl.failed ? rl.failed + " failed · " : "") + (rl.last ? "last " + new Date(rl.last).toLocaleTimeString() : "none since start"));
@@ -166,8 +171,13 @@
     }
     area(function (p) { return p.ok + p.rej; }, "rgba(47,158,110,.55)");
     area(function (p) { return p.rej; }, "rgba(217,83,79,.8)");
+    var span = history.length > 1 ? (history[history.length - 1].t - history[0].t) / 1000 : 0;
+    var label = "last " + fmtDur(span);
+    setText("chart-span", label);
     ctx.fillStyle = "#687085";
-    ctx.fillText("last " + HISTORY + " s", w - 70, h - 3);
+    ctx.fillText(label, w - 8 - ctx.measureText(label).width, h - 3);
+    document.body.setAttribute("data-history-points", String(history.length));
+    document.body.setAttribute("data-history-rejected", String(history.reduce(function (a, p) { return a + p.rej; }, 0)));
   }
 
   function render(feed) {
@@ -176,10 +186,28 @@
     renderRules(feed.rules || [], m.rules);
     renderTop(m.top_rejected || []);
     var q = m.requests || {};
-    history.push({ t: m.time, ok: Math.max(0, (q.per_s || 0) - (q.rejected_per_s || 0)), rej: q.rejected_per_s || 0 });
-    if (history.length > HISTORY) history.shift();
+    history.push({ t: Date.parse(m.time), ok: Math.max(0, (q.per_s || 0) - (q.rejected_per_s || 0)), rej: q.rejected_per_s || 0 });
+    while (history.length > HISTORY) history.shift();
     renderChart();
+    // The unmatched card's text is shown whole (it wraps): a layout check
+    // for the browser tests.
+    var sub = $("unmatched-sub");
+    document.body.setAttribute("data-unmatched-cut", String(sub.scrollWidth > sub.clientWidth + 1));
     document.body.setAttribute("data-polls", String((+document.body.getAttribute("data-polls") || 0) + 1));
+  }
+
+  // loadHistory fills the chart with the server's last hour, if it keeps
+  // one, before the first poll.
+  function loadHistory() {
+    return fetch("history.json", { cache: "no-store" })
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then(function (hf) {
+        var step = hf.step_s || 1;
+        history = (hf.points || []).slice(-HISTORY).map(function (p) {
+          return { t: p.t, ok: Math.max(0, p.n - p.rej) / step, rej: p.rej / step };
+        });
+      })
+      .catch(function () { history = []; });
   }
 
   function poll() {
@@ -194,5 +222,5 @@
       })
       .then(function () { setTimeout(poll, failures ? Math.min(10000, POLL_MS * failures) : POLL_MS); });
   }
-  poll();
+  loadHistory().then(poll);
 })();
