@@ -99,7 +99,7 @@ func (l *Limiter) SetLimit(limit Limit) error {
 	if cur.alg.Name() == algorithm.Concurrency || next.alg.Name() == algorithm.Concurrency {
 		return errors.New("floodgate: SetLimit cannot change a concurrency limit: its units in flight would be forgotten; make a new Limiter")
 	}
-	if keeper, ok := l.store.(store.CountKeeper); ok && keeper.KeepsCounts() &&
+	if keeper, ok := l.store.(store.CountKeeper); ok && keeper.KeepsCounts(next.alg) &&
 		cur.alg.Config().Identity() == next.alg.Config().Identity() {
 		// The stores convert each key's state; the limits replaced before
 		// that still apply keep doing so.

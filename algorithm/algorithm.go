@@ -66,10 +66,6 @@ const (
 	// ReasonStoreUnavailable: the shared counter store could not be asked
 	// in time and the rule fails closed.
 	ReasonStoreUnavailable Reason = "store_unavailable"
-	// ReasonBadPeriod: a gubernator request (NewGubernator) asks for
-	// DURATION_IS_GREGORIAN with a duration that names no calendar period
-	// gubernator supports.
-	ReasonBadPeriod Reason = "bad_period"
 )
 
 // Message returns a sentence saying what r means, for logs and answer
@@ -90,15 +86,13 @@ func (r Reason) Message() string {
 		return "blocked: the rule's limit is 0"
 	case ReasonStoreUnavailable:
 		return "shared counter store unavailable"
-	case ReasonBadPeriod:
-		return "DURATION_IS_GREGORIAN with a duration that names no supported calendar period"
 	}
 	return string(r)
 }
 
-// Decision is the outcome of one request against one limit. The
-// gubernator algorithm (NewGubernator) reads its fields its own way: see
-// there.
+// Decision is the outcome of one request against one limit. The algorithm
+// of gubernator's API (package algorithm/gubernator) fills its fields its own
+// way: see there.
 type Decision struct {
 	// Allowed reports whether the request may proceed (after Delay, if any).
 	Allowed bool
@@ -198,6 +192,12 @@ type Config struct {
 	// CarryOver is the most units a calendar window carries into a period
 	// from what the key left unused of the one before (0: none).
 	CarryOver int64
+	// Holds, when above 0, lets each key hold parts of its allowance for
+	// up to Holds quota lease holders at once (see held.Hold). Only
+	// the window algorithms take it.
+	Holds int
+	// HoldTTL is how long a hold lasts unless renewed (default 10 s).
+	HoldTTL time.Duration
 }
 
 // Bounds New enforces, so that no decision's arithmetic can overflow int64.
@@ -233,6 +233,9 @@ func New(c Config) (Algorithm, error) {
 	if c.Limit < 1 {
 		return nil, fmt.Errorf("%s: limit must be at least 1, got %d", c.Algorithm, c.Limit)
 	}
+	// The holds wrap the algorithm built without them.
+	holds, ttl := c.Holds, c.HoldTTL
+	c.Holds, c.HoldTTL = 0, 0
 	var a Algorithm
 	var err error
 	switch {
@@ -247,5 +250,15 @@ func New(c Config) (Algorithm, error) {
 		return nil, err
 	}
 	a.(interface{ setSelf(Algorithm) }).setSelf(a)
-	return a, nil
+	if holds == 0 && ttl == 0 {
+		return a, nil
+	}
+	hc := a.Config() // defaults filled in
+	hc.Holds, hc.HoldTTL = holds, ttl
+	h, err := withHolds(a, hc)
+	if err != nil {
+		return nil, err
+	}
+	h.setSelf(h)
+	return h, nil
 }

@@ -46,6 +46,12 @@ type Params struct {
 	// the periods' boundaries. CarryOver is its carry-over cap.
 	Calendar  Calendar
 	CarryOver int64
+	// Holds is the most holds a key keeps (Config.Holds) and HoldTTL how
+	// long one lasts unless renewed; zero for an algorithm without holds.
+	// Its state is then the algorithm's own words, the number of holds and
+	// that many holds (see held.Hold).
+	Holds   int64
+	HoldTTL time.Duration
 	// Words is Algorithm.Words: the length of the state.
 	Words int
 	// IdleAfter is Algorithm.IdleAfter.
@@ -70,6 +76,17 @@ func (b *base) withParams(p Params) {
 // converts it); the other words hold counts, indexes or packed fields. The
 // sliding window's counts are packed into fields (see slidingWindow).
 func (p Params) TimeWord(i int) bool {
+	if p.Holds > 0 {
+		// The inner state, the number of holds, then each hold's id
+		// halves, expiry, units, target and seq.
+		iw := p.Words - 1 - holdWords*int(p.Holds)
+		if i > iw {
+			return (i-iw-1)%holdWords == 2
+		}
+		if i == iw {
+			return false
+		}
+	}
 	switch p.Name {
 	case FixedWindow:
 		return !p.Calendar.IsZero() && i == 0 // a calendar period's start

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -29,8 +30,8 @@ func tableKeys(n *Node) int {
 // before or after the next sync; after it (the charge gives way to the
 // pulled shared count) each has had exactly what it had left.
 func TestDelayedTableBoundNeverResetsAVictim(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	const maxKeys = 1024
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxKeys: maxKeys})

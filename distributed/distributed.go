@@ -192,9 +192,11 @@ func (n *Node) loop() {
 }
 
 // Close stops the background loop and pushes the counts not yet pushed,
-// sending failed pushes again until ctx ends (a ctx without a deadline
-// gets one try). It returns an error saying how many accepted requests
-// were not pushed, if any; the node must not be used afterwards.
+// and those it owes again to a store found to have lost its data, sending
+// failed pushes again until ctx ends (a ctx without a deadline gets one
+// try). It returns an error saying how many accepted requests were not
+// pushed, if any. The node must not be used afterwards, but for Health,
+// which then reports its final counts.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeMu.Lock()
 	if n.closed {
@@ -214,14 +216,15 @@ func (n *Node) Close(ctx context.Context) error {
 	n.syncMu.Lock()
 	defer n.syncMu.Unlock()
 	// One sync pushes at most MaxSyncKeys keys, and a push that fails is
-	// sent again: go on until nothing is left or ctx ends.
+	// sent again: go on until nothing is left (no count pending, no push
+	// again owed after a loss) or ctx ends.
 	start := n.clock()
 	var err error
 	for {
 		before := n.pending.Load()
 		err = n.syncLocked(ctx, true)
 		left := n.pending.Load()
-		if err == nil && n.out == nil && (left == 0 || left >= before) {
+		if err == nil && n.out == nil && !n.sentinel.repush && (left == 0 || left >= before) {
 			break // done, or requests still arriving
 		}
 		if ctx.Err() != nil {
@@ -243,8 +246,12 @@ func (n *Node) Close(ctx context.Context) error {
 		if err == nil {
 			err = errors.New("requests still arriving")
 		}
-		return fmt.Errorf("distributed: %d accepted requests not pushed to %s after %v: %w",
-			left, n.name, n.clock().Sub(start).Round(time.Millisecond), err)
+		again := ""
+		if k := n.repushLeft.Load(); k > 0 {
+			again = fmt.Sprintf(" (and the counts of %d keys it lost not pushed again)", k)
+		}
+		return fmt.Errorf("distributed: %d accepted requests not pushed to %s%s after %v: %w",
+			left, n.name, again, n.clock().Sub(start).Round(time.Millisecond), err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -52,7 +53,7 @@ func TestRequestWithoutAlgorithmIsAnError(t *testing.T) {
 }
 
 func TestSplitEnforcesLimitOverNodes(t *testing.T) {
-	alg := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute})
+	alg := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 600, Window: time.Minute})
 	n := mustNode(t, Options{Arrangement: Split, Nodes: 8, ManualSync: true})
 	now := time.Date(2026, 7, 30, 0, 0, 0, 0, time.UTC).UnixNano()
 	accepted := 0
@@ -85,51 +86,7 @@ func TestSplitConfigNeverGrantsMoreThanTheWhole(t *testing.T) {
 	}
 }
 
-// lcgNode is the baseline's generator: s = s*1103515245+12345, node floor(s/2^32*n).
-type lcgNode uint32
-
-func (g *lcgNode) next(n int) int {
-	*g = *g*1103515245 + 12345
-	return int(uint64(*g) * uint64(n) >> 32)
-}
-
-// client drives a client at rate per second for dur through nodes, each
-// syncing when its own interval has passed since its last sync; node k's
-// first sync comes at k/len(nodes) of an interval, as unsynchronized
-// nodes do. decide is called for each request; it returns whether the
-// request was accepted.
-func drive(t *testing.T, clk *vclock, nodes []*Node, rate int, dur, interval time.Duration,
-	decide func(n *Node, now int64) bool, between func(elapsed time.Duration)) (accepted []int64, rejected int) {
-	t.Helper()
-	start := clk.NS()
-	next := make([]int64, len(nodes))
-	for k := range next {
-		next[k] = start + int64(interval)*int64(k+1)/int64(len(nodes))
-	}
-	g := lcgNode(20260730)
-	n := int(int64(rate) * int64(dur) / int64(time.Second))
-	for i := 0; i < n; i++ {
-		at := start + int64(i)*int64(time.Second)/int64(rate)
-		clk.ns.Store(at)
-		if between != nil {
-			between(time.Duration(at - start))
-		}
-		for k, nd := range nodes {
-			if at >= next[k] {
-				nd.Sync(ctx) // failures are the test's business: the node keeps its counts
-				next[k] = at + int64(interval)
-			}
-		}
-		if decide(nodes[g.next(len(nodes))], at) {
-			accepted = append(accepted, at)
-		} else {
-			rejected++
-		}
-	}
-	return accepted, rejected
-}
-
-func delayedNodes(t *testing.T, shared *faultStore, clk *vclock, count int, extra func(*Options)) []*Node {
+func delayedNodes(t *testing.T, shared *faultStore, clk *disttest.Clock, count int, extra func(*Options)) []*Node {
 	nodes := make([]*Node, count)
 	for k := range nodes {
 		o := Options{
@@ -149,23 +106,23 @@ func delayedNodes(t *testing.T, shared *faultStore, clk *vclock, count int, extr
 // 90/s for two minutes gets at most 1.1 x 600 in any 60 s; a client at 10/s
 // is never rejected.
 func TestDelayedKeepsThePromise(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
 	for _, c := range []struct {
 		rate int
 		name string
 	}{{90, "burst"}, {10, "compliant"}} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := newVClock()
+			clk := disttest.NewClock()
 			shared := newFaultStore()
 			nodes := delayedNodes(t, shared, clk, 8, nil)
-			acc, rej := drive(t, clk, nodes, c.rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+			acc, rej := disttest.Drive(t, clk, nodes, c.rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
 				d, err := n.DecideOne(ctx, now, store.Request{Algorithm: rule, Key: "client", Cost: 1})
 				if err != nil {
 					t.Fatalf("DecideOne: %v", err)
 				}
 				return d.Allowed
 			}, nil)
-			b := busiest(acc, time.Minute)
+			b := disttest.Busiest(acc, time.Minute)
 			t.Logf("%d/s: accepted %d, rejected %d, busiest 60 s %d", c.rate, len(acc), rej, b)
 			if b > 660 {
 				t.Errorf("busiest 60 s = %d, want at most 660", b)
@@ -180,25 +137,19 @@ func TestDelayedKeepsThePromise(t *testing.T) {
 	}
 }
 
-// counterRule counts every accepted request, so the shared store's count
-// can be compared with what the nodes accepted.
-func counterRule(t testing.TB) algorithm.Algorithm {
-	return mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: algorithm.MaxLimit, Window: 24 * time.Hour})
-}
-
 // TestDelayedOutageFailOpen takes the store down for 10 s in the middle of
 // two minutes: the fail-open rule rejects nothing because of the store, no
 // caller sees an error, and once the store is back every accepted request is
 // in the shared count.
 func TestDelayedOutageFailOpen(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	count := counterRule(t)
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	count := disttest.CounterRule(t)
 	for _, rate := range []int{10, 90} {
-		clk := newVClock()
+		clk := disttest.NewClock()
 		shared := newFaultStore()
 		nodes := delayedNodes(t, shared, clk, 8, nil)
 		wasDown := false
-		acc, rej := drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+		acc, rej := disttest.Drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
 			reqs := []store.Request{
 				{Algorithm: rule, Key: "client", Cost: 1},
 				{Algorithm: count, Key: "client-count", Cost: 1},
@@ -231,8 +182,8 @@ func TestDelayedOutageFailOpen(t *testing.T) {
 		if rate == 10 && rej != 0 {
 			t.Errorf("10/s: %d rejects, want 0", rej)
 		}
-		got := sharedCount(t, shared.inner, count, "client-count", clk.NS())
-		t.Logf("%d/s: accepted %d, rejected %d, busiest 60 s %d, shared count %d", rate, len(acc), rej, busiest(acc, time.Minute), got)
+		got := disttest.SharedCount(t, shared.inner, count, "client-count", clk.NS())
+		t.Logf("%d/s: accepted %d, rejected %d, busiest 60 s %d, shared count %d", rate, len(acc), rej, disttest.Busiest(acc, time.Minute), got)
 		if got != int64(len(acc)) {
 			t.Errorf("%d/s: shared count after the outage = %d, want the %d accepted (no lost counts)", rate, got, len(acc))
 		}
@@ -240,8 +191,8 @@ func TestDelayedOutageFailOpen(t *testing.T) {
 }
 
 func TestDelayedFailClosedRejectsWhileBreakerOpen(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Minute})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Minute})
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := delayedNodes(t, shared, clk, 1, nil)[0]
 	req := store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailClosed}
@@ -283,7 +234,7 @@ func TestDelayedFailClosedRejectsWhileBreakerOpen(t *testing.T) {
 	if d, _ := n.DecideOne(ctx, clk.NS(), req); !d.Allowed {
 		t.Fatalf("fail-closed after recovery = %+v, want allowed", d)
 	}
-	if got := sharedCount(t, shared.inner, rule, "k", clk.NS()); got != 2 {
+	if got := disttest.SharedCount(t, shared.inner, rule, "k", clk.NS()); got != 2 {
 		t.Fatalf("shared count = %d, want the 2 accepted before the last decision was synced", got)
 	}
 }
@@ -291,12 +242,12 @@ func TestDelayedFailClosedRejectsWhileBreakerOpen(t *testing.T) {
 // TestDelayedRepushesAfterStoreLosesData wipes the shared store (a restart
 // without persistence): the nodes notice and push their counts again.
 func TestDelayedRepushesAfterStoreLosesData(t *testing.T) {
-	count := counterRule(t)
-	clk := newVClock()
+	count := disttest.CounterRule(t)
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	nodes := delayedNodes(t, shared, clk, 4, nil)
 	wiped := false
-	acc, _ := drive(t, clk, nodes, 20, 20*time.Second, 200*time.Millisecond, func(n *Node, now int64) bool {
+	acc, _ := disttest.Drive(t, clk, nodes, 20, 20*time.Second, 200*time.Millisecond, func(n *Node, now int64) bool {
 		d, err := n.DecideOne(ctx, now, store.Request{Algorithm: count, Key: "c", Cost: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -313,12 +264,12 @@ func TestDelayedRepushesAfterStoreLosesData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := sharedCount(t, shared.inner, count, "c", clk.NS()); got != int64(len(acc)) {
+	if got := disttest.SharedCount(t, shared.inner, count, "c", clk.NS()); got != int64(len(acc)) {
 		t.Fatalf("shared count after a wipe = %d, want all %d accepted", got, len(acc))
 	}
 }
 
-func centralNode(t *testing.T, shared *faultStore, clk *vclock, nodes int) *Node {
+func centralNode(t *testing.T, shared *faultStore, clk *disttest.Clock, nodes int) *Node {
 	return mustNode(t, Options{
 		Arrangement: Centralized, Nodes: nodes, Shared: shared, Clock: clk.Now,
 		ManualSync: true, Deadline: time.Second,
@@ -326,8 +277,8 @@ func centralNode(t *testing.T, shared *faultStore, clk *vclock, nodes int) *Node
 }
 
 func TestCentralizedFailOpenDecidesFromLastViewAndPushesLater(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := centralNode(t, shared, clk, 4)
 	req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
@@ -361,7 +312,7 @@ func TestCentralizedFailOpenDecidesFromLastViewAndPushesLater(t *testing.T) {
 	if err := n.Sync(ctx); err != nil {
 		t.Fatalf("pushing the outage's counts: %v", err)
 	}
-	if got := sharedCount(t, shared.inner, rule, "k", clk.NS()); got != 100 {
+	if got := disttest.SharedCount(t, shared.inner, rule, "k", clk.NS()); got != 100 {
 		t.Fatalf("shared count after the push = %d, want 100", got)
 	}
 	if h := n.Health(); h.PendingEvents != 0 || !h.Up {
@@ -373,8 +324,8 @@ func TestCentralizedFailOpenDecidesFromLastViewAndPushesLater(t *testing.T) {
 }
 
 func TestCentralizedFailClosedAndFailLocal(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := centralNode(t, shared, clk, 4)
 	for i := 0; i < 60; i++ {
@@ -401,8 +352,8 @@ func TestCentralizedFailClosedAndFailLocal(t *testing.T) {
 }
 
 func TestBreakerStopsCallingThenProbes(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := centralNode(t, shared, clk, 1)
 	req := store.Request{Algorithm: rule, Key: "k", Cost: 1}
@@ -438,7 +389,7 @@ func TestBreakerStopsCallingThenProbes(t *testing.T) {
 // the default BreakerFailures (3) calls that reached it, and then no call waits.
 func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+		rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
 		shared := newFaultStore()
 		shared.roundTrip = 2 * time.Millisecond // the first call learns it: the deadline starts at the floor
 		const floor, ceiling = 10 * time.Millisecond, 50 * time.Millisecond
@@ -483,10 +434,10 @@ func TestStalledStoreCostsAtMostTheDeadline(t *testing.T) {
 // TestAllOrNothing checks that when one rule of a request rejects, the
 // other rules do not count it.
 func TestAllOrNothing(t *testing.T) {
-	small := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 2, Window: time.Hour})
-	big := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	small := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 2, Window: time.Hour})
+	big := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
 	for _, arr := range Arrangements() {
-		clk := newVClock()
+		clk := disttest.NewClock()
 		shared := newFaultStore()
 		n := mustNode(t, Options{Arrangement: arr, Shared: shared, Clock: clk.Now, ManualSync: true, Deadline: time.Second})
 		reqs := []store.Request{{Algorithm: big, Key: "b", Cost: 1}, {Algorithm: small, Key: "s", Cost: 1}}
@@ -507,8 +458,8 @@ func TestAllOrNothing(t *testing.T) {
 }
 
 func TestDelayedFailLocalSplitsWhatIsLeft(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := delayedNodes(t, shared, clk, 4, nil)[0]
 	local := store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailLocal}
@@ -543,14 +494,14 @@ func TestDelayedFailLocalSplitsWhatIsLeft(t *testing.T) {
 	if err := n.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := sharedCount(t, shared.inner, rule, "k", clk.NS()); got != 70 {
+	if got := disttest.SharedCount(t, shared.inner, rule, "k", clk.NS()); got != 70 {
 		t.Fatalf("shared count after the outage = %d, want 70", got)
 	}
 }
 
 func TestSplitNodeSyncOnlyDropsIdleState(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 8, Window: time.Second})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 8, Window: time.Second})
+	clk := disttest.NewClock()
 	n := mustNode(t, Options{Arrangement: Split, Nodes: 8, Clock: clk.Now, ManualSync: true})
 	if d, _ := n.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: "k", Cost: 1}); !d.Allowed {
 		t.Fatal("first request rejected")
@@ -571,8 +522,8 @@ func TestSplitNodeSyncOnlyDropsIdleState(t *testing.T) {
 // TestDelayedSyncAppliedAfterTimeoutCountsOnce: a sync times out but the
 // store applies it later; the node must not push those events again.
 func TestDelayedSyncAppliedAfterTimeoutCountsOnce(t *testing.T) {
-	count := counterRule(t)
-	clk := newVClock()
+	count := disttest.CounterRule(t)
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, SyncDeadline: 20 * time.Millisecond})
 	for i := 0; i < 5; i++ {
@@ -584,7 +535,7 @@ func TestDelayedSyncAppliedAfterTimeoutCountsOnce(t *testing.T) {
 	}
 	shared.endStall() // the abandoned call now goes through
 	deadline := time.Now().Add(5 * time.Second)
-	for sharedCount(t, shared.inner, count, "k", clk.NS()) != 5 && time.Now().Before(deadline) {
+	for disttest.SharedCount(t, shared.inner, count, "k", clk.NS()) != 5 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for i := 0; i < 3; i++ {
@@ -594,7 +545,7 @@ func TestDelayedSyncAppliedAfterTimeoutCountsOnce(t *testing.T) {
 	if err := n.Sync(ctx); err != nil {
 		t.Fatalf("Sync after the stall: %v", err)
 	}
-	if got := sharedCount(t, shared.inner, count, "k", clk.NS()); got != 8 {
+	if got := disttest.SharedCount(t, shared.inner, count, "k", clk.NS()); got != 8 {
 		t.Fatalf("shared count = %d, want the 8 accepted, each once", got)
 	}
 	if h := n.Health(); h.PendingEvents != 0 {
@@ -608,17 +559,17 @@ func TestDelayedSyncAppliedAfterTimeoutCountsOnce(t *testing.T) {
 // intervals old and let about one request per node too many through (27 of
 // 20 was measured); with it the busiest minute stays at (1+e)·L = 21.
 func TestDelayedSparseClientNearItsLimit(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Minute})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Minute})
+	clk := disttest.NewClock()
 	nodes := delayedNodes(t, newFaultStore(), clk, 8, nil)
-	acc, _ := drive(t, clk, nodes, 1, 3*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+	acc, _ := disttest.Drive(t, clk, nodes, 1, 3*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
 		d, err := n.DecideOne(ctx, now, store.Request{Algorithm: rule, Key: "sparse", Cost: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d.Allowed
 	}, nil)
-	if b := busiest(acc, time.Minute); b > 21 {
+	if b := disttest.Busiest(acc, time.Minute); b > 21 {
 		t.Fatalf("busiest minute %d, want at most 21", b)
 	}
 }
@@ -645,7 +596,7 @@ func TestArrangementValid(t *testing.T) {
 // is unanswered still misses its deadline as before.
 func TestLoneSlowCallWaitsToTheCeiling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
+		rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Hour})
 		shared := newFaultStore()
 		shared.roundTrip = 2 * time.Millisecond // the deadline learns it: 10 ms, the floor
 		const floor, ceiling = 10 * time.Millisecond, time.Second

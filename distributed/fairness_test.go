@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -14,7 +15,7 @@ import (
 // every 500 keys, if set), then has clients new clients send their limit
 // of 5 each, and returns how many of their requests were rejected and how
 // many first requests were.
-func floodThenNewClients(t *testing.T, st store.Store, rule algorithm.Algorithm, clk *vclock, flood, clients int, every func()) (rejected, first int) {
+func floodThenNewClients(t *testing.T, st store.Store, rule algorithm.Algorithm, clk *disttest.Clock, flood, clients int, every func()) (rejected, first int) {
 	t.Helper()
 	decide := func(key string) bool {
 		d, err := st.DecideOne(ctx, clk.NS(), store.Request{Algorithm: rule, Key: key, Cost: 1})
@@ -56,9 +57,9 @@ func floodThenNewClients(t *testing.T, st store.Store, rule algorithm.Algorithm,
 // the same test left 22 and 27 new clients short of their limit after
 // their keys were pulled, in two runs.
 func TestDelayedFloodLeavesNewKeysTheirAllowance(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
 	const keys, flood, clients = 4096, 20000, 500
-	clk := newVClock()
+	clk := disttest.NewClock()
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: newFaultStore(), Clock: clk.Now, ManualSync: true, MaxKeys: keys})
 	sync := func() {
 		clk.Add(time.Millisecond)
@@ -68,7 +69,7 @@ func TestDelayedFloodLeavesNewKeysTheirAllowance(t *testing.T) {
 	}
 	rejected, first := floodThenNewClients(t, n, rule, clk, flood, clients, sync)
 
-	mclk := newVClock()
+	mclk := disttest.NewClock()
 	mem := memstore.New(memstore.Options{MaxKeys: keys})
 	memRejected, memFirst := floodThenNewClients(t, mem, rule, mclk, flood, clients, nil)
 
@@ -99,7 +100,7 @@ func TestDelayedFloodLeavesNewKeysTheirAllowance(t *testing.T) {
 	}
 	sync()
 	for c := range clients {
-		if got := sharedCount(t, n.shared.(*faultStore).inner, rule, fmt.Sprint("new-", c), clk.NS()); got != 5 {
+		if got := disttest.SharedCount(t, n.shared.(*faultStore).inner, rule, fmt.Sprint("new-", c), clk.NS()); got != 5 {
 			short++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -17,9 +18,9 @@ import (
 // counts orphaned and pushed later), but every ledger count reaches the store exactly once, the
 // table stays within its bound, and a wiped key's view never drops.
 func TestDelayedFloodAndWipeKeepLedgerExact(t *testing.T) {
-	ledger := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100000000, Window: 8760 * time.Hour})
-	flood := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
-	clk := newVClock()
+	ledger := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100000000, Window: 8760 * time.Hour})
+	flood := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	const maxBytes = 2 << 20
 	const wipeAt = 200
@@ -61,7 +62,7 @@ func TestDelayedFloodAndWipeKeepLedgerExact(t *testing.T) {
 	var want, got int64
 	for key, a := range allowed {
 		want += a
-		g := sharedCount(t, shared.inner, ledger, key, clk.NS())
+		g := disttest.SharedCount(t, shared.inner, ledger, key, clk.NS())
 		got += g
 	}
 	h := n.Health()

@@ -3,7 +3,6 @@ package distributed
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,28 +108,6 @@ func (f *faultStore) Heartbeat(ctx context.Context, now int64, b store.Beat) (st
 	return s.Heartbeat(ctx, now, b)
 }
 
-// vclock is a virtual clock safe for concurrent reads.
-type vclock struct{ ns atomic.Int64 }
-
-func newVClock() *vclock {
-	c := &vclock{}
-	c.ns.Store(time.Date(2026, 7, 30, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *vclock) Now() time.Time            { return time.Unix(0, c.ns.Load()) }
-func (c *vclock) Add(d time.Duration) int64 { return c.ns.Add(int64(d)) }
-func (c *vclock) NS() int64                 { return c.ns.Load() }
-
-func mustAlg(t testing.TB, c algorithm.Config) algorithm.Algorithm {
-	t.Helper()
-	a, err := algorithm.New(c)
-	if err != nil {
-		t.Fatalf("algorithm.New(%+v): %v", c, err)
-	}
-	return a
-}
-
 func mustNode(t testing.TB, o Options) *Node {
 	t.Helper()
 	n, err := New(o)
@@ -139,81 +116,4 @@ func mustNode(t testing.TB, o Options) *Node {
 	}
 	t.Cleanup(func() { n.Close(context.Background()) })
 	return n
-}
-
-// sharedCount returns the count the shared store holds for key under alg,
-// read with an empty sync. It tries three times: right after a Redis
-// restart the client's first call may meet a connection the old process
-// closed.
-func sharedCount(t testing.TB, s store.Syncer, alg algorithm.Algorithm, key string, now int64) int64 {
-	t.Helper()
-	var err error
-	for try := 0; try < 3; try++ {
-		b := []store.SyncBatch{{Algorithm: alg, Key: key}}
-		if err = s.Sync(context.Background(), now, b); err == nil {
-			return used(alg, b[0].State, now)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("reading the shared count: %v", err)
-	return 0
-}
-
-// busiest returns the largest number of times within any window-long
-// interval (t_i - t_j < window).
-func busiest(times []int64, window time.Duration) int {
-	best, j := 0, 0
-	for i := range times {
-		for times[i]-times[j] >= int64(window) {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
-}
-
-// keyFlood is a flood of new keys, one hit each, sent by several workers.
-type keyFlood struct {
-	keys    [][]string // the keys each worker sent
-	allowed atomic.Int64
-}
-
-// startKeyFlood starts workers that each send calls of perCall new keys
-// (prefix + "wW/cC/kI") under rule until stop; wg waits for them.
-func startKeyFlood(t *testing.T, n *Node, rule algorithm.Algorithm, prefix string, workers, perCall int, stop time.Time, wg *sync.WaitGroup) *keyFlood {
-	f := &keyFlood{keys: make([][]string, workers)}
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reqs := make([]store.Request, perCall)
-			out := make([]algorithm.Decision, perCall)
-			for c := 0; time.Now().Before(stop); c++ {
-				for i := range reqs {
-					k := fmt.Sprintf("%sw%d/c%d/k%d", prefix, w, c, i)
-					f.keys[w] = append(f.keys[w], k)
-					reqs[i] = store.Request{Algorithm: rule, Key: k, Cost: 1}
-				}
-				if err := n.Decide(ctx, time.Now().UnixNano(), reqs, out); err != nil {
-					t.Error(err)
-					return
-				}
-				for _, o := range out {
-					if o.Allowed {
-						f.allowed.Add(1)
-					}
-				}
-			}
-		}()
-	}
-	return f
-}
-
-// all returns every key the flood sent.
-func (f *keyFlood) all() []string {
-	var all []string
-	for _, ks := range f.keys {
-		all = append(all, ks...)
-	}
-	return all
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -26,8 +27,8 @@ func waitLateAnswers(t *testing.T, n *Node, want uint64) {
 // row, and the node stays Up (the readiness probe's test). A store that
 // answers nothing opens it as before, and its first late answer closes it.
 func TestDelayedSlowStoreKeepsBreakerClosed(t *testing.T) {
-	count := counterRule(t)
-	clk := newVClock()
+	count := disttest.CounterRule(t)
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true,
 		SyncDeadline: 20 * time.Millisecond, BreakerFailures: 2})
@@ -50,7 +51,7 @@ func TestDelayedSlowStoreKeepsBreakerClosed(t *testing.T) {
 	if err := n.Sync(ctx); err != nil {
 		t.Fatalf("sync after the slow ones: %v", err)
 	}
-	if got := sharedCount(t, shared.inner, count, "k", clk.NS()); got != 6 {
+	if got := disttest.SharedCount(t, shared.inner, count, "k", clk.NS()); got != 6 {
 		t.Fatalf("shared count %d, want the 6 accepted, each once", got)
 	}
 

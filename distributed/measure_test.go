@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -15,8 +16,8 @@ import (
 // same keys (one-hit keys of a flood, before and after a sync), so the
 // configured bounds bound memory and are not a guess.
 func TestDelayedAccountingCoversMeasuredHeap(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
-	clk := newVClock()
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
+	clk := disttest.NewClock()
 	// The store is in-process and never fails: a minute's sync deadline
 	// keeps a stalled machine from turning a slow push into an error.
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: newFaultStore(), Clock: clk.Now, ManualSync: true,

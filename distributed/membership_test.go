@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
 // liveNodes starts count delayed nodes counting each other through shared
 // (ManualSync: the test beats and syncs them).
-func liveNodes(t *testing.T, shared *faultStore, clk *vclock, count int) []*Node {
+func liveNodes(t *testing.T, shared *faultStore, clk *disttest.Clock, count int) []*Node {
 	t.Helper()
 	nodes := make([]*Node, count)
 	for k := range nodes {
@@ -25,7 +26,7 @@ func liveNodes(t *testing.T, shared *faultStore, clk *vclock, count int) []*Node
 }
 
 // beatAll makes every node in nodes beat once, one period later.
-func beatAll(t *testing.T, clk *vclock, nodes ...*Node) {
+func beatAll(t *testing.T, clk *disttest.Clock, nodes ...*Node) {
 	t.Helper()
 	clk.Add(time.Second)
 	for _, n := range nodes {
@@ -56,7 +57,7 @@ func wantCount(t *testing.T, nodes []*Node, want int, when string) {
 // join or a departure (Close) within one beat, and a node that stops
 // beating without a word when its expiry has passed.
 func TestMembershipFollowsTheLiveNodes(t *testing.T) {
-	clk := newVClock()
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	nodes := liveNodes(t, shared, clk, 3)
 	beatAll(t, clk, nodes...)
@@ -91,7 +92,7 @@ func TestMembershipFollowsTheLiveNodes(t *testing.T) {
 // every entry expired, the first node back does not take itself for the
 // only one.
 func TestMembershipKeepsTheCountWhileTheStoreIsDown(t *testing.T) {
-	clk := newVClock()
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	nodes := liveNodes(t, shared, clk, 4)
 	beatAll(t, clk, nodes...)
@@ -122,7 +123,7 @@ func TestMembershipKeepsTheCountWhileTheStoreIsDown(t *testing.T) {
 // TestMembershipAssumesUntilTheFirstBeat: a node that starts while the
 // store is down uses Membership.Assume.
 func TestMembershipAssumesUntilTheFirstBeat(t *testing.T) {
-	clk := newVClock()
+	clk := disttest.NewClock()
 	shared := newFaultStore()
 	shared.setDown(true)
 	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true,
@@ -141,23 +142,23 @@ func TestMembershipAssumesUntilTheFirstBeat(t *testing.T) {
 // used, then the store fails: fail-local lets the 8 together accept the
 // 56 left, not 8/3 of it as nodes configured for 3 would.
 func TestFailLocalSharesFollowTheLiveCount(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 120, Window: time.Hour})
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 120, Window: time.Hour})
 	for _, c := range []struct {
 		name  string
-		nodes func(*faultStore, *vclock) []*Node
+		nodes func(*faultStore, *disttest.Clock) []*Node
 		want  int
 	}{
-		{"live", func(s *faultStore, clk *vclock) []*Node {
+		{"live", func(s *faultStore, clk *disttest.Clock) []*Node {
 			n := liveNodes(t, s, clk, 8)
 			beatAll(t, clk, n...)
 			return n
 		}, 56},
-		{"fixed at 3", func(s *faultStore, clk *vclock) []*Node {
+		{"fixed at 3", func(s *faultStore, clk *disttest.Clock) []*Node {
 			return delayedNodes(t, s, clk, 8, func(o *Options) { o.Nodes = 3; o.Refresh = time.Hour })
 		}, 8 * (40 - 22)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := newVClock()
+			clk := disttest.NewClock()
 			shared := newFaultStore()
 			nodes := c.nodes(shared, clk)
 			req := store.Request{Algorithm: rule, Key: "k", Cost: 1, OnFailure: store.FailLocal}

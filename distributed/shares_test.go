@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -13,13 +14,13 @@ import (
 type splitFleet struct {
 	t      *testing.T
 	shared *faultStore
-	clk    *vclock
+	clk    *disttest.Clock
 	nodes  []*Node
 	next   map[string]int // round-robin, per key
 }
 
 func newSplitFleet(t *testing.T, n int) *splitFleet {
-	f := &splitFleet{t: t, shared: newFaultStore(), clk: newVClock(), next: map[string]int{}}
+	f := &splitFleet{t: t, shared: newFaultStore(), clk: disttest.NewClock(), next: map[string]int{}}
 	f.add(n)
 	return f
 }
@@ -79,7 +80,7 @@ func (f *splitFleet) shares(rule algorithm.Algorithm) int64 {
 // what the newcomers' shares rise in the period before the old nodes see
 // them, (L/8)·(P/W) each; after the ramp each holds L/n.
 func TestLiveSplitSharesAddUpToTheLimit(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
 	f := newSplitFleet(t, 3)
 	f.beat()
 	// Every node starts from one unit.
@@ -121,7 +122,7 @@ func TestLiveSplitSharesAddUpToTheLimit(t *testing.T) {
 func TestLiveSplitSteadyClients(t *testing.T) {
 	for _, alg := range []algorithm.Name{algorithm.BoundedLog, algorithm.SlidingWindow, algorithm.FixedWindow, algorithm.GCRA, algorithm.SlidingLog} {
 		t.Run(string(alg), func(t *testing.T) {
-			rule := mustAlg(t, algorithm.Config{Algorithm: alg, Limit: 600, Window: time.Minute})
+			rule := disttest.MustAlg(t, algorithm.Config{Algorithm: alg, Limit: 600, Window: time.Minute})
 			f := newSplitFleet(t, 3)
 			var greedy []int64
 			rejected := 0
@@ -144,7 +145,7 @@ func TestLiveSplitSteadyClients(t *testing.T) {
 				}
 				f.clk.Add(tick)
 			}
-			b := busiest(greedy, time.Minute)
+			b := disttest.Busiest(greedy, time.Minute)
 			// (1+e)·L, or 2L for a fixed window (at a window boundary), and
 			// the newcomers' unit and what they take in the second before
 			// the others see them.
@@ -172,7 +173,7 @@ func TestLiveSplitSteadyClients(t *testing.T) {
 func TestLiveSplitKeepsTheCount(t *testing.T) {
 	for _, alg := range []algorithm.Name{algorithm.FixedWindow, algorithm.BoundedLog, algorithm.GCRA, algorithm.SlidingLog} {
 		t.Run(string(alg), func(t *testing.T) {
-			rule := mustAlg(t, algorithm.Config{Algorithm: alg, Limit: 600, Window: time.Hour})
+			rule := disttest.MustAlg(t, algorithm.Config{Algorithm: alg, Limit: 600, Window: time.Hour})
 			f := newSplitFleet(t, 1)
 			f.add(2)
 			f.beat()

@@ -16,9 +16,9 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
-	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
+	github.com/floodgate-dev/floodgate/rlsclient v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -53,7 +53,6 @@ require (
 replace (
 	github.com/floodgate-dev/floodgate => ..
 	github.com/floodgate-dev/floodgate/cmd/floodgate => ../cmd/floodgate
-	github.com/floodgate-dev/floodgate/distributed => ../distributed
 	github.com/floodgate-dev/floodgate/redisstore => ../redisstore
 	github.com/floodgate-dev/floodgate/rls => ../rls
 	github.com/floodgate-dev/floodgate/rlsclient => ../rlsclient

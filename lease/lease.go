@@ -102,3 +102,44 @@ func Parse(s string) (ID, error) {
 	}
 	return id, nil
 }
+
+// Quota leases
+//
+// A quota lease is a part of a key's allowance that a client takes with one
+// call and spends without calling (package rlsclient's leases, the server's
+// RLQS service). The key's limit holds the units under the lease's ID until
+// the holder reports them spent or gives them back; an Op is one such call.
+
+// Op is one operation of a quota lease holder on a key.
+type Op struct {
+	// ID names the lease; it must be Valid.
+	ID ID
+	// Seq orders the holder's operations on the lease, from 1: an operation
+	// whose Seq is not above the last one applied is a repeat (a retry after
+	// a lost reply) and changes nothing. At most MaxSeq.
+	Seq int64
+	// Spent is how many held units the holder spent since its previous
+	// operation. They are counted now; more than the lease holds counts as
+	// what it holds.
+	Spent int64
+	// Target is how many units the holder would like to hold after the
+	// operation: the lease is topped up towards it as far as its share
+	// allows (it never loses units it holds). 0 gives back what is left and
+	// ends the lease.
+	Target int64
+}
+
+// MaxSeq is the largest Op.Seq (the Redis script keeps seq*2+1 below 2^53).
+const MaxSeq = 1<<51 - 1
+
+// Held is what a key holds for a quota lease after an Op.
+type Held struct {
+	// Units is how many units the lease holds, Granted how many the Op
+	// added.
+	Units, Granted int64
+	// TTL is how long from the Op the units stay held unless renewed: an
+	// unrenewed lease is then counted in full. 0 when it holds nothing.
+	TTL time.Duration
+	// Repeat reports an Op already applied (sent again after a lost reply).
+	Repeat bool
+}

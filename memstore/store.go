@@ -212,6 +212,15 @@ func (s *Store) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs [
 	return s.t.ReleaseLease(ctx, now, id, reqs)
 }
 
+// Hold implements store.Holder: it applies op to the key of req, whose
+// algorithm keeps holds (quota leases), and decides req.Cost, in one step
+// under the key's lock. What the eviction summary charges the key is
+// recorded into its state first, so that what Hold grants is what the
+// state holds.
+func (s *Store) Hold(ctx context.Context, now int64, req store.Request, op lease.Op) (algorithm.Decision, lease.Held, error) {
+	return s.t.Hold(ctx, now, req, op)
+}
+
 // Release gives back the units of reqs (see algorithm.Algorithm.Release).
 // Keys the store does not track hold nothing, so they are skipped.
 func (s *Store) Release(ctx context.Context, now int64, reqs []store.Request) error {
@@ -235,6 +244,6 @@ func (s *Store) Sync(ctx context.Context, now int64, batches []store.SyncBatch) 
 }
 
 // KeepsCounts reports true: the store keeps each key's count across a
-// change of its limit (store.CountKeeper), converting the key's state to
+// change of a's limit (store.CountKeeper), converting the key's state to
 // the new limit when it next sees the key.
-func (s *Store) KeepsCounts() bool { return s.t.KeepsCounts() }
+func (s *Store) KeepsCounts(a algorithm.Algorithm) bool { return s.t.KeepsCounts(a) }

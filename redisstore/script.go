@@ -26,7 +26,7 @@ var (
 		"fixedwindow.lua", "slidingwindow.lua", "weightedwindow.lua", "slidinglog.lua",
 		"bucket.lua", "leakybucket.lua", "concurrency.lua", "boundedlog.lua", "calendar.lua",
 	}
-	scriptOps = []string{"state.lua", "op_members.lua", "op_shared.lua", "op_sync.lua", "op_decide.lua"}
+	scriptOps = []string{"hold.lua", "state.lua", "op_members.lua", "op_hold.lua", "op_shared.lua", "op_sync.lua", "op_decide.lua"}
 )
 
 // buildOpen and buildClose wrap the algorithm files in build.

@@ -36,13 +36,17 @@ func TestSetLimit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			now, advance := fixedClock(time.Unix(1_764_000_000, 0))
 			st := mk(t)
-			keeper, _ := st.(store.CountKeeper)
-			keeps := keeper != nil && keeper.KeepsCounts()
 			lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 10, Window: time.Second},
 				floodgate.WithStore(st), floodgate.WithClock(now))
 			if err != nil {
 				t.Fatal(err)
 			}
+			cur, err := algorithm.New(lim.Limit())
+			if err != nil {
+				t.Fatal(err)
+			}
+			keeper, _ := st.(store.CountKeeper)
+			keeps := keeper != nil && keeper.KeepsCounts(cur)
 			if got := allowedOf(t, lim, "k", 6); got != 6 {
 				t.Fatalf("before SetLimit: %d of 6 allowed", got)
 			}

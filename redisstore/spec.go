@@ -27,6 +27,10 @@ const (
 	codeConcurrency = 7
 	codeBoundedLog  = 8
 	codeCalendar    = 9 // fixed-window over calendar periods
+	// codeHolds is added to an algorithm's code when it has holds.
+	codeHolds = 16
+	// holdWords is the words of one hold in a state (algorithm.held).
+	holdWords = 6
 )
 
 // spec is what the script needs to run one algorithm: its code, parameters
@@ -114,6 +118,18 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 	} else if params, err = scriptArgs(p, time.Microsecond); err != nil {
 		return nil, fmt.Errorf("%w: %v (the Redis scripts count time in µs)", ErrUnsupported, err)
 	}
+	if p.Holds > 0 {
+		// The algorithm with holds (quota leases): the script wraps the
+		// inner algorithm's code, given its words, the most holds and the
+		// hold ttl after its params.
+		ttl := p.HoldTTL / time.Microsecond
+		if code == codeSliding || p.HoldTTL%time.Microsecond != 0 {
+			return nil, fmt.Errorf("%w: holds of %s with ttl %v (the script keeps them for the other window algorithms, ttl in whole µs)", ErrUnsupported, p.Name, p.HoldTTL)
+		}
+		inner := p.Words - 1 - holdWords*int(p.Holds)
+		code += codeHolds
+		params = append(params, int64(inner), p.Holds, int64(ttl))
+	}
 	sp := &spec{code: code, params: params, goWords: p.Words, luaWords: p.Words, limit: p.Limit, cal: cal}
 	if code == codeSliding {
 		sp.luaWords = 1 + p.Slices // one count per slice; Go packs them
@@ -125,7 +141,7 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 	if p.IdleAfter > 0 {
 		sp.ttlMS = int64((p.IdleAfter+ttlSlack)+time.Millisecond-1) / int64(time.Millisecond)
 	}
-	sp.tag = configTag(a.Config())
+	sp.tag = configTag(counterOf(a))
 	sp.header = append(sp.header,
 		itoa(int64(sp.code)), itoa(sp.ttlMS), itoa(int64(sp.luaWords)), itoa(int64(len(sp.params))))
 	for _, p := range sp.params {
@@ -134,8 +150,35 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 	return sp, nil
 }
 
+// converts reports whether the script keeps a key's count when the
+// limit deciding on it changes to another of the same
+// algorithm.Config.Identity: every algorithm whose state's meaning does
+// not depend on its limit in the script (the windows: the script keeps a
+// sliding window's counts unpacked), and the buckets, whose states carry
+// their emission interval and are converted when another one reads them.
+func converts(name algorithm.Name) bool {
+	switch name {
+	case algorithm.FixedWindow, algorithm.WeightedWindow, algorithm.SlidingWindow,
+		algorithm.TokenBucket, algorithm.GCRA, algorithm.LeakyBucket:
+		return true
+	}
+	return false
+}
+
+// counterOf returns what names the counter a's keys are kept in: a's
+// Identity when the script converts its states (so that limits of one
+// Counter share each key), else its whole Config.
+func counterOf(a algorithm.Algorithm) algorithm.Config {
+	c := a.Config()
+	if converts(c.Algorithm) {
+		return c.Identity()
+	}
+	return c
+}
+
 // configTag returns a short hash of every field of c: the identity of a
-// limit, shared by all its keys as their Redis Cluster hash tag.
+// counter (see counterOf), shared by all its keys as their Redis Cluster
+// hash tag.
 func configTag(c algorithm.Config) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%#v", c)
@@ -163,7 +206,7 @@ func (sp *spec) toGo(lua []int64, dst []int64) {
 		per := 64 / bits
 		dst[0] = lua[0]
 		for p := range len(lua) - 1 {
-			v := uint64(lua[1+p]) & field
+			v := min(uint64(lua[1+p]), field) // a count kept under a limit of 2^16 or more saturates
 			dst[1+p/per] = int64(uint64(dst[1+p/per]) | v<<(bits*(p%per)))
 		}
 		return

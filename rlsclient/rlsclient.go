@@ -121,6 +121,9 @@ type Options struct {
 	// DialOptions are added to the gRPC dial; without any, the connection
 	// is plain text.
 	DialOptions []grpc.DialOption
+	// Leases, when set, makes Allow and AllowN decide locally from quota
+	// leases taken from the server (see LeaseOptions).
+	Leases *LeaseOptions
 }
 
 // Client asks a Floodgate server. It is safe for concurrent use.
@@ -128,6 +131,8 @@ type Client struct {
 	o    Options
 	conn *grpc.ClientConn
 	rls  rlsv3.RateLimitServiceClient
+	// leases is the lease table, with Options.Leases.
+	leases *leases
 
 	lastOutageLog, lastUnmatchedLog atomic.Int64 // Unix nanoseconds
 }
@@ -159,11 +164,20 @@ func New(addr string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rlsclient: %w", err)
 	}
-	return &Client{o: o, conn: conn, rls: rlsv3.NewRateLimitServiceClient(conn)}, nil
+	c := &Client{o: o, conn: conn, rls: rlsv3.NewRateLimitServiceClient(conn)}
+	if o.Leases != nil {
+		c.leases = newLeases(c, *o.Leases)
+	}
+	return c, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close gives back the client's leases and closes the connection.
+func (c *Client) Close() error {
+	if c.leases != nil {
+		c.leases.close()
+	}
+	return c.conn.Close()
+}
 
 // Allow is AllowN(ctx, key, 1).
 func (c *Client) Allow(ctx context.Context, key string) (Decision, error) {
@@ -175,6 +189,9 @@ func (c *Client) Allow(ctx context.Context, key string) (Decision, error) {
 func (c *Client) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if n < 1 {
 		return Decision{Reason: algorithm.ReasonBadCost}, nil
+	}
+	if c.leases != nil && n <= math.MaxUint32/2 {
+		return c.leases.allow(ctx, key, n)
 	}
 	return c.ask(ctx, key, uint64(n))
 }
@@ -220,10 +237,15 @@ func (c *Client) absorb(d Decision, err error) (Decision, error) {
 	if status.Code(err) == codes.InvalidArgument {
 		return d, err // a malformed request is no outage
 	}
+	return c.absorbWith(err, c.o.FailClosed)
+}
+
+// absorbWith is absorb for an outage, failing closed or open as told.
+func (c *Client) absorbWith(err error, closed bool) (Decision, error) {
 	if c.o.OnError != nil {
 		c.o.OnError(err)
 	}
-	if c.o.FailClosed {
+	if closed {
 		c.warn(&c.lastOutageLog, "rlsclient: rate limit server unavailable, rejecting (fail closed)", "domain", c.o.Domain, "err", err)
 		return Decision{Reason: algorithm.ReasonStoreUnavailable}, nil
 	}

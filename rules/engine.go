@@ -232,6 +232,7 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 			Unlimited:  a.lim.unlimited,
 			Shadow:     shadowAll || a.r.shadow,
 			Decision:   decisions[i],
+			Failure:    a.r.failure,
 		}
 		switch {
 		case a.lim.unlimited:

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -25,7 +26,8 @@ var (
 	topFields  = []string{"domain", "shadow", "rules"}
 	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window", "calendar", "carry_over",
 		"unlimited", "algorithm", "slices", "capacity", "rate", "burst", "tolerance", "max_delay",
-		"overrides", "cost", "shadow", "failure", "charge_after_response"}
+		"overrides", "cost", "shadow", "failure", "charge_after_response", "leases"}
+	leaseFields    = []string{"ttl", "holders"}
 	overrideFields = []string{"match", "limit", "window", "unlimited"}
 	calendarFields = []string{"period", "zone", "start"}
 	costFields     = []string{"from", "default"}
@@ -105,6 +107,9 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 	// The rule's limits, its overrides' included, count in one counter, so
 	// that a changed limit (a reload) or a key's other plan keeps its count.
 	cfg.Counter = r.id
+	if v, ok := f["leases"]; ok {
+		d.ruleLeases(&cfg, v.value, what+": leases")
+	}
 	d.ruleLimit(r, &cfg, n, f, what, unlimited)
 	d.ruleOverrides(r, cfg, n, f, what, unlimited)
 	if len(d.errs) > before {
@@ -205,6 +210,36 @@ func (d *decoder) ruleAlgorithm(f map[string]field, what string) algorithm.Confi
 		d.ruleParam(&cfg, p, v.value, what+": "+p)
 	}
 	return cfg
+}
+
+// defaultLeaseHolders is how many quota lease holders a key of a rule with
+// leases: true keeps at once (algorithm.Config.Holds).
+const defaultLeaseHolders = 64
+
+// ruleLeases reads a rule's leases field (true, or {ttl, holders}) into
+// cfg: its keys keep holds for quota leases (algorithm.Config.Holds).
+func (d *decoder) ruleLeases(cfg *algorithm.Config, v *yaml.Node, what string) {
+	if v.Kind == yaml.ScalarNode {
+		if on, ok := d.boolean(v, what); ok && on {
+			cfg.Holds = defaultLeaseHolders
+		}
+		return
+	}
+	f := d.fields(v, what, leaseFields...)
+	if v.Kind != yaml.MappingNode {
+		return
+	}
+	cfg.Holds = defaultLeaseHolders
+	if x, ok := f["holders"]; ok {
+		if n, ok := d.integer(x.value, what+": holders", 1, lease.MaxPerKey); ok {
+			cfg.Holds = int(n)
+		}
+	}
+	if x, ok := f["ttl"]; ok {
+		if ttl, ok := d.duration(x.value, what+": ttl"); ok {
+			cfg.HoldTTL = ttl
+		}
+	}
 }
 
 // ruleParam reads one algorithm parameter p into cfg.

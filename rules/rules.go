@@ -31,6 +31,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/internal/window"
+	"github.com/floodgate-dev/floodgate/store"
 )
 
 // Bounds are the largest rule files, requests and limits the engine
@@ -215,6 +216,9 @@ type Status struct {
 	// Detail says more than Decision.Reason's message when there is more
 	// to say (which cost entry could not be read); usually empty.
 	Detail string
+	// Failure is the rule's failure policy (what a lease holder applies
+	// when it can no longer reach the server).
+	Failure store.FailurePolicy
 }
 
 // Message is the sentence that explains a rejection to people: Detail when
@@ -259,6 +263,10 @@ type Result struct {
 	// store holds no leases (see store.Leaser); such units come back only
 	// when the key goes idle.
 	Lease string
+	// NoLease, in an answer of Engine.Hold, says why the request gets no
+	// quota lease (it was then decided as Check decides it); empty when it
+	// does.
+	NoLease string
 }
 
 // RuleInfo describes one rule for listings: GET /v1/rules, the status page,

@@ -89,11 +89,12 @@ type Leaser interface {
 // decides on it changes to one of the same algorithm.Config.Identity (a
 // Limiter's SetLimit, a rule whose limit a reload changed): it converts the
 // key's state to the new limit when it next sees the key (the algorithms'
-// ConvertFrom). KeepsCounts reports whether it does so now; a store that
-// does not is given both limits for a while instead (see
-// floodgate.Limiter.SetLimit). The memory store is a CountKeeper.
+// ConvertFrom). KeepsCounts reports whether it does so for a's keys; for
+// a store or an algorithm that does not, a Limiter applies both limits for
+// a while instead (see floodgate.Limiter.SetLimit). The memory and Redis
+// stores are CountKeepers.
 type CountKeeper interface {
-	KeepsCounts() bool
+	KeepsCounts(a algorithm.Algorithm) bool
 }
 
 // Resetter is a Store that can forget a key's state under one limit, so
@@ -117,3 +118,27 @@ var (
 // its present configuration, such as a distributed node that keeps counts
 // locally; the caller then decides with Decide and holds units anonymously.
 var ErrNoLeases = errors.New("store: this store holds no leases")
+
+// Holder is a Store that keeps parts of a key's allowance for quota lease
+// holders: clients that take units with one call and decide for
+// themselves until they run out (lease.Op). The request's algorithm must
+// have holds (a Config with Holds). The memory and Redis stores are
+// Holders.
+type Holder interface {
+	// Hold applies op to req.Key under req.Algorithm at now, deciding
+	// req.Cost units as Decide would (0: none), in one atomic step, and
+	// returns that decision and what the lease holds. An algorithm without
+	// holds is an error wrapping ErrNoHolds.
+	Hold(ctx context.Context, now int64, req Request, op lease.Op) (algorithm.Decision, lease.Held, error)
+}
+
+// HoldAlgorithm is what an algorithm with holds has (algorithm.New with
+// Config.Holds): the store-independent Hold a Holder runs on a key's state.
+type HoldAlgorithm interface {
+	Hold(state []int64, now, cost int64, op lease.Op) (algorithm.Decision, lease.Held)
+}
+
+// ErrNoHolds is returned (wrapped) by a Holder asked to hold units for a
+// request whose algorithm keeps no holds, and by a store that cannot hold
+// them in its present configuration.
+var ErrNoHolds = errors.New("store: this limit keeps no holds (quota leases need a window algorithm with holds)")

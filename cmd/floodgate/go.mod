@@ -7,7 +7,6 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
-	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/rlsclient v0.0.0-00010101000000-000000000000
@@ -55,7 +54,6 @@ require (
 
 replace (
 	github.com/floodgate-dev/floodgate => ../..
-	github.com/floodgate-dev/floodgate/distributed => ../../distributed
 	github.com/floodgate-dev/floodgate/redisstore => ../../redisstore
 	github.com/floodgate-dev/floodgate/rls => ../../rls
 	github.com/floodgate-dev/floodgate/rlsclient => ../../rlsclient

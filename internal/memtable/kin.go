@@ -21,8 +21,9 @@ import (
 // and only while the limit has kin.
 
 // KeepsCounts reports true: the store keeps each key's count across a
-// change of its limit (store.CountKeeper), as described above.
-func (s *Store) KeepsCounts() bool { return true }
+// change of its limit (store.CountKeeper), as described above, for every
+// algorithm whose states convert.
+func (s *Store) KeepsCounts(a algorithm.Algorithm) bool { return true }
 
 // maxKinProbes bounds the kin tables a missing key is looked for in: a
 // caller who makes many limits of one identity (a request's own limit

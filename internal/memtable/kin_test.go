@@ -68,7 +68,7 @@ func TestKinKeepCounts(t *testing.T) {
 			if d, _ := s.DecideOne(ctx, now, store.Request{Algorithm: high, Key: "k", Cost: 1}); d.Remaining != 99 {
 				t.Fatalf("after Reset: %+v, want a fresh count", d)
 			}
-			if !s.KeepsCounts() {
+			if !s.KeepsCounts(high) {
 				t.Fatal("KeepsCounts is false")
 			}
 		})

@@ -28,9 +28,9 @@ require (
 	github.com/envoyproxy/go-control-plane v0.14.0 // indirect
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.1-0.20250812085011-4cf7e8485428 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
-	github.com/floodgate-dev/floodgate/distributed v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
+	github.com/floodgate-dev/floodgate/rlsclient v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/go-kit/log v0.2.1 // indirect
 	github.com/go-logfmt/logfmt v0.6.0 // indirect
@@ -78,7 +78,6 @@ replace go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelg
 replace (
 	github.com/floodgate-dev/floodgate => ../..
 	github.com/floodgate-dev/floodgate/cmd/floodgate => ../../cmd/floodgate
-	github.com/floodgate-dev/floodgate/distributed => ../../distributed
 	github.com/floodgate-dev/floodgate/redisstore => ../../redisstore
 	github.com/floodgate-dev/floodgate/rls => ../../rls
 	github.com/floodgate-dev/floodgate/rlsclient => ../../rlsclient

@@ -79,6 +79,33 @@ local function fetch()
   for i = 1, #KEYS do fetched[KEYS[i]] = vals[i] end
 end
 
+-- A bucket's value (codes 5 and 6) holds, after its two state words, the
+-- emission interval it was written with, so that a limit of the same
+-- counter with another interval reads it: convbucket turns its debt (or
+-- queue) into whole units, rounded up, at the call's interval, at most the
+-- debt the call's Record keeps, as Go's ConvertFrom does. The merge op
+-- reads with now 0, so it converts as of the state's latest time, which
+-- counts the debt a little larger, never smaller.
+-- converted marks the keys load converted, which loadfixed stores at
+-- once (but for a peek), as the memory store moves a key it converts.
+local converted = {}
+local function convbucket(code, P, s, iv)
+  local toiv, debt
+  if code == 6 then
+    toiv, debt = P[2], P[3] + P[1] * P[2]
+  else
+    toiv, debt = P[3], 2 * P[4]
+  end
+  if iv == toiv or iv <= 0 then return false end
+  local t0 = max(clamp(now), s[2] or 0)
+  if (s[1] or 0) <= t0 then return true end
+  local units = idiv(s[1] - t0 + iv - 1, iv)
+  local most = idiv(debt, toiv) + 1
+  if units > most then units = most end
+  s[1] = t0 + min(units * toiv, debt)
+  return true
+end
+
 local function load(key, words, code, P, alg)
   local v = fetched[key]
   if v == nil then v = redis.call('GET', key) end
@@ -92,7 +119,9 @@ local function load(key, words, code, P, alg)
     end
   end
   if op == 's' then raw[key] = v end
-  if #v % 8 ~= 0 or #v > 8 * words then
+  local extra = 0
+  if code == 5 or code == 6 then extra = 1 end -- the interval (convbucket)
+  if #v % 8 ~= 0 or #v > 8 * (words + extra) then
     return nil, 'floodgate: key ' .. key .. ' holds ' .. #v .. ' bytes, want a multiple of 8 up to ' ..
       8 * words .. ' (' .. words .. ' state words); was it written by another program or version?'
   end
@@ -111,6 +140,13 @@ local function load(key, words, code, P, alg)
     for j = 1, n do s[i + j] = vals[j] end
     pos = vals[n + 1]
     i = i + n
+  end
+  if extra == 1 and stored == words + 1 then
+    local iv = s[stored]
+    s[stored] = nil
+    if convbucket(code, P, s, iv) then converted[key] = true end
+    if op == 's' then raw[key] = packwords(s) end
+    stored = words
   end
   if code ~= 8 then -- bounded-log pads what it reads (see its fix)
     for j = stored + 1, words do s[j] = 0 end
@@ -131,6 +167,11 @@ local function save(key, s, ttl, code, P, alg)
   while used > 0 and s[used] == 0 do used = used - 1 end
   local stored, packed
   if alg.tostored then stored = alg.tostored(P, s, used, ttl, anchor) end
+  if (code == 5 or code == 6) and used > 0 then
+    local iv = P[3]
+    if code == 6 then iv = P[2] end
+    stored = struct.pack('<ddd', s[1], s[2], iv) -- see convbucket
+  end
   if stored and op == 's' and #stored >= 17 and #stored <= 19 and string.byte(stored, 1) ~= 45 then
     packed = stored -- the one-time form, which Sync reads as it is
   elseif not stored or op == 's' then
@@ -150,6 +191,10 @@ local function loadfixed(key, words, code, ttl, P, alg)
   local s, err, valid = load(key, words, code, P, alg)
   if not s then return nil, redis.error_reply(err) end
   if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+  if converted[key] then
+    converted[key] = nil
+    if op ~= 'p' then raw[key] = save(key, s, ttl, code, P, alg) end
+  end
   return s
 end
 

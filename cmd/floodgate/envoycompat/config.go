@@ -14,6 +14,9 @@ import (
 type File struct {
 	Name string
 	Text []byte
+	// root, when set, is the file already read (a RateLimitConfig pushed
+	// over xDS, whose fields need no YAML): Text is then ignored.
+	root *yamlRoot
 }
 
 // yamlRoot, yamlDescriptor and yamlLimit are the rule file's fields.
@@ -150,6 +153,9 @@ func (c *Config) Empty() bool { return len(c.domains) == 0 }
 
 // parseFile reads one file: its field names checked first, then decoded.
 func parseFile(f File) (*yamlRoot, error) {
+	if f.root != nil {
+		return f.root, nil
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(f.Text, &doc); err != nil {
 		return nil, &configError{f.Name, "error loading config file: " + err.Error()}

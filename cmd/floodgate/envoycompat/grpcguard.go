@@ -1,7 +1,11 @@
 package envoycompat
 
 import (
+	"fmt"
+	"math"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,10 +20,11 @@ import (
 
 // GuardSettings bound what hostile clients can hold on the gRPC listener:
 // connections, calls in flight, calls whose request message has not
-// arrived, and stream resets (HTTP/2 rapid reset), in all and per client
-// address. They
-// have no environment variable: ParseSettings gives them serve's own-mode
-// defaults (connections.grpc in its configuration file).
+// arrived, and stream resets (HTTP/2 rapid reset, MadeYouReset), in all and
+// per client address. ParseSettings gives them serve's own-mode defaults
+// (connections.grpc in its configuration file); the reset budget can be
+// set by the FLOODGATE_GRPC_* variables of guardSettings, the others have
+// no variable.
 type GuardSettings struct {
 	// MaxConns and MaxConnsPerClient cap the connections held open: see
 	// connlimit.Listener.
@@ -34,12 +39,43 @@ type GuardSettings struct {
 	MaxResets       int
 	ResetsPerSecond float64
 	ResetCooldown   time.Duration
+	// MaxListenerResets and ListenerResetsPerSecond: the listener's budget
+	// (ListenerBudget, ListenerRefillPerSecond); FreeCancelAfter: see
+	// grpcguard.ResetOptions.
+	MaxListenerResets       int
+	ListenerResetsPerSecond float64
+	FreeCancelAfter         time.Duration
 }
 
-// defaultGuard is serve's own-mode connections.grpc defaults.
+// defaultGuard is serve's own-mode connections.grpc defaults, but for the
+// reset budget's, which are guardSettings' defaults.
 func defaultGuard() GuardSettings {
 	return GuardSettings{MaxConns: 4096, MaxConnsPerClient: 256, MaxCalls: 8192, MaxCallsPerClient: 2048, MaxWaiting: 4096, MaxWaitingPerClient: 1024,
-		MessageTimeout: 10 * time.Second, MaxResets: 1000, ResetsPerSecond: 100, ResetCooldown: 10 * time.Second}
+		MessageTimeout: 10 * time.Second}
+}
+
+// guardSettings are the variables of the reset budget, Floodgate's own
+// (named FLOODGATE_ as FLOODGATE_WILDCARDS is, so as not to be taken for
+// the reference's), with serve's own-mode defaults.
+var guardSettings = []setting{
+	{"FLOODGATE_GRPC_MAX_RESETS", "1000", integer(func(s *Settings) *int { return &s.Guard.MaxResets }, 0, math.MaxInt32)},
+	{"FLOODGATE_GRPC_RESETS_PER_SECOND", "100", rate(func(s *Settings) *float64 { return &s.Guard.ResetsPerSecond })},
+	{"FLOODGATE_GRPC_RESET_COOLDOWN", "10s", duration(func(s *Settings) *time.Duration { return &s.Guard.ResetCooldown })},
+	{"FLOODGATE_GRPC_MAX_LISTENER_RESETS", "10000", integer(func(s *Settings) *int { return &s.Guard.MaxListenerResets }, 0, math.MaxInt32)},
+	{"FLOODGATE_GRPC_LISTENER_RESETS_PER_SECOND", "1000", rate(func(s *Settings) *float64 { return &s.Guard.ListenerResetsPerSecond })},
+	{"FLOODGATE_GRPC_FREE_CANCEL_AFTER", "10ms", duration(func(s *Settings) *time.Duration { return &s.Guard.FreeCancelAfter })},
+}
+
+// rate parses a finite rate per second that is not negative.
+func rate(dst func(*Settings) *float64) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%q is not a rate per second such as 100", clip(v))
+		}
+		*dst(s) = f
+		return nil
+	}
 }
 
 // guardLog counts what the guards refuse and logs the counts, at most one
@@ -96,10 +132,14 @@ func (s *Server) grpcGuards(creds credentials.TransportCredentials) []grpc.Serve
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	if g.MaxResets > 0 {
+	if g.MaxResets > 0 || g.MaxListenerResets > 0 {
+		// The stream credits are serve's own mode's: an address resetting
+		// fewer than half of its streams, a listener whose clients reset
+		// fewer than about a tenth, never run out.
 		creds = grpcguard.NewResets(grpcguard.ResetOptions{
-			Budget: float64(g.MaxResets), StreamCredit: 0.5, RefillPerSecond: g.ResetsPerSecond,
-			Cooldown: g.ResetCooldown, OnCut: s.guardLog.refused,
+			Budget: float64(g.MaxResets), StreamCredit: 1, RefillPerSecond: g.ResetsPerSecond,
+			ListenerBudget: float64(g.MaxListenerResets), ListenerStreamCredit: 0.1, ListenerRefillPerSecond: g.ListenerResetsPerSecond,
+			FreeCancelAfter: g.FreeCancelAfter, Cooldown: g.ResetCooldown, OnCut: s.guardLog.refused,
 		}).Credentials(creds)
 	}
 	return append(opts, grpc.Creds(creds))

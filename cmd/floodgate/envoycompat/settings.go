@@ -43,7 +43,8 @@ type Settings struct {
 	GrpcMaxConnectionAgeGrace time.Duration
 	// GrpcTLS is TLS (and mutual TLS) on the gRPC listener.
 	GrpcTLS GrpcTLSSettings
-	// Guard bounds hostile traffic on the gRPC listener (no variable).
+	// Guard bounds hostile traffic on the gRPC listener (the reset budget
+	// by FLOODGATE_GRPC_* variables).
 	Guard GuardSettings
 
 	LogLevel  string
@@ -308,6 +309,7 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 	}
 	rows := append(settings[:len(settings):len(settings)], xdsSettings...)
 	rows = append(rows, grpcTLSSettings...)
+	rows = append(rows, guardSettings...)
 	for _, st := range append(rows, statsSettings...) {
 		v, ok := lookup(st.name)
 		if !ok {

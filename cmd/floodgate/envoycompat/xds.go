@@ -16,7 +16,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
-	"go.yaml.in/yaml/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -268,8 +267,11 @@ func (c *xdsClient) stream(ctx context.Context) (delivered bool, err error) {
 }
 
 // xdsFiles turns the resources of one response into rule files for the
-// loader: each RateLimitConfig becomes the YAML file the reference would
-// have built from it, named by the resource's name.
+// loader: each RateLimitConfig becomes the file the reference would have
+// built from it, named by the resource's name, with its fields read
+// straight from the message: written out as YAML to be parsed again, a
+// 120,000-descriptor config of 2.4 MB would become 41 MB of YAML and 7 GB
+// of allocations.
 func xdsFiles(resources []*anypb.Any) ([]File, error) {
 	files := make([]File, 0, len(resources))
 	for _, res := range resources {
@@ -277,11 +279,8 @@ func xdsFiles(resources []*anypb.Any) ([]File, error) {
 		if err := res.UnmarshalTo(conf); err != nil {
 			return nil, fmt.Errorf("resource is not a RateLimitConfig: %v", err)
 		}
-		text, err := yaml.Marshal(&yamlRoot{Domain: conf.GetDomain(), Descriptors: xdsDescriptors(conf.GetDescriptors())})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", conf.GetName(), err)
-		}
-		files = append(files, File{Name: conf.GetName(), Text: text})
+		files = append(files, File{Name: conf.GetName(),
+			root: &yamlRoot{Domain: conf.GetDomain(), Descriptors: xdsDescriptors(conf.GetDescriptors())}})
 	}
 	return files, nil
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/gubernator"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/metrics"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/statuspage"
@@ -136,6 +137,12 @@ func (ac *access) details(r *http.Request, onAdmin bool) bool {
 func (s *Server) buildMuxes(api http.Handler, ac *access) (public, admin http.Handler) {
 	pub := http.NewServeMux()
 	pub.Handle("/v1/", api)
+	if s.guber != nil {
+		gh := s.guber.Handler(s.cfg.MaxBodyBytes)
+		for _, p := range []string{gubernator.PathGetRateLimits, gubernator.PathHealthCheck, gubernator.PathLiveCheck} {
+			pub.Handle(p, gh)
+		}
+	}
 	if s.envoyJSON != nil {
 		pub.Handle("/json", s.envoyJSON)
 	}

@@ -15,19 +15,26 @@ func (s *Server) limitConns(name string, ln net.Listener) net.Listener {
 	if c.MaxConns == 0 && c.MaxConnsPerClient == 0 {
 		return ln
 	}
-	s.refusedOnce.Do(func() {
-		s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "floodgate_connections_refused_total",
-			Help: "Connections closed by a connection cap: refused at once (listener_full, client_full) or closed to make room for a client with fewer (evicted).",
-		}, []string{"listener", "reason"})
-		s.rec.Registry().MustRegister(s.refused)
-	})
+	refused := s.connRefused()
 	for _, reason := range []string{connlimit.RefusedListenerFull, connlimit.RefusedClientFull, connlimit.EvictedForNewClient} {
-		s.refused.WithLabelValues(name, reason) // at 0 from the start
+		refused.WithLabelValues(name, reason) // at 0 from the start
 	}
 	ll := connlimit.New(ln, name, c.MaxConns, c.MaxConnsPerClient, s.log, func(reason string) {
-		s.refused.WithLabelValues(name, reason).Inc()
+		refused.WithLabelValues(name, reason).Inc()
 	})
 	s.capped[name] = ll
 	return ll
+}
+
+// connRefused returns floodgate_connections_refused_total, registering it
+// on first use.
+func (s *Server) connRefused() *prometheus.CounterVec {
+	s.refusedOnce.Do(func() {
+		s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_connections_refused_total",
+			Help: "Connections closed by a connection cap: refused at once (listener_full, client_full) or closed to make room for a client with fewer (evicted); and HTTP/2 connections cut off for stream resets, their address's (resets) or the listener's (listener_resets), or refused or cut during a client's reset cooldown (cooldown).",
+		}, []string{"listener", "reason"})
+		s.rec.Registry().MustRegister(s.refused)
+	})
+	return s.refused
 }

@@ -16,14 +16,14 @@ func (s *Server) grpcGuards(creds credentials.TransportCredentials) []grpc.Serve
 	g := s.cfg.Connections.GRPC
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "floodgate_grpc_refused_total",
-		Help: "gRPC calls refused or cancelled by a bound (calls_full, client_calls_full, waiting_full, client_waiting_full, waiting_evicted, message_timeout) and connections cut off for stream resets (resets) or refused or cut during a client's reset cooldown (cooldown).",
+		Help: "gRPC calls refused or cancelled by a bound (calls_full, client_calls_full, waiting_full, client_waiting_full, waiting_evicted, message_timeout) and connections cut off for stream resets, their address's (resets) or the listener's (listener_resets), or refused or cut during a client's reset cooldown (cooldown).",
 	}, []string{"reason"})
 	reg := s.rec.Registry()
 	reg.MustRegister(refused)
 	reasons := []string{grpcguard.RefusedCalls, grpcguard.RefusedClientCalls, grpcguard.RefusedWaiting,
 		grpcguard.RefusedClientWaiting, grpcguard.CancelledEvicted, grpcguard.CancelledNoMessage}
-	if g.MaxResets > 0 {
-		reasons = append(reasons, grpcguard.CutResets, grpcguard.CutCooldown)
+	if g.ResetLimits.on() {
+		reasons = append(reasons, grpcguard.CutResets, grpcguard.CutListenerResets, grpcguard.CutCooldown)
 	}
 	for _, reason := range reasons {
 		refused.WithLabelValues(reason) // at 0 from the start
@@ -47,14 +47,8 @@ func (s *Server) grpcGuards(creds credentials.TransportCredentials) []grpc.Serve
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	if g.MaxResets > 0 {
-		resets := grpcguard.NewResets(grpcguard.ResetOptions{
-			Budget:          float64(g.MaxResets),
-			StreamCredit:    0.5,
-			RefillPerSecond: g.ResetsPerSecond,
-			Cooldown:        g.ResetCooldown,
-			OnCut:           func(reason string) { refused.WithLabelValues(reason).Inc() },
-		})
+	if g.ResetLimits.on() {
+		resets := grpcguard.NewResets(g.ResetLimits.options(func(reason string) { refused.WithLabelValues(reason).Inc() }))
 		creds = resets.Credentials(creds)
 	}
 	return append(opts, grpc.Creds(creds))

@@ -53,8 +53,8 @@ func TestGRPCRapidResetCutOff(t *testing.T) {
 	}
 
 	h := dialRawH2(t, addr)
-	// With a budget of 50 and half a reset given back per stream, the
-	// 100th reset is one too many; nothing is left unread after it.
+	// With a budget of 50, and nothing given back for streams reset, the
+	// 51st reset is one too many.
 	streams(t, h, 100, true)
 	var goAway *http2.GoAwayFrame
 	for {
@@ -75,8 +75,8 @@ func TestGRPCRapidResetCutOff(t *testing.T) {
 	if goAway.ErrCode != http2.ErrCodeEnhanceYourCalm {
 		t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", goAway.ErrCode)
 	}
-	if goAway.LastStreamID != 199 {
-		t.Errorf("GOAWAY last stream %d, want 199 (the 100th)", goAway.LastStreamID)
+	if goAway.LastStreamID != 101 {
+		t.Errorf("GOAWAY last stream %d, want 101 (the 51st)", goAway.LastStreamID)
 	}
 
 	// The attacker's next connection is closed without a frame.

@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/grpcguard"
 )
 
 // Connections bounds what one connection, and one client, can hold on every
@@ -37,6 +39,68 @@ type Connections struct {
 	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// GRPC holds the gRPC transport's own bounds.
 	GRPC GRPCLimits `yaml:"grpc"`
+	// HTTP2 bounds stream resets on the HTTP listeners that serve HTTP/2
+	// (http, admin and gateway, with TLS).
+	HTTP2 ResetLimits `yaml:"http2"`
+}
+
+// ResetLimits bound the HTTP/2 streams a listener's clients reset, or make
+// the server reset: per client IP address and for the listener as a whole.
+// See grpcguard.ResetOptions.
+type ResetLimits struct {
+	// MaxResets, ResetsPerSecond and ResetCooldown: each client address
+	// may reset MaxResets streams in a row, earning a reset per stream
+	// that completes and ResetsPerSecond a second (MaxResets 0: no bound
+	// per address).
+	MaxResets       int           `yaml:"max_resets"`
+	ResetsPerSecond float64       `yaml:"resets_per_second"`
+	ResetCooldown   time.Duration `yaml:"reset_cooldown"`
+	// MaxListenerResets and ListenerResetsPerSecond are the same for the
+	// listener, every address together, earning a tenth of a reset per
+	// stream that completes (MaxListenerResets 0: no listener-wide bound).
+	MaxListenerResets       int     `yaml:"max_listener_resets"`
+	ListenerResetsPerSecond float64 `yaml:"listener_resets_per_second"`
+	// FreeCancelAfter: a call cancelled at least this long after its
+	// request arrived complete spends nothing (0: every one spends).
+	FreeCancelAfter time.Duration `yaml:"free_cancel_after"`
+}
+
+// on reports whether any reset bound is set.
+func (l ResetLimits) on() bool { return l.MaxResets > 0 || l.MaxListenerResets > 0 }
+
+// Resets earned per stream that completes (the whole request, then the
+// whole answer): a client address that resets fewer than half of its
+// streams, and a listener whose clients reset fewer than about a tenth of
+// theirs, never run out.
+const (
+	streamCredit         = 1
+	listenerStreamCredit = 0.1
+)
+
+// options are the grpcguard options for l, reporting cuts to onCut.
+func (l ResetLimits) options(onCut func(string)) grpcguard.ResetOptions {
+	return grpcguard.ResetOptions{
+		Budget: float64(l.MaxResets), StreamCredit: streamCredit, RefillPerSecond: l.ResetsPerSecond, Cooldown: l.ResetCooldown,
+		ListenerBudget: float64(l.MaxListenerResets), ListenerStreamCredit: listenerStreamCredit,
+		ListenerRefillPerSecond: l.ListenerResetsPerSecond,
+		FreeCancelAfter:         l.FreeCancelAfter, OnCut: onCut,
+	}
+}
+
+// validate checks l, the section at key.
+func (l ResetLimits) validate(key string, at func(string) string) error {
+	if l.MaxResets < 0 || l.MaxListenerResets < 0 {
+		return fmt.Errorf("%s: %s.max_resets and max_listener_resets must not be negative (0 means no bound)", at(key), key)
+	}
+	for _, r := range []float64{l.ResetsPerSecond, l.ListenerResetsPerSecond} {
+		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return fmt.Errorf("%s: %s.resets_per_second and listener_resets_per_second must be finite and not negative", at(key), key)
+		}
+	}
+	if l.ResetCooldown < 0 || l.FreeCancelAfter < 0 {
+		return fmt.Errorf("%s: %s.reset_cooldown and free_cancel_after must not be negative", at(key), key)
+	}
+	return nil
 }
 
 // GRPCLimits bounds the gRPC listener's connections.
@@ -66,11 +130,8 @@ type GRPCLimits struct {
 	MaxWaitingCalls          int           `yaml:"max_waiting_calls"`
 	MaxWaitingCallsPerClient int           `yaml:"max_waiting_calls_per_client"`
 	RequestMessageTimeout    time.Duration `yaml:"request_message_timeout"`
-	// MaxResets, ResetsPerSecond and ResetCooldown bound stream resets per
-	// client IP address: see grpcguard.ResetOptions (MaxResets 0: no bound).
-	MaxResets       int           `yaml:"max_resets"`
-	ResetsPerSecond float64       `yaml:"resets_per_second"`
-	ResetCooldown   time.Duration `yaml:"reset_cooldown"`
+	// ResetLimits bound stream resets (rapid reset, MadeYouReset).
+	ResetLimits `yaml:",inline"`
 }
 
 // httpReadTimeout is the read timeout of the http and admin listeners: the
@@ -132,11 +193,17 @@ func (c Connections) validate(at func(string) string) error {
 		return fmt.Errorf("%s: connections.max_conns and max_conns_per_client must not be negative (0 means no cap)", at("connections"))
 	}
 	g := c.GRPC
-	if g.MaxCalls < 0 || g.MaxCallsPerClient < 0 || g.MaxWaitingCalls < 0 || g.MaxWaitingCallsPerClient < 0 || g.MaxResets < 0 {
-		return fmt.Errorf("%s: connections.grpc.max_calls, max_calls_per_client, max_waiting_calls, max_waiting_calls_per_client and max_resets must not be negative (0 means no cap)", at("connections.grpc"))
+	if g.MaxCalls < 0 || g.MaxCallsPerClient < 0 || g.MaxWaitingCalls < 0 || g.MaxWaitingCallsPerClient < 0 {
+		return fmt.Errorf("%s: connections.grpc.max_calls, max_calls_per_client, max_waiting_calls and max_waiting_calls_per_client must not be negative (0 means no cap)", at("connections.grpc"))
 	}
-	if g.RequestMessageTimeout < 0 || g.ResetCooldown < 0 || g.ResetsPerSecond < 0 || math.IsNaN(g.ResetsPerSecond) || math.IsInf(g.ResetsPerSecond, 0) {
-		return fmt.Errorf("%s: connections.grpc.request_message_timeout, resets_per_second and reset_cooldown must not be negative", at("connections.grpc"))
+	if g.RequestMessageTimeout < 0 {
+		return fmt.Errorf("%s: connections.grpc.request_message_timeout must not be negative", at("connections.grpc"))
+	}
+	if err := g.ResetLimits.validate("connections.grpc", at); err != nil {
+		return err
+	}
+	if err := c.HTTP2.validate("connections.http2", at); err != nil {
+		return err
 	}
 	if g.MaxConcurrentStreams < 1 {
 		return fmt.Errorf("%s: connections.grpc.max_concurrent_streams must be at least 1", at("connections.grpc.max_concurrent_streams"))

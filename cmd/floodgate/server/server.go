@@ -25,8 +25,10 @@ import (
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/connlimit"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/grpcguard"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/gubernator"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/metrics"
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/quotalease"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/tracing"
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/gateway"
@@ -34,6 +36,7 @@ import (
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
+	"github.com/floodgate-dev/floodgate/rlsclient/quotapb"
 	"github.com/floodgate-dev/floodgate/rules"
 	"github.com/floodgate-dev/floodgate/rules/httprules"
 	"github.com/floodgate-dev/floodgate/rules/reload"
@@ -44,7 +47,12 @@ import (
 // Server is a configured Floodgate service. Create it with New, bind its
 // listeners with Listen, and run it with Serve (or both with Run).
 type Server struct {
-	cfg    Config
+	cfg Config
+	// store decides (the memory store or the distributed node), clock is
+	// the time WithClock gave (nil: time.Now), guber gubernator's API.
+	store  store.Store
+	clock  func() time.Time
+	guber  *gubernator.Service
 	log    *slog.Logger
 	engine *rules.Engine
 	rec    *metrics.Recorder
@@ -83,9 +91,13 @@ const (
 // New builds the server cfg describes: the store (connecting to Redis if
 // configured), the rule engine with its rules, the metrics recorder and
 // every front end. It does not listen yet. log may be nil (slog.Default()).
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	var o options
+	for _, f := range opts {
+		f(&o)
 	}
 	if !cfg.Admin.ShowKeyValues {
 		log = slog.New(maskingHandler{log.Handler()})
@@ -116,7 +128,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.shutdownTracing(ctx)
 		return nil, err
 	}
+	s.store, s.clock = st, o.clock
 	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
+	if o.clock != nil {
+		engOpts = append(engOpts, rules.WithClock(o.clock))
+	}
 	if s.redis != nil { // late charges and peeks go to Redis itself
 		engOpts = append(engOpts, rules.WithCharger(s.tracing.Store(s.redis).(store.Syncer)))
 	}
@@ -140,6 +156,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 // endpoint) and the gateway on s.check.
 func (s *Server) buildFrontEnds(unmatched *rulelog.Unmatched) error {
 	cfg, log := s.cfg, s.log
+	s.buildGubernator()
 	proxies, err := httplimit.ParseProxies(cfg.TrustedProxies...)
 	if err != nil {
 		return err
@@ -203,7 +220,8 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rulelog.Unm
 	return gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
 }
 
-// buildGRPC builds the gRPC server with the RLS and health services.
+// buildGRPC builds the gRPC server with the RLS, quota lease and health
+// services.
 func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	cfg := s.cfg
 	var creds credentials.TransportCredentials
@@ -224,6 +242,8 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	rlsSvc.Register(s.grpc)
+	quotalease.New(s.engine, s.log).Register(s.grpc)
+	s.guber.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return nil
@@ -432,7 +452,11 @@ func (s *Server) serveHTTP(name string, h http.Handler, errc chan<- error) *http
 	tc := s.tls[name]
 	if tc != nil {
 		scheme = "https"
-		hs.TLSConfig = tc
+		hs.TLSConfig = tc.Clone() // HTTP/2's set-up adds its protocol
+		if err := s.guardHTTP2(name, hs); err != nil {
+			errc <- fmt.Errorf("%s listener: %w", name, err)
+			return nil
+		}
 	}
 	s.log.Info("listening", "listener", name, "addr", scheme+"://"+ln.Addr().String(), "client_certificates", clientAuthName(tc))
 	go func() {
@@ -643,6 +667,7 @@ func (s *Server) reportHealth(ctx context.Context) {
 		if st != last && ctx.Err() == nil {
 			s.health.SetServingStatus("", st)
 			s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+			s.health.SetServingStatus(quotapb.QuotaLeases_ServiceDesc.ServiceName, st)
 			if last != healthpb.HealthCheckResponse_UNKNOWN {
 				s.log.Warn("readiness changed", "status", st.String())
 			}

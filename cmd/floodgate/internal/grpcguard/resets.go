@@ -1,33 +1,58 @@
 package grpcguard
 
 import (
-	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc/credentials"
 )
 
 // ResetOptions configures Resets.
+//
+// A stream reset is spent when the client resets a stream it opened
+// (RST_STREAM, "rapid reset") or makes the server reset it: a protocol
+// error on the stream (a WINDOW_UPDATE of increment 0, DATA past the
+// window, too many streams: "MadeYouReset"), or a stream the server gives
+// up on for the client's sake (its deadline passed, its answer could not
+// be written). Only a stream still open is spent, once, whichever side
+// reset it. A stream the server ends normally (NO_ERROR) spends nothing,
+// nor does a call cancelled after it was served for FreeCancelAfter.
 type ResetOptions struct {
 	// Budget is how many stream resets a client address may have in hand:
-	// each reset spends one, each stream the client opens earns
-	// StreamCredit (so a client resetting fewer than that share of its
-	// streams never runs out) and time earns RefillPerSecond, up to
-	// Budget. A reset with nothing left cuts the connection off.
+	// each reset spends one, each of its streams that completes (the
+	// client sent its whole request, the server its whole answer) earns
+	// StreamCredit, and time earns RefillPerSecond, up to Budget. With a
+	// StreamCredit of 1, a client that resets fewer than half of its
+	// streams never runs out; streams the server refuses or answers early
+	// earn nothing, so a flood of them buys no resets. A reset with
+	// nothing left cuts the connection off. Budget 0 means no budget per
+	// address.
 	Budget          float64
 	StreamCredit    float64
 	RefillPerSecond float64
+	// ListenerBudget, ListenerStreamCredit and ListenerRefillPerSecond are
+	// the same for the listener as a whole, every address's streams and
+	// resets together, so that many addresses resetting in turn cannot
+	// spend more than it: a reset that finds the listener's budget empty
+	// cuts its connection off as one that finds its address's empty does.
+	// ListenerBudget 0 means no listener-wide budget.
+	ListenerBudget          float64
+	ListenerStreamCredit    float64
+	ListenerRefillPerSecond float64
+	// FreeCancelAfter: a call cancelled (by the client's RST_STREAM, or by
+	// the server's RST_STREAM CANCEL when the call's own deadline passed)
+	// at least this long after its HEADERS, with its request complete,
+	// spends nothing: it was being served, as an Envoy whose RLS timeout
+	// fires cancels it, not thrown away. 0 means every cancellation
+	// spends.
+	FreeCancelAfter time.Duration
 	// Cooldown is how long a client address whose connection was cut off
 	// has its other connections cut at their next stream and new ones
 	// refused.
 	Cooldown time.Duration
-	// OnCut, if set, is called with "resets" for each connection cut off
-	// and with "cooldown" for each connection refused or cut during a
-	// cooldown.
+	// OnCut, if set, is called with CutResets or CutListenerResets for
+	// each connection cut off, and with CutCooldown for each connection
+	// refused or cut during a cooldown.
 	OnCut func(reason string)
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
@@ -35,22 +60,26 @@ type ResetOptions struct {
 
 // Reasons passed to ResetOptions.OnCut.
 const (
-	CutResets   = "resets"
-	CutCooldown = "cooldown"
+	CutResets         = "resets"
+	CutListenerResets = "listener_resets"
+	CutCooldown       = "cooldown"
 )
 
-// Resets keeps the stream-reset budget of every client address with a
-// connection to the gRPC listener. Wrap the server's transport
-// credentials with Credentials to apply it.
+// Resets keeps the stream-reset budget of a listener and of every client
+// address with a connection to it. Wrap the gRPC server's transport
+// credentials with Credentials, or each HTTP/2 connection with Watch, to
+// apply it.
 type Resets struct {
 	o ResetOptions
 
 	mu        sync.Mutex
 	clients   map[string]*resetAccount
 	lastSweep time.Time
+
+	listener resetAccount // when o.ListenerBudget > 0
 }
 
-// resetAccount is one client address's budget.
+// resetAccount is one budget: a client address's, or the listener's.
 type resetAccount struct {
 	mu        sync.Mutex
 	tokens    float64
@@ -67,13 +96,15 @@ func NewResets(o ResetOptions) *Resets {
 	if o.OnCut == nil {
 		o.OnCut = func(string) {}
 	}
-	return &Resets{o: o, clients: map[string]*resetAccount{}}
+	r := &Resets{o: o, clients: map[string]*resetAccount{}}
+	r.listener.tokens, r.listener.refilled = o.ListenerBudget, o.Now()
+	return r
 }
 
 // errCoolingDown refuses a connection from an address that was cut off.
 var errCoolingDown = errors.New("grpcguard: client address cut off for resetting too many streams; retry later")
 
-// errCutOff is what the gRPC transport reads from a connection cut off.
+// errCutOff is what the server reads from a connection cut off.
 var errCutOff = errors.New("grpcguard: connection cut off for resetting too many streams")
 
 // open counts a new connection from addr, or refuses it during the
@@ -133,39 +164,69 @@ func (r *Resets) Clients() int {
 	return len(r.clients)
 }
 
-// opened earns a's credit for a new stream; it reports false if the
-// address is cooling down (the connection must then be cut off).
+// opened reports whether a may open a stream: false if the address is
+// cooling down (the connection must then be cut off).
 func (r *Resets) opened(a *resetAccount) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.coolUntil.IsZero() && !r.cooled(a) {
-		return false
-	}
-	a.tokens = min(a.tokens+r.o.StreamCredit, r.o.Budget)
-	return true
+	return a.coolUntil.IsZero() || r.cooled(a)
 }
 
-// reset spends one of a's resets; it reports false if none was left, and
-// then starts the address's cooldown.
-func (r *Resets) reset(a *resetAccount) bool {
+// completed earns a's credit, and the listener's, for a stream that
+// completed.
+func (r *Resets) completed(a *resetAccount) {
+	a.mu.Lock()
+	a.tokens = min(a.tokens+r.o.StreamCredit, r.o.Budget)
+	a.mu.Unlock()
+	if r.o.ListenerBudget > 0 {
+		l := &r.listener
+		l.mu.Lock()
+		l.tokens = min(l.tokens+r.o.ListenerStreamCredit, r.o.ListenerBudget)
+		l.mu.Unlock()
+	}
+}
+
+// reset spends one of a's resets and one of the listener's. It returns ""
+// if both had one, or else why the connection must be cut off
+// (CutResets, CutListenerResets or CutCooldown); a's cooldown then starts.
+func (r *Resets) reset(a *resetAccount) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.coolUntil.IsZero() && !r.cooled(a) {
-		return false
+		return CutCooldown
 	}
 	a.tokens--
-	if a.tokens >= 0 {
-		return true
+	if r.o.Budget > 0 && a.tokens < 0 {
+		// Out: add what time has earned since the last refill, then decide.
+		now := r.o.Now()
+		a.tokens = min(a.tokens+now.Sub(a.refilled).Seconds()*r.o.RefillPerSecond, r.o.Budget)
+		a.refilled = now
+		if a.tokens < 0 {
+			a.coolUntil = now.Add(r.o.Cooldown)
+			return CutResets
+		}
 	}
-	// Out: add what time has earned since the last refill, then decide.
+	if r.o.ListenerBudget > 0 && !r.listenerReset() {
+		a.coolUntil = r.o.Now().Add(r.o.Cooldown)
+		return CutListenerResets
+	}
+	return ""
+}
+
+// listenerReset spends one of the listener's resets; it reports false,
+// spending nothing, if none is left.
+func (r *Resets) listenerReset() bool {
+	l := &r.listener
 	now := r.o.Now()
-	a.tokens = min(a.tokens+now.Sub(a.refilled).Seconds()*r.o.RefillPerSecond, r.o.Budget)
-	a.refilled = now
-	if a.tokens >= 0 {
-		return true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tokens = min(l.tokens+now.Sub(l.refilled).Seconds()*r.o.ListenerRefillPerSecond, r.o.ListenerBudget)
+	l.refilled = now
+	if l.tokens < 1 {
+		return false
 	}
-	a.coolUntil = now.Add(r.o.Cooldown)
-	return false
+	l.tokens--
+	return true
 }
 
 // cooled reports whether a's cooldown is over, and then clears it. a.mu
@@ -179,183 +240,6 @@ func (r *Resets) cooled(a *resetAccount) bool {
 	a.tokens = min(a.tokens+now.Sub(a.refilled).Seconds()*r.o.RefillPerSecond, r.o.Budget)
 	a.refilled = now
 	return true
-}
-
-// Credentials wraps creds so that every connection the gRPC server accepts
-// is watched by r.
-func (r *Resets) Credentials(creds credentials.TransportCredentials) credentials.TransportCredentials {
-	return guardedCreds{TransportCredentials: creds, r: r}
-}
-
-type guardedCreds struct {
-	credentials.TransportCredentials
-	r *Resets
-}
-
-func (g guardedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	a, err := g.r.open(raw.RemoteAddr())
-	if err != nil {
-		return nil, nil, err
-	}
-	c, info, err := g.TransportCredentials.ServerHandshake(raw)
-	if err != nil {
-		g.r.close(a)
-		return nil, nil, err
-	}
-	return &watchedConn{Conn: c, r: g.r, acct: a, in: frameScanner{preface: len(clientPreface)}, wlock: make(chan struct{}, 1)}, info, nil
-}
-
-func (g guardedCreds) Clone() credentials.TransportCredentials {
-	return guardedCreds{TransportCredentials: g.TransportCredentials.Clone(), r: g.r}
-}
-
-// clientPreface starts every HTTP/2 client connection.
-const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// HTTP/2 frame types and error codes watchedConn uses.
-const (
-	frameHeaders   = 0x1
-	frameRSTStream = 0x3
-	frameGoAway    = 0x7
-
-	errCodeEnhanceYourCalm = 0xb
-)
-
-// frameScanner follows an HTTP/2 byte stream frame by frame, looking only at
-// the 9-byte frame headers.
-type frameScanner struct {
-	preface int // bytes of the client preface still to pass
-	hdr     [9]byte
-	hdrN    int // bytes of hdr filled
-	payload int // bytes of the current frame's payload still to pass
-}
-
-// scan passes b and calls frame for each frame header completed in it.
-// It stops early, returning false, when frame does.
-func (s *frameScanner) scan(b []byte, frame func(typ byte, stream uint32) bool) bool {
-	for len(b) > 0 {
-		switch {
-		case s.preface > 0:
-			n := min(s.preface, len(b))
-			s.preface -= n
-			b = b[n:]
-		case s.payload > 0:
-			n := min(s.payload, len(b))
-			s.payload -= n
-			b = b[n:]
-		default:
-			n := copy(s.hdr[s.hdrN:], b)
-			s.hdrN += n
-			b = b[n:]
-			if s.hdrN < len(s.hdr) {
-				return true
-			}
-			s.hdrN = 0
-			s.payload = int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2])
-			if !frame(s.hdr[3], binary.BigEndian.Uint32(s.hdr[5:])&(1<<31-1)) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// atBoundary reports whether the stream so far ends between two frames.
-func (s *frameScanner) atBoundary() bool { return s.preface == 0 && s.hdrN == 0 && s.payload == 0 }
-
-// watchedConn counts the streams the client opens and resets, and cuts
-// the connection off when the client's address has no resets left.
-type watchedConn struct {
-	net.Conn
-	r    *Resets
-	acct *resetAccount
-
-	in         frameScanner // read by the transport's reader only
-	lastStream uint32       // highest stream the client opened
-
-	// wlock (a channel of one, so that cutOff can give up waiting)
-	// serialises writes, so that GOAWAY goes between two frames.
-	wlock chan struct{}
-	out   frameScanner // what the server wrote; under wlock
-	done  atomic.Bool  // cut off or closed: no more writes
-	once  sync.Once
-}
-
-func (c *watchedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 && !c.in.scan(p[:n], c.frame) {
-		c.cutOff()
-		return 0, errCutOff
-	}
-	return n, err
-}
-
-// frame accounts one frame from the client; false cuts the connection off.
-func (c *watchedConn) frame(typ byte, stream uint32) bool {
-	switch typ {
-	case frameHeaders:
-		if stream <= c.lastStream || stream%2 == 0 {
-			return true // trailers, or a protocol error gRPC reports itself
-		}
-		c.lastStream = stream
-		if !c.r.opened(c.acct) {
-			c.r.o.OnCut(CutCooldown)
-			return false
-		}
-	case frameRSTStream:
-		if !c.r.reset(c.acct) {
-			c.r.o.OnCut(CutResets)
-			return false
-		}
-	}
-	return true
-}
-
-func (c *watchedConn) Write(p []byte) (int, error) {
-	c.wlock <- struct{}{}
-	defer func() { <-c.wlock }()
-	if c.done.Load() {
-		return 0, net.ErrClosed
-	}
-	n, err := c.Conn.Write(p)
-	c.out.scan(p[:n], func(byte, uint32) bool { return true })
-	return n, err
-}
-
-// goAwayWait is how long cutOff waits for a write of the server's to end
-// before it closes the connection without GOAWAY.
-const goAwayWait = 100 * time.Millisecond
-
-// cutOff sends GOAWAY (ENHANCE_YOUR_CALM) if the server is between two
-// frames, and closes the connection.
-func (c *watchedConn) cutOff() {
-	t := time.NewTimer(goAwayWait)
-	defer t.Stop()
-	select {
-	case c.wlock <- struct{}{}:
-		if !c.done.Load() && c.out.atBoundary() {
-			debug := "too many stream resets"
-			f := make([]byte, 9+8+len(debug))
-			f[2] = byte(8 + len(debug))
-			f[3] = frameGoAway
-			binary.BigEndian.PutUint32(f[9:], c.lastStream)
-			binary.BigEndian.PutUint32(f[13:], errCodeEnhanceYourCalm)
-			copy(f[17:], debug)
-			c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-			c.Conn.Write(f)
-		}
-		c.done.Store(true)
-		<-c.wlock
-	case <-t.C:
-	}
-	c.done.Store(true)
-	c.Close()
-}
-
-func (c *watchedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.r.close(c.acct) })
-	return err
 }
 
 // ClientAddr is the part of a remote address client accounting goes by:

@@ -14,7 +14,7 @@ import (
 )
 
 // frame encodes one HTTP/2 frame with a payload of n zero bytes.
-func frame(typ byte, stream uint32, n int) []byte {
+func encFrame(typ byte, stream uint32, n int) []byte {
 	f := make([]byte, 9+n)
 	f[0], f[1], f[2] = byte(n>>16), byte(n>>8), byte(n)
 	f[3] = typ
@@ -27,12 +27,29 @@ type seen struct {
 	stream uint32
 }
 
+func see(f frame) seen { return seen{f.typ, f.stream} }
+
+// scanFrames feeds b to a scanner in pieces of the given sizes (the rest
+// in one piece) and returns the frames it reported, whole.
+func scanFrames(b []byte, pieces []int) []frame {
+	var s frameScanner
+	var got []frame
+	f := func(fr frame) bool { got = append(got, fr); return true }
+	for _, n := range pieces {
+		n = min(n, len(b))
+		s.scan(b[:n], f)
+		b = b[n:]
+	}
+	s.scan(b, f)
+	return got
+}
+
 // scanAll feeds b to a scanner in pieces of the given sizes (the rest in
 // one piece) and returns the frames it saw.
 func scanAll(b []byte, preface int, pieces []int) []seen {
 	s := frameScanner{preface: preface}
 	var got []seen
-	f := func(typ byte, stream uint32) bool { got = append(got, seen{typ, stream}); return true }
+	f := func(fr frame) bool { got = append(got, see(fr)); return true }
 	for _, n := range pieces {
 		n = min(n, len(b))
 		s.scan(b[:n], f)
@@ -45,11 +62,11 @@ func scanAll(b []byte, preface int, pieces []int) []seen {
 func TestFrameScannerFollowsFramesAcrossReads(t *testing.T) {
 	var stream []byte
 	stream = append(stream, clientPreface...)
-	stream = append(stream, frame(0x4, 0, 6)...)                // SETTINGS
-	stream = append(stream, frame(frameHeaders, 1, 40)...)      // HEADERS
-	stream = append(stream, frame(0x0, 1, 17)...)               // DATA
-	stream = append(stream, frame(frameRSTStream, 3, 4)...)     // RST_STREAM
-	stream = append(stream, frame(frameHeaders, 1<<31|5, 0)...) // reserved bit set
+	stream = append(stream, encFrame(0x4, 0, 6)...)                // SETTINGS
+	stream = append(stream, encFrame(frameHeaders, 1, 40)...)      // HEADERS
+	stream = append(stream, encFrame(0x0, 1, 17)...)               // DATA
+	stream = append(stream, encFrame(frameRSTStream, 3, 4)...)     // RST_STREAM
+	stream = append(stream, encFrame(frameHeaders, 1<<31|5, 0)...) // reserved bit set
 	want := []seen{{0x4, 0}, {frameHeaders, 1}, {0x0, 1}, {frameRSTStream, 3}, {frameHeaders, 5}}
 	for _, tc := range []struct {
 		name   string
@@ -79,16 +96,17 @@ func TestFrameScannerFollowsFramesAcrossReads(t *testing.T) {
 // FuzzFrameScanner: however a byte stream is cut into reads, the scanner
 // sees the same frames as when it reads it whole, and never panics.
 func FuzzFrameScanner(f *testing.F) {
-	f.Add(append([]byte(clientPreface), frame(frameHeaders, 1, 3)...), uint8(7))
-	f.Add(append(frame(frameRSTStream, 1, 4), frame(0x0, 1, 300)...), uint8(1))
+	f.Add(append([]byte(clientPreface), encFrame(frameHeaders, 1, 3)...), uint8(7))
+	f.Add(append(encFrame(frameRSTStream, 1, 4), encFrame(0x0, 1, 300)...), uint8(1))
 	f.Add([]byte{0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 1}, uint8(2))
+	f.Add(append(encFrame(frameHeaders, 3, 0), rst(3, errCodeCancel)...), uint8(0))
 	f.Fuzz(func(t *testing.T, b []byte, step uint8) {
-		whole := scanAll(b, 0, nil)
+		whole := scanFrames(b, nil)
 		var pieces []int
 		for n := 0; n < len(b); n += int(step) + 1 {
 			pieces = append(pieces, int(step)+1)
 		}
-		split := scanAll(b, 0, pieces)
+		split := scanFrames(b, pieces)
 		if len(whole) != len(split) {
 			t.Fatalf("whole %v, split %v", whole, split)
 		}
@@ -108,7 +126,7 @@ func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
 func newFakeClock() *fakeClock           { return &fakeClock{t: time.Unix(1_000_000, 0)} }
 func tcp(ip string) net.Addr             { return &net.TCPAddr{IP: net.ParseIP(ip), Port: 4000} }
 func testResets(c *fakeClock, cut *[]string) *Resets {
-	return NewResets(ResetOptions{Budget: 10, StreamCredit: 0.5, RefillPerSecond: 2, Cooldown: 5 * time.Second,
+	return NewResets(ResetOptions{Budget: 10, StreamCredit: 1, RefillPerSecond: 2, Cooldown: 5 * time.Second,
 		Now: c.now, OnCut: func(r string) { *cut = append(*cut, r) }})
 }
 
@@ -121,7 +139,12 @@ func TestResetBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < 10_000; i++ {
-			if !r.opened(a) || (i%2 == 0 && !r.reset(a)) {
+			if !r.opened(a) {
+				t.Fatalf("cut at stream %d", i)
+			}
+			if i%2 == 1 {
+				r.completed(a)
+			} else if r.reset(a) != "" {
 				t.Fatalf("cut at stream %d", i)
 			}
 		}
@@ -133,12 +156,11 @@ func TestResetBudget(t *testing.T) {
 		a, _ := r.open(tcp("10.0.0.1"))
 		other, _ := r.open(tcp("10.0.0.1"))
 		n := 0
-		for ; r.opened(a) && r.reset(a); n++ {
+		for ; r.opened(a) && (r.reset(a) == ""); n++ {
 		}
-		// The first stream's credit finds the budget full (10 - 1 = 9 left),
-		// every later one nets -0.5: the 20th reset is refused.
-		if n != 19 {
-			t.Fatalf("%d streams opened and reset before the cut, want 19", n)
+		// Streams reset earn nothing: the 11th reset is refused.
+		if n != 10 {
+			t.Fatalf("%d streams opened and reset before the cut, want 10", n)
 		}
 		if r.opened(other) {
 			t.Fatal("another connection of the address opened a stream during the cooldown")
@@ -146,7 +168,7 @@ func TestResetBudget(t *testing.T) {
 		if _, err := r.open(tcp("10.0.0.1")); !errors.Is(err, errCoolingDown) {
 			t.Fatalf("new connection during the cooldown: %v, want refused", err)
 		}
-		if b, err := r.open(tcp("10.0.0.2")); err != nil || !r.reset(b) {
+		if b, err := r.open(tcp("10.0.0.2")); err != nil || !(r.reset(b) == "") {
 			t.Fatalf("another address is refused: %v", err)
 		}
 		c.add(5 * time.Second)
@@ -155,9 +177,9 @@ func TestResetBudget(t *testing.T) {
 			t.Fatalf("after the cooldown: %v", err)
 		}
 		// 5 s at 2 per second refilled 10 (the budget) on top of the
-		// overdraft of 0.5.
+		// overdraft of 1.
 		n = 0
-		for ; r.reset(a2); n++ {
+		for ; r.reset(a2) == ""; n++ {
 		}
 		if n != 9 {
 			t.Fatalf("%d resets after the cooldown, want 9", n)
@@ -169,17 +191,17 @@ func TestResetBudget(t *testing.T) {
 		r := testResets(c, &cuts)
 		a, _ := r.open(tcp("10.0.0.1"))
 		for i := 0; i < 10; i++ {
-			if !r.reset(a) {
+			if !(r.reset(a) == "") {
 				t.Fatalf("reset %d refused", i)
 			}
 		}
 		c.add(time.Second) // earns 2
 		for i := range 2 {
-			if !r.reset(a) {
+			if !(r.reset(a) == "") {
 				t.Fatalf("refilled reset %d refused", i)
 			}
 		}
-		if r.reset(a) {
+		if r.reset(a) == "" {
 			t.Fatal("reset past the refill allowed")
 		}
 	})
@@ -209,7 +231,7 @@ func TestResetBudget(t *testing.T) {
 // budget is closed, with GOAWAY ENHANCE_YOUR_CALM first if the server is
 // between two frames; the server's own frames are never broken into.
 func TestWatchedConnCutsOff(t *testing.T) {
-	settings := frame(0x4, 0, 12)
+	settings := encFrame(0x4, 0, 12)
 	for _, tc := range []struct {
 		name    string
 		written []byte // by the server before it reads
@@ -230,8 +252,8 @@ func TestWatchedConnCutsOff(t *testing.T) {
 			go func() { // the client: preface, then streams opened and reset
 				b := []byte(clientPreface)
 				for id := uint32(1); id < 200; id += 2 {
-					b = append(b, frame(frameHeaders, id, 10)...)
-					b = append(b, frame(frameRSTStream, id, 4)...)
+					b = append(b, encFrame(frameHeaders, id, 10)...)
+					b = append(b, encFrame(frameRSTStream, id, 4)...)
 				}
 				client.Write(b)
 			}()
@@ -256,9 +278,9 @@ func TestWatchedConnCutsOff(t *testing.T) {
 				if code := binary.BigEndian.Uint32(g[13:]); code != errCodeEnhanceYourCalm {
 					t.Fatalf("GOAWAY code %#x, want ENHANCE_YOUR_CALM", code)
 				}
-				// As in TestResetBudget, the 20th stream's reset is refused.
-				if last := binary.BigEndian.Uint32(g[9:]); last != 39 {
-					t.Fatalf("GOAWAY last stream %d, want 39", last)
+				// As in TestResetBudget, the 11th stream's reset is refused.
+				if last := binary.BigEndian.Uint32(g[9:]); last != 21 {
+					t.Fatalf("GOAWAY last stream %d, want 21", last)
 				}
 			}
 			if len(cuts) != 1 || cuts[0] != CutResets {
@@ -274,13 +296,13 @@ func TestWatchedConnCutsOff(t *testing.T) {
 // BenchmarkWatchedConnRead is the frame scanning of one read of 64 unary
 // calls (HEADERS and DATA frames).
 func BenchmarkWatchedConnRead(b *testing.B) {
-	r := NewResets(ResetOptions{Budget: 1000, StreamCredit: 0.5, RefillPerSecond: 100, Cooldown: time.Second})
+	r := NewResets(ResetOptions{Budget: 1000, StreamCredit: 1, RefillPerSecond: 100, Cooldown: time.Second})
 	acct, _ := r.open(tcp("10.0.0.1"))
 	c := &watchedConn{r: r, acct: acct}
 	var buf []byte
 	for i := 0; i < 64; i++ {
-		buf = append(buf, frame(frameHeaders, 0, 60)...)
-		buf = append(buf, frame(0x0, 0, 80)...)
+		buf = append(buf, encFrame(frameHeaders, 0, 60)...)
+		buf = append(buf, encFrame(0x0, 0, 80)...)
 	}
 	b.SetBytes(int64(len(buf)))
 	id := uint32(1)
@@ -289,6 +311,6 @@ func BenchmarkWatchedConnRead(b *testing.B) {
 			binary.BigEndian.PutUint32(buf[i*(9+60+9+80)+5:], id)
 			id += 2
 		}
-		c.in.scan(buf, c.frame)
+		c.in.scan(buf, c.clientFrame)
 	}
 }

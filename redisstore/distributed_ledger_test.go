@@ -1,4 +1,4 @@
-package distributed
+package redisstore_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -46,12 +48,12 @@ func TestRedisLedgerPhasesSurviveKills(t *testing.T) {
 func ledgerPhasesUnderKills(t *testing.T) int64 {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, false)
-	n := mustNode(t, Options{
-		Arrangement: Delayed, Shared: shared, ID: "ledger-phases",
+	n := mustNode(t, distributed.Options{
+		Arrangement: distributed.Delayed, Shared: shared, ID: "ledger-phases",
 		Interval: 10 * time.Millisecond, SyncDeadline: time.Second,
 		MaxBytes: 256 << 10,
 	})
-	rule := counterRule(t)
+	rule := disttest.CounterRule(t)
 	var phase atomic.Int64
 	led := &ledger{ok: map[string]int64{}}
 	var stopped atomic.Bool
@@ -95,7 +97,7 @@ func ledgerPhasesUnderKills(t *testing.T) int64 {
 	time.Sleep(250 * time.Millisecond)
 	stopped.Store(true)
 	wg.Wait()
-	waitSettled(t, n, 30*time.Second)
+	closeSettled(t, n, 30*time.Second)
 	h := n.Health()
 	t.Logf("%d evictions, %d orphaned, %d dropped; retained %d keys, %d forgotten; kept views %d; repush skipped %d",
 		h.Evictions, h.OrphanedEvents, h.DroppedEvents, h.RetainedKeys, h.RetainForgotten, h.KeptViews, h.RepushSkipped)

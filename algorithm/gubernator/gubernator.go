@@ -1,33 +1,45 @@
-package algorithm
+// Package gubernator is gubernator's token and leaky buckets as one
+// algorithm.Algorithm whose parameters come with each request (New), the
+// decision behind the gubernator API of `floodgate serve`. Its arithmetic
+// mirrors gubernator v2.13.0's algorithms.go, quirks included; the
+// interop/gubernator module holds it equal to gubernator itself.
+package gubernator
 
 import (
 	"math"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
 )
 
-// Gubernator names the algorithm of gubernator's API (NewGubernator). It is
-// not one of Names: rule files cannot name it, since its parameters come
-// with each request.
-const Gubernator Name = "gubernator"
+// Name names the algorithm of gubernator's API (New). It is not one of
+// algorithm.Names: rule files cannot name it, since its parameters come with
+// each request.
+const Name algorithm.Name = "gubernator"
+
+// ReasonBadPeriod is the Reason of a request that asks for
+// DURATION_IS_GREGORIAN with a duration that names no calendar period
+// gubernator supports.
+const ReasonBadPeriod algorithm.Reason = "bad_period"
 
 // Gubernator's behaviour flags that change a decision (its Behavior enum;
 // the others, BATCHING, NO_BATCHING, GLOBAL and MULTI_REGION, change where
 // gubernator decides, not how).
 const (
-	GubernatorGregorian      = 4
-	GubernatorResetRemaining = 8
-	GubernatorDrainOverLimit = 32
+	Gregorian      = 4
+	ResetRemaining = 8
+	DrainOverLimit = 32
 )
 
 // Bounds on a gubernator request's numbers. Inside them every integer the
 // algorithm computes stays below 2^53, so its Lua twin (which counts in
 // doubles) is exact.
 const (
-	// GubernatorMaxCreatedAt is the latest created_at, in Unix
+	// MaxCreatedAt is the latest created_at, in Unix
 	// milliseconds (about the year 2109).
-	GubernatorMaxCreatedAt = int64(1) << 42
-	// GubernatorMaxDuration is the longest duration, in milliseconds.
-	GubernatorMaxDuration = int64(MaxWindow / time.Millisecond)
+	MaxCreatedAt = int64(1) << 42
+	// MaxDuration is the longest duration, in milliseconds.
+	MaxDuration = int64(algorithm.MaxWindow / time.Millisecond)
 	// gubernatorMaxReset bounds reset_time - created_at, in milliseconds
 	// (about 278 years); beyond it the offset saturates.
 	gubernatorMaxReset = int64(1) << 43
@@ -36,31 +48,31 @@ const (
 	gubernatorMaxRemaining = int64(1) << 52
 )
 
-// GubernatorParams is one gubernator rate limit request, as the algorithm
+// Params is one gubernator rate limit request, as the algorithm
 // decides it: gubernator's RateLimitReq less its name, key and hits (the
 // key is the store's, the hits the decision's cost).
-type GubernatorParams struct {
+type Params struct {
 	// Leaky selects LEAKY_BUCKET; false is TOKEN_BUCKET.
 	Leaky bool
 	// Limit, Duration (milliseconds, or with DURATION_IS_GREGORIAN a
 	// calendar period: 0 minute ... 5 year) and Burst (leaky bucket only;
 	// 0 means Limit) as gubernator reads them.
 	Limit, Duration, Burst int64
-	// Behavior is gubernator's flags; GubernatorGregorian,
-	// GubernatorResetRemaining and GubernatorDrainOverLimit count here.
+	// Behavior is gubernator's flags; Gregorian,
+	// ResetRemaining and DrainOverLimit count here.
 	Behavior int64
 	// CreatedAt is the request's time in Unix milliseconds (gubernator's
 	// created_at), which the buckets' arithmetic uses; 0 means the decision's
 	// own time. Expiry is judged by the decision's time.
 	CreatedAt int64
 	// Period is the calendar period of a DURATION_IS_GREGORIAN request, as
-	// GubernatorPeriodAt computes it from the clock; ignored without the flag.
-	Period GubernatorPeriod
+	// PeriodAt computes it from the clock; ignored without the flag.
+	Period Period
 }
 
-// GubernatorPeriod is a DURATION_IS_GREGORIAN request's calendar period,
+// Period is a DURATION_IS_GREGORIAN request's calendar period,
 // read from a clock as gubernator reads it.
-type GubernatorPeriod struct {
+type Period struct {
 	// Now is the clock's reading, in Unix milliseconds.
 	Now int64
 	// End is the period's last millisecond (gubernator's
@@ -77,11 +89,11 @@ type GubernatorPeriod struct {
 	Invalid bool
 }
 
-// GubernatorPeriodAt returns the calendar period that duration names at
+// PeriodAt returns the calendar period that duration names at
 // now, in now's location, as gubernator's GregorianExpiration and
 // GregorianDuration compute it.
-func GubernatorPeriodAt(now time.Time, duration int64) GubernatorPeriod {
-	p := GubernatorPeriod{Now: now.UnixNano() / 1e6}
+func PeriodAt(now time.Time, duration int64) Period {
+	p := Period{Now: now.UnixNano() / 1e6}
 	y, m, d := now.Date()
 	loc := now.Location()
 	var end time.Time
@@ -112,7 +124,7 @@ func GubernatorPeriodAt(now time.Time, duration int64) GubernatorPeriod {
 }
 
 // gubernator is gubernator's token and leaky buckets for one request's
-// parameters. Every instance has the same Config, so a key's state is
+// parameters. Every instance has the same algorithm.Config, so a key's state is
 // shared by requests of any parameters, as gubernator keeps one item per
 // key.
 //
@@ -121,7 +133,7 @@ func GubernatorPeriodAt(now time.Time, duration int64) GubernatorPeriod {
 // float64), [5] creation (token) or last leak (leaky), [6] status (token:
 // 1 over limit) or burst (leaky).
 type gubernator struct {
-	p GubernatorParams
+	p Params
 }
 
 const (
@@ -142,10 +154,10 @@ const (
 	gubLeaky = 2
 )
 
-// NewGubernator returns the algorithm deciding one gubernator request
+// New returns the algorithm deciding one gubernator request
 // with parameters p. Its decisions are all applied: Allowed is always
 // true, as gubernator updates its item whatever the answer; gubernator's
-// OVER_LIMIT status is Reason ReasonOverLimit, and a Gregorian period it
+// OVER_LIMIT status is algorithm.Reason algorithm.ReasonOverLimit, and a Gregorian period it
 // cannot compute is ReasonBadPeriod (the state keeps what gubernator
 // changes before it fails). Limit and Remaining are gubernator's; ResetAfter
 // is reset_time - created_at (milliseconds, as a Duration; saturated at
@@ -153,24 +165,24 @@ const (
 // gubernator's hits: any number, zero to only read. Record applies hits as a
 // gubernator owner applies what GLOBAL peers forward (with
 // DRAIN_OVER_LIMIT). The caller checks p against the bounds above.
-func NewGubernator(p GubernatorParams) Algorithm { return &gubernator{p: p} }
+func New(p Params) algorithm.Algorithm { return &gubernator{p: p} }
 
-var gubConfig = Config{Algorithm: Gubernator}
+var gubConfig = algorithm.Config{Algorithm: Name}
 
-func (g *gubernator) Name() Name               { return Gubernator }
-func (g *gubernator) Config() Config           { return gubConfig }
+func (g *gubernator) Name() algorithm.Name     { return Name }
+func (g *gubernator) Config() algorithm.Config { return gubConfig }
 func (g *gubernator) Words() int               { return gubWords }
-func (g *gubernator) IdleAfter() time.Duration { return MaxWindow + time.Minute }
+func (g *gubernator) IdleAfter() time.Duration { return algorithm.MaxWindow + time.Minute }
 
 // Release does nothing: gubernator holds no units.
 func (g *gubernator) Release(state []int64, now, cost int64) {}
 
-// GubernatorParams returns the request's parameters.
-func (g *gubernator) GubernatorParams() GubernatorParams { return g.p }
+// Params returns the request's parameters.
+func (g *gubernator) Params() Params { return g.p }
 
 // Split returns the algorithm with the limit and burst divided across nodes
 // (at least 1 each), for the split arrangement.
-func (g *gubernator) Split(nodes int) Algorithm {
+func (g *gubernator) Split(nodes int) algorithm.Algorithm {
 	if nodes <= 1 {
 		return g
 	}
@@ -186,12 +198,12 @@ func (g *gubernator) Split(nodes int) Algorithm {
 }
 
 // Decide decides and applies a request of cost hits at now.
-func (g *gubernator) Decide(s []int64, now, hits int64) Decision {
+func (g *gubernator) Decide(s []int64, now, hits int64) algorithm.Decision {
 	return g.decide(s, now, hits, g.p.Behavior, g.p.CreatedAt)
 }
 
 // Peek is Decide on a copy of the state.
-func (g *gubernator) Peek(s []int64, now, hits int64) Decision {
+func (g *gubernator) Peek(s []int64, now, hits int64) algorithm.Decision {
 	var c [gubWords]int64
 	copy(c[:], s)
 	return g.decide(c[:], now, hits, g.p.Behavior, g.p.CreatedAt)
@@ -199,10 +211,10 @@ func (g *gubernator) Peek(s []int64, now, hits int64) Decision {
 
 // Record applies hits at now as an owner applies forwarded GLOBAL hits.
 func (g *gubernator) Record(s []int64, now, hits int64) {
-	g.decide(s, now, hits, g.p.Behavior|GubernatorDrainOverLimit, 0)
+	g.decide(s, now, hits, g.p.Behavior|DrainOverLimit, 0)
 }
 
-func (g *gubernator) decide(s []int64, now, hits, behavior, createdAt int64) Decision {
+func (g *gubernator) decide(s []int64, now, hits, behavior, createdAt int64) algorithm.Decision {
 	s = s[:gubWords:gubWords]
 	nowMS := max(now, 0) / 1e6
 	if createdAt == 0 {
@@ -221,7 +233,7 @@ func (g *gubernator) decide(s []int64, now, hits, behavior, createdAt int64) Dec
 
 // gubReq is one decision's request.
 type gubReq struct {
-	p         *GubernatorParams
+	p         *Params
 	behavior  int64
 	createdAt int64
 	hits      int64
@@ -230,22 +242,24 @@ type gubReq struct {
 func (r *gubReq) has(flag int64) bool { return r.behavior&flag != 0 }
 
 // answer builds the decision for a gubernator answer.
-func (r *gubReq) answer(over bool, limit, remaining, reset int64) Decision {
+func (r *gubReq) answer(over bool, limit, remaining, reset int64) algorithm.Decision {
 	off := reset - r.createdAt
 	off = min(max(off, -gubernatorMaxReset), gubernatorMaxReset)
-	d := Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(off) * time.Millisecond}
+	d := algorithm.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: time.Duration(off) * time.Millisecond}
 	if over {
-		d.Reason = ReasonOverLimit
+		d.Reason = algorithm.ReasonOverLimit
 	}
 	return d
 }
 
-func badPeriod() Decision { return Decision{Allowed: true, Reason: ReasonBadPeriod} }
+func badPeriod() algorithm.Decision {
+	return algorithm.Decision{Allowed: true, Reason: ReasonBadPeriod}
+}
 
 // token is gubernator's tokenBucket.
-func (r *gubReq) token(s []int64) Decision {
+func (r *gubReq) token(s []int64) algorithm.Decision {
 	p := r.p
-	if s[gubKind] != 0 && r.has(GubernatorResetRemaining) {
+	if s[gubKind] != 0 && r.has(ResetRemaining) {
 		clear(s)
 		return r.answer(false, p.Limit, p.Limit, 0)
 	}
@@ -260,7 +274,7 @@ func (r *gubReq) token(s []int64) Decision {
 	over, remaining, reset := s[gubStatus] == 1, s[gubRemaining], s[gubExpire]
 	if s[gubDuration] != p.Duration {
 		expire := s[gubTime] + p.Duration
-		if r.has(GubernatorGregorian) {
+		if r.has(Gregorian) {
 			if p.Period.Invalid {
 				return badPeriod()
 			}
@@ -282,7 +296,7 @@ func (r *gubReq) token(s []int64) Decision {
 		s[gubRemaining], remaining = 0, 0
 	case r.hits > s[gubRemaining]:
 		over = true
-		if r.has(GubernatorDrainOverLimit) {
+		if r.has(DrainOverLimit) {
 			s[gubRemaining], remaining = 0, 0
 		}
 	default:
@@ -293,10 +307,10 @@ func (r *gubReq) token(s []int64) Decision {
 }
 
 // newToken is gubernator's tokenBucketNewItem on an empty state.
-func (r *gubReq) newToken(s []int64) Decision {
+func (r *gubReq) newToken(s []int64) algorithm.Decision {
 	p := r.p
 	expire := r.createdAt + p.Duration
-	if r.has(GubernatorGregorian) {
+	if r.has(Gregorian) {
 		if p.Period.Invalid {
 			return badPeriod()
 		}
@@ -312,7 +326,7 @@ func (r *gubReq) newToken(s []int64) Decision {
 }
 
 // leaky is gubernator's leakyBucket.
-func (r *gubReq) leaky(s []int64) Decision {
+func (r *gubReq) leaky(s []int64) algorithm.Decision {
 	p := r.p
 	burst := p.Burst
 	if burst == 0 {
@@ -323,7 +337,7 @@ func (r *gubReq) leaky(s []int64) Decision {
 		return r.newLeaky(s, burst)
 	}
 	rem := math.Float64frombits(uint64(s[gubRemaining]))
-	if r.has(GubernatorResetRemaining) {
+	if r.has(ResetRemaining) {
 		rem = float64(burst)
 	}
 	if s[gubBurst] != burst {
@@ -336,7 +350,7 @@ func (r *gubReq) leaky(s []int64) Decision {
 	defer func() { s[gubRemaining] = int64(math.Float64bits(rem)) }()
 	duration := p.Duration
 	rate := float64(duration) / float64(p.Limit)
-	if r.has(GubernatorGregorian) {
+	if r.has(Gregorian) {
 		if p.Period.Invalid {
 			return badPeriod()
 		}
@@ -366,7 +380,7 @@ func (r *gubReq) leaky(s []int64) Decision {
 		return r.answer(false, limit, 0, reset(0))
 	case r.hits > remaining:
 		at := reset(remaining)
-		if r.has(GubernatorDrainOverLimit) {
+		if r.has(DrainOverLimit) {
 			rem, remaining = 0, 0
 		}
 		return r.answer(true, limit, remaining, at)
@@ -379,11 +393,11 @@ func (r *gubReq) leaky(s []int64) Decision {
 }
 
 // newLeaky is gubernator's leakyBucketNewItem on an empty state.
-func (r *gubReq) newLeaky(s []int64, burst int64) Decision {
+func (r *gubReq) newLeaky(s []int64, burst int64) algorithm.Decision {
 	p := r.p
 	duration := p.Duration
 	rate := float64(duration) / float64(p.Limit)
-	if r.has(GubernatorGregorian) {
+	if r.has(Gregorian) {
 		if p.Period.Invalid {
 			return badPeriod()
 		}

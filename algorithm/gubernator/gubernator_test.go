@@ -1,8 +1,10 @@
-package algorithm
+package gubernator
 
 import (
 	"testing"
 	"time"
+
+	"github.com/floodgate-dev/floodgate/algorithm"
 )
 
 // gubStep is one request of a gubernator sequence on one key and what
@@ -10,12 +12,12 @@ import (
 // interop/gubernator module compares with gubernator itself).
 type gubStep struct {
 	at     int64 // ms: the clock and created_at
-	p      GubernatorParams
+	p      Params
 	hits   int64
 	over   bool
 	rem    int64
 	reset  int64 // reset_time, ms
-	reason Reason
+	reason algorithm.Reason
 }
 
 func runGub(t *testing.T, steps []gubStep) {
@@ -24,7 +26,7 @@ func runGub(t *testing.T, steps []gubStep) {
 	for i, s := range steps {
 		p := s.p
 		p.CreatedAt = s.at
-		d := NewGubernator(p).Decide(st, s.at*1e6, s.hits)
+		d := New(p).Decide(st, s.at*1e6, s.hits)
 		if !d.Allowed {
 			t.Fatalf("step %d: not Allowed: every gubernator decision is applied", i)
 		}
@@ -34,7 +36,7 @@ func runGub(t *testing.T, steps []gubStep) {
 			}
 			continue
 		}
-		got := gubStep{over: d.Reason == ReasonOverLimit, rem: d.Remaining, reset: s.at + int64(d.ResetAfter/time.Millisecond)}
+		got := gubStep{over: d.Reason == algorithm.ReasonOverLimit, rem: d.Remaining, reset: s.at + int64(d.ResetAfter/time.Millisecond)}
 		if got.over != s.over || got.rem != s.rem || got.reset != s.reset || d.Limit != p.Limit {
 			t.Fatalf("step %d (at %d, hits %d): got over=%v remaining=%d reset=%d limit=%d, want over=%v remaining=%d reset=%d limit=%d",
 				i, s.at, s.hits, got.over, got.rem, got.reset, d.Limit, s.over, s.rem, s.reset, p.Limit)
@@ -43,16 +45,16 @@ func runGub(t *testing.T, steps []gubStep) {
 }
 
 func TestGubernatorTokenBucket(t *testing.T) {
-	tb := GubernatorParams{Limit: 10, Duration: 1000}
+	tb := Params{Limit: 10, Duration: 1000}
 	drain := tb
-	drain.Behavior = GubernatorDrainOverLimit
+	drain.Behavior = DrainOverLimit
 	reset := tb
-	reset.Behavior = GubernatorResetRemaining
+	reset.Behavior = ResetRemaining
 	raised := tb
 	raised.Limit = 12
 	longer := tb
 	longer.Duration = 5000
-	leaky := GubernatorParams{Leaky: true, Limit: 10, Duration: 1000}
+	leaky := Params{Leaky: true, Limit: 10, Duration: 1000}
 	runGub(t, []gubStep{
 		{at: 1000, p: tb, hits: 1, rem: 9, reset: 2000},
 		{at: 1100, p: tb, hits: 12, over: true, rem: 9, reset: 2000}, // more than left: unchanged
@@ -74,7 +76,7 @@ func TestGubernatorTokenBucket(t *testing.T) {
 }
 
 func TestGubernatorTokenRenewal(t *testing.T) {
-	tb := GubernatorParams{Limit: 5, Duration: 10_000}
+	tb := Params{Limit: 5, Duration: 10_000}
 	short := tb
 	short.Duration = 1000
 	runGub(t, []gubStep{
@@ -88,13 +90,13 @@ func TestGubernatorTokenRenewal(t *testing.T) {
 }
 
 func TestGubernatorLeakyBucket(t *testing.T) {
-	lb := GubernatorParams{Leaky: true, Limit: 10, Duration: 1000} // 100 ms a unit
+	lb := Params{Leaky: true, Limit: 10, Duration: 1000} // 100 ms a unit
 	drain := lb
-	drain.Behavior = GubernatorDrainOverLimit
+	drain.Behavior = DrainOverLimit
 	burst := lb
 	burst.Burst = 20
 	reset := lb
-	reset.Behavior = GubernatorResetRemaining
+	reset.Behavior = ResetRemaining
 	runGub(t, []gubStep{
 		{at: 1000, p: lb, hits: 4, rem: 6, reset: 1400},
 		{at: 1050, p: lb, hits: 0, rem: 6, reset: 1450}, // half a unit leaked: not applied yet
@@ -119,9 +121,9 @@ func TestGubernatorLeakyBucket(t *testing.T) {
 func TestGubernatorGregorian(t *testing.T) {
 	now := time.Date(2026, 3, 31, 23, 59, 30, 0, time.UTC)
 	at := now.UnixMilli()
-	minute := GubernatorParams{Limit: 3, Duration: 0, Behavior: GubernatorGregorian, Period: GubernatorPeriodAt(now, 0)}
-	weeks := GubernatorParams{Limit: 3, Duration: 3, Behavior: GubernatorGregorian, Period: GubernatorPeriodAt(now, 3)}
-	month := GubernatorParams{Leaky: true, Limit: 3, Duration: 4, Behavior: GubernatorGregorian, Period: GubernatorPeriodAt(now, 4)}
+	minute := Params{Limit: 3, Duration: 0, Behavior: Gregorian, Period: PeriodAt(now, 0)}
+	weeks := Params{Limit: 3, Duration: 3, Behavior: Gregorian, Period: PeriodAt(now, 3)}
+	month := Params{Leaky: true, Limit: 3, Duration: 4, Behavior: Gregorian, Period: PeriodAt(now, 4)}
 	end := time.Date(2026, 3, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
 	if minute.Period.End != end || minute.Period.Length != 60000 {
 		t.Fatalf("minute period %+v, want end %d", minute.Period, end)
@@ -143,8 +145,8 @@ func TestGubernatorGregorian(t *testing.T) {
 }
 
 func TestGubernatorPeekRecordSplit(t *testing.T) {
-	p := GubernatorParams{Limit: 10, Duration: 1000, CreatedAt: 1000}
-	a := NewGubernator(p)
+	p := Params{Limit: 10, Duration: 1000, CreatedAt: 1000}
+	a := New(p)
 	st := make([]int64, a.Words())
 	a.Decide(st, 1000e6, 4)
 	before := append([]int64(nil), st...)
@@ -162,11 +164,11 @@ func TestGubernatorPeekRecordSplit(t *testing.T) {
 	if d := a.Peek(st, 1100e6, 0); d.Remaining != 0 {
 		t.Fatalf("after Record of 7 of 6 left: %+v, want drained", d)
 	}
-	s := NewGubernator(GubernatorParams{Limit: 10, Burst: 7, Duration: 1000}).(interface{ Split(int) Algorithm }).Split(3)
+	s := New(Params{Limit: 10, Burst: 7, Duration: 1000}).(interface{ Split(int) algorithm.Algorithm }).Split(3)
 	if q := s.(*gubernator).p; q.Limit != 3 || q.Burst != 2 {
 		t.Fatalf("split: %+v", q)
 	}
-	if a.Config() != NewGubernator(GubernatorParams{Limit: 99, Leaky: true}).Config() {
-		t.Fatal("every gubernator request must share one Config, the state's identity")
+	if a.Config() != New(Params{Limit: 99, Leaky: true}).Config() {
+		t.Fatal("every gubernator request must share one algorithm.Config, the state's identity")
 	}
 }

@@ -1,4 +1,4 @@
-package distributed
+package redisstore_test
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -19,6 +21,10 @@ import (
 // an idle or ordinarily loaded machine a loopback PING takes well under a
 // millisecond, and 100 ms is 40% of the default ceiling.
 const stallThreshold = 100 * time.Millisecond
+
+// defaultMaxDeadline is the ceiling of the adaptive deadline when
+// distributed.Options.MaxDeadline is zero, as its doc says.
+const defaultMaxDeadline = 250 * time.Millisecond
 
 // pingMonitor sends PING to srv on a connection of its own, one after the
 // other, and keeps the round trips of at least stallThreshold, so that a
@@ -92,7 +98,7 @@ type deadlineLoad struct {
 }
 
 // run sends fail-closed decisions from 32 goroutines for d.
-func (l *deadlineLoad) run(t *testing.T, n *Node, rule algorithm.Algorithm, d time.Duration) {
+func (l *deadlineLoad) run(t *testing.T, n *distributed.Node, rule algorithm.Algorithm, d time.Duration) {
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
 	for w := range 32 {
@@ -148,10 +154,10 @@ func (l *deadlineLoad) run(t *testing.T, n *Node, rule algorithm.Algorithm, d ti
 func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, false)
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: algorithm.MaxLimit, Window: time.Hour})
-	var n *Node
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: algorithm.MaxLimit, Window: time.Hour})
+	var n *distributed.Node
 	for attempt := 1; ; attempt++ {
-		n = mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true})
+		n = mustNode(t, distributed.Options{Arrangement: distributed.Centralized, Shared: shared, ManualSync: true})
 		mon := startPingMonitor(t, srv.Addr())
 		var l deadlineLoad
 		l.run(t, n, rule, 3*time.Second)

@@ -1,4 +1,4 @@
-package distributed
+package redisstore_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -21,20 +23,20 @@ import (
 func TestRedisCalendarArrangements(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100,
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100,
 		Calendar: algorithm.Calendar{Period: "day", Zone: "America/New_York"}})
 	period := rule.(interface{ Period(int64) (int64, int64) })
 	ny, _ := time.LoadLocation("America/New_York")
 	begin := time.Date(2025, 10, 31, 12, 0, 0, 0, ny)
 	stop := time.Date(2025, 11, 4, 12, 0, 0, 0, ny)
 	sundayEnd := time.Date(2025, 11, 3, 0, 0, 0, 0, ny)
-	for _, arr := range Arrangements() {
+	for _, arr := range distributed.Arrangements() {
 		t.Run(string(arr), func(t *testing.T) {
-			clk := newVClock()
-			clk.ns.Store(begin.UnixNano())
-			nodes := make([]*Node, 3)
+			clk := disttest.NewClock()
+			clk.Set(begin.UnixNano())
+			nodes := make([]*distributed.Node, 3)
 			for k := range nodes {
-				nodes[k] = mustNode(t, Options{Arrangement: arr, Nodes: 3, Shared: shared, Clock: clk.Now, ManualSync: true,
+				nodes[k] = mustNode(t, distributed.Options{Arrangement: arr, Nodes: 3, Shared: shared, Clock: clk.Now, ManualSync: true,
 					Deadline: time.Second, SyncDeadline: time.Second, ID: fmt.Sprintf("%s-%d", t.Name(), k)})
 			}
 			key := "calendar-" + string(arr)
@@ -42,7 +44,7 @@ func TestRedisCalendarArrangements(t *testing.T) {
 			firstRejected := map[int64]int64{}
 			for i := 0; clk.NS() < stop.UnixNano(); i++ {
 				now := clk.NS()
-				if arr == Delayed {
+				if arr == distributed.Delayed {
 					for _, n := range nodes {
 						n.Sync(ctx)
 					}
@@ -57,7 +59,7 @@ func TestRedisCalendarArrangements(t *testing.T) {
 				}
 				if d.Allowed {
 					perDay[start]++
-					if _, ok := firstRejected[start]; ok && arr == Centralized {
+					if _, ok := firstRejected[start]; ok && arr == distributed.Centralized {
 						t.Fatalf("at %v: allowed after a rejection the same day", time.Unix(0, now).In(ny))
 					}
 				} else if _, ok := firstRejected[start]; !ok {
@@ -72,9 +74,9 @@ func TestRedisCalendarArrangements(t *testing.T) {
 			for start, n := range perDay {
 				lo, hi := 100, 100
 				switch arr {
-				case Split:
+				case distributed.Split:
 					lo, hi = 99, 99
-				case Delayed:
+				case distributed.Delayed:
 					hi = 102
 				}
 				if start != friday && (n < lo || n > hi) {

@@ -1,4 +1,4 @@
-package distributed
+package redisstore_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/store"
@@ -23,11 +25,11 @@ func redisShared(t *testing.T, srv *redistest.Server, clientTime bool) *redissto
 	return rs
 }
 
-func redisDelayedNodes(t *testing.T, shared *redisstore.Store, clk *vclock, count int) []*Node {
-	nodes := make([]*Node, count)
+func redisDelayedNodes(t *testing.T, shared *redisstore.Store, clk *disttest.Clock, count int) []*distributed.Node {
+	nodes := make([]*distributed.Node, count)
 	for k := range nodes {
-		nodes[k] = mustNode(t, Options{
-			Arrangement: Delayed, Nodes: count, Shared: shared, Clock: clk.Now, ManualSync: true,
+		nodes[k] = mustNode(t, distributed.Options{
+			Arrangement: distributed.Delayed, Nodes: count, Shared: shared, Clock: clk.Now, ManualSync: true,
 			Deadline: time.Second, SyncDeadline: 500 * time.Millisecond, ID: fmt.Sprintf("%s-%d", t.Name(), k),
 		})
 	}
@@ -40,12 +42,12 @@ func redisDelayedNodes(t *testing.T, shared *redisstore.Store, clk *vclock, coun
 func TestRedisDelayedKeepsThePromise(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
 	for _, rate := range []int{90, 10} {
-		clk := newVClock()
+		clk := disttest.NewClock()
 		nodes := redisDelayedNodes(t, shared, clk, 8)
 		key := fmt.Sprintf("promise-%d", rate)
-		acc, rej := drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+		acc, rej := disttest.Drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *distributed.Node, now int64) bool {
 			d, err := n.DecideOne(ctx, now, store.Request{Algorithm: rule, Key: key, Cost: 1})
 			if err != nil {
 				t.Fatalf("DecideOne: %v", err)
@@ -60,7 +62,7 @@ func TestRedisDelayedKeepsThePromise(t *testing.T) {
 				t.Fatalf("breaker opened with Redis up: %+v", h)
 			}
 		}
-		b := busiest(acc, time.Minute)
+		b := disttest.Busiest(acc, time.Minute)
 		t.Logf("redis %d/s: accepted %d, rejected %d, busiest 60 s %d", rate, len(acc), rej, b)
 		if b > 660 {
 			t.Errorf("%d/s: busiest 60 s = %d, want at most 660", rate, b)
@@ -79,14 +81,14 @@ func TestRedisDelayedKeepsThePromise(t *testing.T) {
 func TestRedisDelayedKillFailOpen(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
-	count := counterRule(t)
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 600, Window: time.Minute})
+	count := disttest.CounterRule(t)
 	for _, rate := range []int{10, 90} {
-		clk := newVClock()
+		clk := disttest.NewClock()
 		nodes := redisDelayedNodes(t, shared, clk, 8)
 		key := fmt.Sprintf("outage-%d", rate)
 		down := false
-		acc, rej := drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *Node, now int64) bool {
+		acc, rej := disttest.Drive(t, clk, nodes, rate, 2*time.Minute, 200*time.Millisecond, func(n *distributed.Node, now int64) bool {
 			reqs := []store.Request{{Algorithm: rule, Key: key, Cost: 1}, {Algorithm: count, Key: key + "-count", Cost: 1}}
 			out := make([]algorithm.Decision, 2)
 			if err := n.Decide(ctx, now, reqs, out); err != nil {
@@ -116,8 +118,8 @@ func TestRedisDelayedKillFailOpen(t *testing.T) {
 		if errs == 0 {
 			t.Fatal("no node saw a store error: the kill did not happen")
 		}
-		got := sharedCount(t, shared, count, key+"-count", clk.NS())
-		b := busiest(acc, time.Minute)
+		got := disttest.SharedCount(t, shared, count, key+"-count", clk.NS())
+		b := disttest.Busiest(acc, time.Minute)
 		t.Logf("redis killed 10 s, %d/s: accepted %d, rejected %d, busiest 60 s %d, store errors %d, shared count %d",
 			rate, len(acc), rej, b, errs, got)
 		if rate == 10 && rej != 0 {
@@ -136,8 +138,8 @@ func TestRedisDelayedKillFailOpen(t *testing.T) {
 func TestRedisCentralizedKill(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, false)
-	count := counterRule(t)
-	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true,
+	count := disttest.CounterRule(t)
+	n := mustNode(t, distributed.Options{Arrangement: distributed.Centralized, Shared: shared, ManualSync: true,
 		Deadline: 200 * time.Millisecond, BreakerCooldown: 100 * time.Millisecond})
 	open := store.Request{Algorithm: count, Key: "central", Cost: 1}
 	closed := store.Request{Algorithm: count, Key: "central-closed", Cost: 1, OnFailure: store.FailClosed}
@@ -177,7 +179,7 @@ func TestRedisCentralizedKill(t *testing.T) {
 	}
 	// The restart wiped the 10 counted before the kill (no persistence);
 	// the 20 taken during the outage are back in Redis.
-	if got := sharedCount(t, shared, count, "central", time.Now().UnixNano()); got != 20 {
+	if got := disttest.SharedCount(t, shared, count, "central", time.Now().UnixNano()); got != 20 {
 		t.Fatalf("shared count after the restart = %d, want the 20 accepted during the outage", got)
 	}
 }
@@ -188,9 +190,9 @@ func TestRedisCentralizedKill(t *testing.T) {
 func TestRedisPauseCostsAtMostTheDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, false)
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1_000_000, Window: time.Hour})
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1_000_000, Window: time.Hour})
 	const floor, deadline = 10 * time.Millisecond, 60 * time.Millisecond
-	n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true,
+	n := mustNode(t, distributed.Options{Arrangement: distributed.Centralized, Shared: shared, ManualSync: true,
 		Deadline: floor, MaxDeadline: deadline, BreakerCooldown: time.Hour})
 	req := store.Request{Algorithm: rule, Key: "paused", Cost: 1}
 	if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil {
@@ -239,13 +241,13 @@ func TestRedisClusterDelayedCounts(t *testing.T) {
 		t.Fatalf("redisstore.New: %v", err)
 	}
 	t.Cleanup(func() { shared.Close() })
-	count := counterRule(t)
-	clk := newVClock()
+	count := disttest.CounterRule(t)
+	clk := disttest.NewClock()
 	nodes := redisDelayedNodes(t, shared, clk, 4)
 	const keys = 64
 	perKey := make([]int64, keys)
 	i := 0
-	drive(t, clk, nodes, 200, 10*time.Second, 200*time.Millisecond, func(n *Node, now int64) bool {
+	disttest.Drive(t, clk, nodes, 200, 10*time.Second, 200*time.Millisecond, func(n *distributed.Node, now int64) bool {
 		k := i % keys
 		i++
 		d, err := n.DecideOne(ctx, now, store.Request{Algorithm: count, Key: fmt.Sprintf("cluster-%d", k), Cost: 1})
@@ -268,7 +270,7 @@ func TestRedisClusterDelayedCounts(t *testing.T) {
 		}
 	}
 	for k := range perKey {
-		if got := sharedCount(t, shared, count, fmt.Sprintf("cluster-%d", k), clk.NS()); got != perKey[k] {
+		if got := disttest.SharedCount(t, shared, count, fmt.Sprintf("cluster-%d", k), clk.NS()); got != perKey[k] {
 			t.Errorf("key %d: shared count %d, want %d accepted", k, got, perKey[k])
 		}
 	}
@@ -281,16 +283,16 @@ func TestRedisClusterDelayedCounts(t *testing.T) {
 func TestRedisDelayedPauseNeverBlocksDecisions(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	count := counterRule(t)
-	clk := newVClock()
-	nodes := make([]*Node, 2)
+	count := disttest.CounterRule(t)
+	clk := disttest.NewClock()
+	nodes := make([]*distributed.Node, 2)
 	for k := range nodes {
-		nodes[k] = mustNode(t, Options{Arrangement: Delayed, Nodes: 2, Shared: shared, Clock: clk.Now, ManualSync: true,
+		nodes[k] = mustNode(t, distributed.Options{Arrangement: distributed.Delayed, Nodes: 2, Shared: shared, Clock: clk.Now, ManualSync: true,
 			SyncDeadline: 50 * time.Millisecond, ID: fmt.Sprintf("%s-%d", t.Name(), k)})
 	}
 	paused := false
 	var slowest time.Duration
-	acc, _ := drive(t, clk, nodes, 50, 20*time.Second, 200*time.Millisecond, func(n *Node, now int64) bool {
+	acc, _ := disttest.Drive(t, clk, nodes, 50, 20*time.Second, 200*time.Millisecond, func(n *distributed.Node, now int64) bool {
 		start := time.Now()
 		d, err := n.DecideOne(ctx, now, store.Request{Algorithm: count, Key: "paused", Cost: 1})
 		slowest = max(slowest, time.Since(start))
@@ -327,7 +329,7 @@ func TestRedisDelayedPauseNeverBlocksDecisions(t *testing.T) {
 	// The sync that timed out was queued in the stopped server and ran when
 	// it resumed; the node sends it again under the same identity, which
 	// the script skips, so the events are counted once.
-	got := sharedCount(t, shared, count, "paused", clk.NS())
+	got := disttest.SharedCount(t, shared, count, "paused", clk.NS())
 	t.Logf("accepted %d, shared count %d", len(acc), got)
 	if got != int64(len(acc)) {
 		t.Errorf("shared count %d after the pause, want the %d accepted", got, len(acc))
@@ -348,13 +350,13 @@ func TestRedisDelayedPauseNeverBlocksDecisions(t *testing.T) {
 // after that): a machine that stalls the restart for longer is measured
 // by the miss counter and the scenario is run again, up to three times.
 func TestRedisMissedProbeFreesTheBreaker(t *testing.T) {
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1_000_000, Window: time.Hour})
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1_000_000, Window: time.Hour})
 	req := store.Request{Algorithm: rule, Key: "probe", Cost: 1}
 	const cooldown = 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		srv := redistest.Start(t)
 		shared := redisShared(t, srv, false)
-		n := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true,
+		n := mustNode(t, distributed.Options{Arrangement: distributed.Centralized, Shared: shared, ManualSync: true,
 			Deadline: time.Millisecond, MaxDeadline: 5 * time.Second, BreakerCooldown: cooldown})
 		if _, err := n.DecideOne(ctx, time.Now().UnixNano(), req); err != nil {
 			t.Fatal(err)

@@ -1,12 +1,15 @@
-package distributed
+package redisstore_test
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
@@ -41,12 +44,13 @@ func TestRedisWipeKeepsEvictedLedger(t *testing.T) {
 func evictionFlood(t *testing.T, wipe bool) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, false)
-	n := mustNode(t, Options{
-		Arrangement: Delayed, Shared: shared, ID: "orphans",
+	var losses lossLog
+	n := mustNode(t, distributed.Options{
+		Arrangement: distributed.Delayed, Shared: shared, ID: "orphans",
 		Interval: 10 * time.Millisecond, SyncDeadline: time.Second,
-		MaxBytes: 256 << 10,
+		MaxBytes: 256 << 10, Logger: slog.New(&losses),
 	})
-	rule := counterRule(t)
+	rule := disttest.CounterRule(t)
 	const workers, perCall, ledgerKeys = 2, 64, 20
 	led := &ledger{ok: map[string]int64{}}
 	stop := time.Now().Add(time.Second)
@@ -68,7 +72,7 @@ func evictionFlood(t *testing.T, wipe bool) {
 		srv.Restart()
 	}
 	wg.Wait()
-	waitSettled(t, n, 30*time.Second)
+	closeSettled(t, n, 30*time.Second)
 	h := n.Health()
 	flood := fl.all()
 	total := redisTotal(t, shared, flood)
@@ -84,30 +88,8 @@ func evictionFlood(t *testing.T, wipe bool) {
 	if total > fl.allowed.Load() || !wipe && total != fl.allowed.Load() {
 		t.Errorf("flood: Redis holds %d for %d allowed requests", total, fl.allowed.Load())
 	}
-	n.syncMu.Lock()
-	seen := n.lostAtTime.Load() != 0
-	n.syncMu.Unlock()
-	if wipe && !seen {
+	if wipe && losses.n.Load() == 0 {
 		t.Error("the node never found that the store lost its data: the wipe was not seen, the test proves nothing")
 	}
 	led.check(t, shared)
-}
-
-// waitSettled waits until n has nothing pending, no push outstanding and
-// no push again owed.
-func waitSettled(t *testing.T, n *Node, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		n.syncMu.Lock()
-		settled := n.out == nil && n.pending.Load() == 0 && !n.sentinel.repush
-		n.syncMu.Unlock()
-		if settled {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d events pending after %v: %+v", n.pending.Load(), within, n.Health())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

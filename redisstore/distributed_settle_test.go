@@ -1,4 +1,4 @@
-package distributed
+package redisstore_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -23,9 +25,9 @@ import (
 func TestDelayedFloodNewKeysOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
-	clk := newVClock()
-	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxKeys: 1024,
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 5, Window: time.Hour})
+	clk := disttest.NewClock()
+	n := mustNode(t, distributed.Options{Arrangement: distributed.Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxKeys: 1024,
 		Deadline: time.Second, MaxDeadline: 5 * time.Second, SyncDeadline: 5 * time.Second, ID: t.Name()})
 	sync := func() {
 		t.Helper()
@@ -92,7 +94,7 @@ func TestDelayedFloodNewKeysOverRedis(t *testing.T) {
 	}
 	sync()
 	for _, k := range []string{"victim-0", "victim-1999", "new-0", "new-499"} {
-		if got := sharedCount(t, shared, rule, k, clk.NS()); got != 5 {
+		if got := disttest.SharedCount(t, shared, rule, k, clk.NS()); got != 5 {
 			t.Errorf("%s: shared count %d, want 5", k, got)
 		}
 	}
@@ -106,9 +108,9 @@ func TestDelayedFloodNewKeysOverRedis(t *testing.T) {
 func TestDelayedChargeStandsWhileOrphaned(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	rule := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Hour})
-	clk := newVClock()
-	n := mustNode(t, Options{Arrangement: Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxKeys: 64,
+	rule := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 1, Window: time.Hour})
+	clk := disttest.NewClock()
+	n := mustNode(t, distributed.Options{Arrangement: distributed.Delayed, Shared: shared, Clock: clk.Now, ManualSync: true, MaxKeys: 64,
 		Deadline: time.Second, MaxDeadline: 5 * time.Second, SyncDeadline: 5 * time.Second, ID: t.Name()})
 	decide := func(key string) bool {
 		t.Helper()

@@ -1,10 +1,12 @@
-package distributed
+package redisstore_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
@@ -15,9 +17,9 @@ import (
 func TestLeasesCentralizedOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	alg := mustAlg(t, algorithm.Config{Algorithm: algorithm.Concurrency, Limit: 1, Window: time.Minute})
-	a := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: time.Second})
-	b := mustNode(t, Options{Arrangement: Centralized, Shared: shared, ManualSync: true, Deadline: time.Second})
+	alg := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.Concurrency, Limit: 1, Window: time.Minute})
+	a := mustNode(t, distributed.Options{Arrangement: distributed.Centralized, Shared: shared, ManualSync: true, Deadline: time.Second})
+	b := mustNode(t, distributed.Options{Arrangement: distributed.Centralized, Shared: shared, ManualSync: true, Deadline: time.Second})
 	now := time.Now().UnixNano()
 	reqs := []store.Request{{Algorithm: alg, Key: "job", Cost: 1}}
 	out := make([]algorithm.Decision, 1)
@@ -47,17 +49,17 @@ func TestLeasesCentralizedOverRedis(t *testing.T) {
 func TestLeasesSplitAndDelayedOverRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, true)
-	conc := mustAlg(t, algorithm.Config{Algorithm: algorithm.Concurrency, Limit: 2, Window: time.Minute})
-	rate := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Minute})
-	for _, mode := range []Arrangement{Split, Delayed} {
+	conc := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.Concurrency, Limit: 2, Window: time.Minute})
+	rate := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100, Window: time.Minute})
+	for _, mode := range []distributed.Arrangement{distributed.Split, distributed.Delayed} {
 		arr := string(mode)
 		t.Run(arr, func(t *testing.T) {
-			a := mustNode(t, Options{Arrangement: mode, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
-			b := mustNode(t, Options{Arrangement: mode, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
+			a := mustNode(t, distributed.Options{Arrangement: mode, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
+			b := mustNode(t, distributed.Options{Arrangement: mode, Shared: shared, Nodes: 2, ManualSync: true, Deadline: time.Second})
 			now := time.Now().UnixNano()
 			job := "job-" + arr
 			reqs := []store.Request{{Algorithm: conc, Key: job, Cost: 1}}
-			acquire := func(n *Node, rs []store.Request) (lease.ID, []algorithm.Decision) {
+			acquire := func(n *distributed.Node, rs []store.Request) (lease.ID, []algorithm.Decision) {
 				t.Helper()
 				id := lease.New()
 				out := make([]algorithm.Decision, len(rs))
@@ -109,7 +111,7 @@ func TestLeasesSplitAndDelayedOverRedis(t *testing.T) {
 				t.Fatalf("local limit's remaining %d after its first counted request, want %d (a rejected mixed request was counted)", got, want)
 			}
 			// A local limit that rejects gives the concurrency unit back.
-			tight := mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 2, Window: time.Minute})
+			tight := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 2, Window: time.Minute})
 			ownLimit := []store.Request{{Algorithm: tight, Key: "tight-" + arr, Cost: 5}, {Algorithm: conc, Key: "job2-" + arr, Cost: 1}}
 			if _, out = acquire(a, ownLimit); out[0].Allowed || !out[1].Allowed {
 				t.Fatalf("over the local limit: %+v", out)
