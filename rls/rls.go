@@ -84,6 +84,9 @@ type Service struct {
 	shadow    *rulelog.Shadow
 	headers   bool
 	overrides rules.OverridePolicy
+	// maxDescs and maxEntries bound a request's descriptors and a
+	// descriptor's entries.
+	maxDescs, maxEntries int
 }
 
 // WithOverrides sets what the service does with descriptor limit
@@ -97,6 +100,22 @@ func WithOverrides(p rules.OverridePolicy) Option {
 
 // Option configures a Service.
 type Option func(*Service)
+
+// WithMaxDescriptors bounds the descriptors of one request, and the
+// entries of one descriptor: a request past either is INVALID_ARGUMENT,
+// saying which bound, before any work is done for it. They can only lower
+// the rule engine's own bounds, rules.Max().Descriptors and .Entries,
+// which are the defaults; 0, or a value above them, keeps them.
+func WithMaxDescriptors(descriptors, entries int) Option {
+	return func(s *Service) {
+		if descriptors > 0 {
+			s.maxDescs = min(descriptors, rules.Max().Descriptors)
+		}
+		if entries > 0 {
+			s.maxEntries = min(entries, rules.Max().Entries)
+		}
+	}
+}
 
 // WithHeaders makes every response carry the RateLimit header fields in
 // response_headers_to_add.
@@ -122,7 +141,8 @@ func New(c Checker, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{checker: c, log: log, shadow: rulelog.NewShadow(log, time.Second)}
+	s := &Service{checker: c, log: log, shadow: rulelog.NewShadow(log, time.Second),
+		maxDescs: rules.Max().Descriptors, maxEntries: rules.Max().Entries}
 	for _, o := range opts {
 		o(s)
 	}
@@ -135,9 +155,11 @@ func (s *Service) Register(g grpc.ServiceRegistrar) {
 }
 
 // ShouldRateLimit decides one request. An empty domain, a request without
-// descriptors, a descriptor entry with an empty key, or a request past the
-// rule engine's bounds (rules.Max().Entries, rules.Max().KeyLen, ...) is
-// INVALID_ARGUMENT; a failure to decide is UNAVAILABLE.
+// descriptors, a descriptor entry with an empty key, a request with more
+// descriptors, or a descriptor with more entries, than the service allows
+// (WithMaxDescriptors), or a request past the rule engine's other bounds
+// (rules.Max().KeyLen, ...) is INVALID_ARGUMENT; a failure to decide is
+// UNAVAILABLE.
 func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if in.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "domain is empty: set the rate limit domain the rules are written for")
@@ -146,8 +168,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 	if len(descs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no descriptors: a request needs at least one")
 	}
-	if len(descs) > rules.Max().Descriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: the most is %d", len(descs), rules.Max().Descriptors)
+	if len(descs) > s.maxDescs {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: the most a request may have is %d", len(descs), s.maxDescs)
+	}
+	for i, d := range descs {
+		if n := len(d.GetEntries()); n > s.maxEntries {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d has %d entries: the most a descriptor may have is %d", i, n, s.maxEntries)
+		}
 	}
 	var wbuf [8]int64
 	weights := wbuf[:0]

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-dev/floodgate/memstore"
@@ -49,6 +50,13 @@ rules:
 // connected to it.
 func dial(t *testing.T, opts ...Option) (rlsv3.RateLimitServiceClient, healthpb.HealthClient) {
 	t.Helper()
+	conn := dialConn(t, opts...)
+	return rlsv3.NewRateLimitServiceClient(conn), healthpb.NewHealthClient(conn)
+}
+
+// dialConn is dial's connection.
+func dialConn(t *testing.T, opts ...Option) *grpc.ClientConn {
+	t.Helper()
 	set, err := rules.Parse("rules.yaml", []byte(testRules))
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +77,7 @@ func dial(t *testing.T, opts ...Option) (rlsv3.RateLimitServiceClient, healthpb.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn), healthpb.NewHealthClient(conn)
+	return conn
 }
 
 func desc(kv ...string) *commonv3.RateLimitDescriptor {
@@ -240,6 +248,122 @@ func TestUnit(t *testing.T) {
 			u, m, p := Unit(c.limit, c.window)
 			if u != c.unit || m != c.mult || p != c.per {
 				t.Errorf("Unit(%d, %v) = %v x%d %d, want %v x%d %d", c.limit, c.window, u, m, p, c.unit, c.mult, c.per)
+			}
+		})
+	}
+}
+
+// manyDescriptors returns a request with n descriptors of one entry each,
+// or (entries) one descriptor of n entries.
+func manyDescriptors(n int, entries bool) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: "edge"}
+	if entries {
+		d := &commonv3.RateLimitDescriptor{}
+		for i := 0; i < n; i++ {
+			d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: fmt.Sprint("k", i), Value: "v"})
+		}
+		req.Descriptors = []*commonv3.RateLimitDescriptor{d}
+		return req
+	}
+	for i := 0; i < n; i++ {
+		req.Descriptors = append(req.Descriptors, desc("client", fmt.Sprint("c", i)))
+	}
+	return req
+}
+
+// hugeRequest encodes, without building it, a request of domain edge with
+// n descriptors client=c0 (or, if entries, one descriptor of n entries).
+func hugeRequest(n int, entries bool) []byte {
+	var entry, one []byte
+	entry = protowire.AppendTag(entry, 1, protowire.BytesType)
+	entry = protowire.AppendString(entry, "client")
+	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
+	entry = protowire.AppendString(entry, "c0")
+	one = protowire.AppendTag(one, 1, protowire.BytesType)
+	one = protowire.AppendBytes(one, entry)
+	var msg []byte
+	msg = protowire.AppendTag(msg, 1, protowire.BytesType)
+	msg = protowire.AppendString(msg, "edge")
+	if entries {
+		var d []byte
+		for i := 0; i < n; i++ {
+			d = append(d, one...)
+		}
+		msg = protowire.AppendTag(msg, 2, protowire.BytesType)
+		return protowire.AppendBytes(msg, d)
+	}
+	for i := 0; i < n; i++ {
+		msg = protowire.AppendTag(msg, 2, protowire.BytesType)
+		msg = protowire.AppendBytes(msg, one)
+	}
+	return msg
+}
+
+// TestDescriptorCaps: a request with more descriptors, or a descriptor
+// with more entries, than the service allows is INVALID_ARGUMENT naming
+// the bound, 200,000 descriptors (3.2 MB, under gRPC's message bound) and
+// 200,000 entries included, and nothing is counted for it;
+// WithMaxDescriptors lowers the bounds, never raises them past the rule
+// engine's.
+func TestDescriptorCaps(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		opts                 []Option
+		descriptors, entries int
+	}{
+		{"default", nil, rules.Max().Descriptors, rules.Max().Entries},
+		{"lowered", []Option{WithMaxDescriptors(8, 4)}, 8, 4},
+		{"not raised", []Option{WithMaxDescriptors(1<<20, 1<<20)}, rules.Max().Descriptors, rules.Max().Entries},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := dialConn(t, tc.opts...)
+			c := rlsv3.NewRateLimitServiceClient(conn)
+			for _, at := range []struct {
+				req  *rlsv3.RateLimitRequest
+				ok   bool
+				want string
+			}{
+				{manyDescriptors(tc.descriptors, false), true, ""},
+				{manyDescriptors(tc.descriptors+1, false), false, fmt.Sprintf("%d descriptors: the most a request may have is %d", tc.descriptors+1, tc.descriptors)},
+				{manyDescriptors(tc.entries, true), true, ""},
+				{manyDescriptors(tc.entries+1, true), false, fmt.Sprintf("descriptor 0 has %d entries: the most a descriptor may have is %d", tc.entries+1, tc.entries)},
+			} {
+				_, err := c.ShouldRateLimit(ctx(t), at.req)
+				if at.ok {
+					if err != nil {
+						t.Errorf("%d descriptors, %d entries in the first: %v", len(at.req.Descriptors), len(at.req.Descriptors[0].Entries), err)
+					}
+					continue
+				}
+				if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != at.want {
+					t.Errorf("%v, want InvalidArgument %q", err, at.want)
+				}
+			}
+			if tc.name != "default" {
+				return
+			}
+			// 200,000 descriptors of client=c0, then one descriptor of
+			// 200,000 entries, sent as encoded bytes (building them as
+			// messages takes the race detector seconds).
+			for _, entries := range []bool{false, true} {
+				msg := hugeRequest(200_000, entries)
+				want := "200000 descriptors: the most a request may have is 64"
+				if entries {
+					want = "descriptor 0 has 200000 entries: the most a descriptor may have is 64"
+				}
+				_, err := rawCall(t, conn, msg)
+				if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+					t.Errorf("%d bytes: %v, want InvalidArgument %q", len(msg), err, want)
+				}
+			}
+			// Refused requests counted nothing: c0, counted once by the
+			// first request, has two of its three calls left (or three,
+			// in the next minute's window).
+			for i := 0; i < 2; i++ {
+				resp, err := c.ShouldRateLimit(ctx(t), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{desc("client", "c0")}})
+				if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+					t.Fatalf("client c0, call %d after the refusals: %v %v", i, resp, err)
+				}
 			}
 		})
 	}

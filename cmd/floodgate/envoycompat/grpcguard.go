@@ -1,6 +1,7 @@
 package envoycompat
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -9,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/connlimit"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/grpcguard"
@@ -45,6 +49,9 @@ type GuardSettings struct {
 	MaxListenerResets       int
 	ListenerResetsPerSecond float64
 	FreeCancelAfter         time.Duration
+	// MaxDescriptors and MaxEntries bound an RLS call's descriptors and a
+	// descriptor's entries (0: no bound, as in the reference).
+	MaxDescriptors, MaxEntries int
 }
 
 // defaultGuard is serve's own-mode connections.grpc defaults, but for the
@@ -54,7 +61,8 @@ func defaultGuard() GuardSettings {
 		MessageTimeout: 10 * time.Second}
 }
 
-// guardSettings are the variables of the reset budget, Floodgate's own
+// guardSettings are the variables of the reset budget and of the bounds
+// on an RLS call's descriptors, Floodgate's own
 // (named FLOODGATE_ as FLOODGATE_WILDCARDS is, so as not to be taken for
 // the reference's), with serve's own-mode defaults.
 var guardSettings = []setting{
@@ -64,6 +72,8 @@ var guardSettings = []setting{
 	{"FLOODGATE_GRPC_MAX_LISTENER_RESETS", "10000", integer(func(s *Settings) *int { return &s.Guard.MaxListenerResets }, 0, math.MaxInt32)},
 	{"FLOODGATE_GRPC_LISTENER_RESETS_PER_SECOND", "1000", rate(func(s *Settings) *float64 { return &s.Guard.ListenerResetsPerSecond })},
 	{"FLOODGATE_GRPC_FREE_CANCEL_AFTER", "10ms", duration(func(s *Settings) *time.Duration { return &s.Guard.FreeCancelAfter })},
+	{"FLOODGATE_RLS_MAX_DESCRIPTORS", "64", integer(func(s *Settings) *int { return &s.Guard.MaxDescriptors }, 0, math.MaxInt32)},
+	{"FLOODGATE_RLS_MAX_ENTRIES", "64", integer(func(s *Settings) *int { return &s.Guard.MaxEntries }, 0, math.MaxInt32)},
 }
 
 // rate parses a finite rate per second that is not negative.
@@ -76,6 +86,26 @@ func rate(dst func(*Settings) *float64) func(*Settings, string) error {
 		*dst(s) = f
 		return nil
 	}
+}
+
+// capDescriptors answers INVALID_ARGUMENT, before the call is decided, to
+// an RLS call with more than MaxDescriptors descriptors or a descriptor
+// with more than MaxEntries entries.
+func (g GuardSettings) capDescriptors(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*rlsv3.RateLimitRequest); ok {
+		descs := r.GetDescriptors()
+		if g.MaxDescriptors > 0 && len(descs) > g.MaxDescriptors {
+			return nil, status.Errorf(codes.InvalidArgument, "%d descriptors: the most a request may have is %d (FLOODGATE_RLS_MAX_DESCRIPTORS)", len(descs), g.MaxDescriptors)
+		}
+		if g.MaxEntries > 0 {
+			for i, d := range descs {
+				if n := len(d.GetEntries()); n > g.MaxEntries {
+					return nil, status.Errorf(codes.InvalidArgument, "descriptor %d has %d entries: the most a descriptor may have is %d (FLOODGATE_RLS_MAX_ENTRIES)", i, n, g.MaxEntries)
+				}
+			}
+		}
+	}
+	return h(ctx, req)
 }
 
 // guardLog counts what the guards refuse and logs the counts, at most one
@@ -128,7 +158,7 @@ func (s *Server) grpcGuards(creds credentials.TransportCredentials) []grpc.Serve
 		MaxWaiting: g.MaxWaiting, MaxWaitingPerClient: g.MaxWaitingPerClient,
 		MessageTimeout: g.MessageTimeout, OnRefuse: s.guardLog.refused,
 	})
-	opts := s.admission.ServerOptions()
+	opts := append(s.admission.ServerOptions(), grpc.ChainUnaryInterceptor(g.capDescriptors))
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}

@@ -236,7 +236,8 @@ func TestCompatResetSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := GuardSettings{MaxResets: 1000, ResetsPerSecond: 100, ResetCooldown: 10 * time.Second,
-		MaxListenerResets: 10000, ListenerResetsPerSecond: 1000, FreeCancelAfter: 10 * time.Millisecond}
+		MaxListenerResets: 10000, ListenerResetsPerSecond: 1000, FreeCancelAfter: 10 * time.Millisecond,
+		MaxDescriptors: 64, MaxEntries: 64}
 	got := s.Guard
 	got.MaxConns, got.MaxConnsPerClient, got.MaxCalls, got.MaxCallsPerClient, got.MaxWaiting, got.MaxWaitingPerClient, got.MessageTimeout = 0, 0, 0, 0, 0, 0, 0
 	if got != want {
@@ -383,4 +384,52 @@ func TestCompatEnvoyTimeoutsNotCutOff(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCompatDescriptorCaps: an RLS call with more descriptors, or a
+// descriptor with more entries, than FLOODGATE_RLS_MAX_DESCRIPTORS and
+// _ENTRIES allow (64 each by default) is answered INVALID_ARGUMENT naming
+// the variable, before it is decided; at the bound, or with the variable
+// at 0 (no bound, as in the reference), it is decided.
+func TestCompatDescriptorCaps(t *testing.T) {
+	request := func(descriptors, entries int) *rlsv3.RateLimitRequest {
+		req := &rlsv3.RateLimitRequest{Domain: "test"}
+		for i := 0; i < descriptors; i++ {
+			d := &commonv3.RateLimitDescriptor{}
+			for j := 0; j < entries; j++ {
+				d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: "free", Value: "x"})
+			}
+			req.Descriptors = append(req.Descriptors, d)
+		}
+		return req
+	}
+	srv, _ := startServer(t, testRules, nil)
+	c := rlsClient(t, srv.Addr(ListenerGRPC))
+	for _, tc := range []struct {
+		descriptors, entries int
+		want                 string
+	}{
+		{64, 1, ""},
+		{1, 64, ""},
+		{65, 1, "65 descriptors: the most a request may have is 64 (FLOODGATE_RLS_MAX_DESCRIPTORS)"},
+		{1000, 1, "1000 descriptors: the most a request may have is 64 (FLOODGATE_RLS_MAX_DESCRIPTORS)"},
+		{2, 65, "descriptor 0 has 65 entries: the most a descriptor may have is 64 (FLOODGATE_RLS_MAX_ENTRIES)"},
+		{1, 1000, "descriptor 0 has 1000 entries: the most a descriptor may have is 64 (FLOODGATE_RLS_MAX_ENTRIES)"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := c.ShouldRateLimit(ctx, request(tc.descriptors, tc.entries))
+		cancel()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%d descriptors of %d entries: %v", tc.descriptors, tc.entries, err)
+			}
+		} else if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != tc.want {
+			t.Errorf("%d descriptors of %d entries: %v, want INVALID_ARGUMENT %q", tc.descriptors, tc.entries, err, tc.want)
+		}
+	}
+	srv, _ = startServer(t, testRules, map[string]string{"FLOODGATE_RLS_MAX_DESCRIPTORS": "0", "FLOODGATE_RLS_MAX_ENTRIES": "0"})
+	c = rlsClient(t, srv.Addr(ListenerGRPC))
+	if _, err := c.ShouldRateLimit(context.Background(), request(100, 100)); err != nil {
+		t.Errorf("100 descriptors of 100 entries with no bound: %v", err)
+	}
 }

@@ -55,6 +55,11 @@ type RLS struct {
 	// response_headers_to_add, for Envoy to pass to clients. Off by
 	// default, as in envoyproxy/ratelimit: Envoy can build its own.
 	Headers bool `yaml:"headers"`
+	// MaxDescriptors and MaxEntries bound a request's descriptors and a
+	// descriptor's entries (rls.WithMaxDescriptors), at most the rule
+	// engine's bounds.
+	MaxDescriptors int `yaml:"max_descriptors"`
+	MaxEntries     int `yaml:"max_entries"`
 }
 
 // Listener is a network address to serve on, optionally with TLS.
@@ -370,6 +375,10 @@ func (c *Config) validate(at func(string) string) error {
 	}
 	if err := c.Admin.validate(at); err != nil {
 		return err
+	}
+	if m := rules.Max(); c.RLS.MaxDescriptors < 1 || c.RLS.MaxDescriptors > m.Descriptors || c.RLS.MaxEntries < 1 || c.RLS.MaxEntries > m.Entries {
+		return fmt.Errorf("%s: rls.max_descriptors must be from 1 to %d and rls.max_entries from 1 to %d (the rule engine's bounds), got %d and %d",
+			at("rls"), m.Descriptors, m.Entries, c.RLS.MaxDescriptors, c.RLS.MaxEntries)
 	}
 	if err := c.Tracing.Validate(); err != nil {
 		return fmt.Errorf("%s: tracing: %v", at("tracing.protocol"), err)

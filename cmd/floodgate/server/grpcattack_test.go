@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
 
@@ -358,5 +359,45 @@ func TestGRPCResetFromManyAddresses(t *testing.T) {
 	if m := metricsText(t, r); !strings.Contains(m, `floodgate_grpc_refused_total{reason="listener_resets"}`) ||
 		strings.Contains(m, `floodgate_grpc_refused_total{reason="listener_resets"} 0`) {
 		t.Error("no connection cut for the listener's budget")
+	}
+}
+
+// TestRLSDescriptorCaps: rls.max_descriptors and rls.max_entries bound RLS
+// calls (past either, INVALID_ARGUMENT naming the bound, and another call
+// is answered next; rls's TestDescriptorCaps sends 200,000), and the
+// configuration refuses bounds past the rule engine's.
+func TestRLSDescriptorCaps(t *testing.T) {
+	cfg := testConfig()
+	cfg.RLS.MaxDescriptors, cfg.RLS.MaxEntries = 8, 4
+	r := start(t, cfg)
+	rlsc, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
+	many := &rlsv3.RateLimitRequest{Domain: "default"}
+	wide := &rlsv3.RateLimitRequest{Domain: "default", Descriptors: []*commonv3.RateLimitDescriptor{{}}}
+	for i := 0; i < 100; i++ {
+		many.Descriptors = append(many.Descriptors, &commonv3.RateLimitDescriptor{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "ip", Value: "10.0.0.1"}}})
+		wide.Descriptors[0].Entries = append(wide.Descriptors[0].Entries, &commonv3.RateLimitDescriptor_Entry{Key: "ip", Value: "10.0.0.1"})
+	}
+	for _, tc := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{many, "100 descriptors: the most a request may have is 8"},
+		{wide, "descriptor 0 has 100 entries: the most a descriptor may have is 4"},
+		{rlsReq("default", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5"), "descriptor 0 has 5 entries: the most a descriptor may have is 4"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := rlsc.ShouldRateLimit(ctx, tc.req)
+		cancel()
+		if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != tc.want {
+			t.Errorf("%v, want INVALID_ARGUMENT %q", err, tc.want)
+		}
+	}
+	if _, err := rlsc.ShouldRateLimit(context.Background(), rlsReq("default", "ip", "10.0.0.1")); err != nil {
+		t.Fatalf("a call after the refused ones: %v", err)
+	}
+	for _, bad := range []string{"max_descriptors: 0", "max_descriptors: 65", "max_entries: 0", "max_entries: 100"} {
+		if _, err := ParseConfig("f.yaml", []byte("rls:\n  "+bad+"\n")); err == nil || !strings.Contains(err.Error(), "rls.max_descriptors must be from 1 to 64") {
+			t.Errorf("rls: %s: %v, want an error naming the bounds", bad, err)
+		}
 	}
 }

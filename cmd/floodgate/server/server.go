@@ -166,7 +166,7 @@ func (s *Server) buildFrontEnds(unmatched *rulelog.Unmatched) error {
 	if err != nil {
 		return err
 	}
-	rlsOpts := []rls.Option{rls.WithOverrides(cfg.GRPC.OverridePolicy())}
+	rlsOpts := []rls.Option{rls.WithOverrides(cfg.GRPC.OverridePolicy()), rls.WithMaxDescriptors(cfg.RLS.MaxDescriptors, cfg.RLS.MaxEntries)}
 	if cfg.RLS.Headers {
 		rlsOpts = append(rlsOpts, rls.WithHeaders())
 	}
