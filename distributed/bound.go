@@ -172,11 +172,8 @@ func fullAllowance(alg algorithm.Algorithm, now int64) int64 {
 
 // summaryHash is e's key and limit as the sketch sees them.
 func (t *table) summaryHash(e *entry) uint64 {
-	cfg := e.alg.Config()
-	if sa, ok := e.alg.(*shareAlg); ok {
-		cfg = sa.rule // every share of a rule: the share changes with the live count
-	}
-	return maphash.String(t.summarySeed, e.key) ^ maphash.Comparable(t.summarySeed, cfg)
+	// Every share of a rule, and every limit of one identity (counterOf).
+	return maphash.String(t.summarySeed, e.key) ^ maphash.Comparable(t.summarySeed, counterOf(e.alg))
 }
 
 // sketchFor returns the sketch of alg's kind in s, made if make is set and

@@ -138,7 +138,7 @@ func (n *Node) orphanEvents(s *shard, e *entry) {
 		cost += ev.Cost
 	}
 	s.orphans = append(s.orphans, &orphan{alg: e.alg, key: e.key, events: e.events})
-	s.orphanQueued(e.key, e.alg.Config())
+	s.orphanQueued(e.key, counterOf(e.alg))
 	n.pendingBytes.Add(orphanKeyBytes)
 	n.orphaned.Add(uint64(len(e.events)))
 	n.orphanedCost.Add(uint64(cost))
@@ -150,7 +150,7 @@ func (n *Node) unqueueOrphan(o *orphan) {
 	n.pendingBytes.Add(-(int64(len(o.events))*eventBytes + queuedKeyBytes + orphanKeyBytes + int64(len(o.key))))
 	s := &n.table.shards[n.table.shardOf(o.key)]
 	s.mu.Lock()
-	s.orphanPushed(o.key, o.alg.Config())
+	s.orphanPushed(o.key, counterOf(o.alg))
 	s.mu.Unlock()
 }
 

@@ -50,7 +50,7 @@ func (r *retained) keep(e *entry, now int64) {
 	r.list = append(r.list, e)
 	r.bytes += retainedBytes(e)
 	if r.index != nil {
-		r.index[entryKey{key: e.key, cfg: e.alg.Config()}] = e
+		r.index[entryKey{key: e.key, cfg: counterOf(e.alg)}] = e
 	}
 	for r.head < len(r.list) {
 		f := r.list[r.head]
@@ -63,7 +63,7 @@ func (r *retained) keep(e *entry, now int64) {
 			r.forgotten++
 		}
 		if r.index != nil {
-			if k := (entryKey{key: f.key, cfg: f.alg.Config()}); r.index[k] == f {
+			if k := (entryKey{key: f.key, cfg: counterOf(f.alg)}); r.index[k] == f {
 				delete(r.index, k)
 			}
 		}

@@ -71,7 +71,7 @@ func (s *shard) orphanPushed(key string, cfg algorithm.Config) {
 // orphan list not yet pushed (or a different key with the same hash: the
 // answer errs towards yes). The caller holds s's lock.
 func (s *shard) hasOrphan(e *entry) bool {
-	return len(s.orphanKeys) > 0 && s.orphanKeys[s.t.orphanKey(e.key, e.alg.Config())] > 0
+	return len(s.orphanKeys) > 0 && s.orphanKeys[s.t.orphanKey(e.key, counterOf(e.alg))] > 0
 }
 
 // storeLostRecently reports whether the shared store was found to have

@@ -152,19 +152,16 @@ func (t *table) shardOf(key string) int {
 // set (making room under the table's bounds first). The caller holds the
 // shard's lock.
 func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64) *entry {
-	k := entryKey{key: key}
+	k := entryKey{key: key, cfg: counterOf(alg)}
 	sa, share := alg.(*shareAlg)
-	if share {
-		k.cfg = sa.rule // one entry for every share of a rule
-	} else {
-		k.cfg = alg.Config()
-	}
 	e := s.m[k]
 	if share && e != nil {
 		if e.alg.(*shareAlg).Algorithm != sa.Algorithm {
 			s.reshare(e, sa, now)
 		}
 		e.alg = sa // the share's charge now
+	} else if e != nil && e.alg != alg && e.alg.Config() != alg.Config() {
+		s.rebase(e, alg, now)
 	}
 	if e == nil && create {
 		e = &entry{alg: alg, key: key}
@@ -200,6 +197,43 @@ func (s *shard) reshare(e *entry, sa *shareAlg, now int64) {
 		e.state = dst
 	}
 	e.alg = sa
+	s.bytes += sizeOf(e)
+}
+
+// counterOf returns what names the counter of alg's keys in a node's
+// table: one entry for every share of a rule, and one for the limits of
+// one algorithm.Config.Identity (a rule's limit before and after a reload,
+// its plans), which rebase converts between.
+func counterOf(alg algorithm.Algorithm) algorithm.Config {
+	if sa, ok := alg.(*shareAlg); ok {
+		return sa.rule
+	}
+	return alg.Config().Identity()
+}
+
+// rebase makes e's algorithm alg, another of the same identity (a changed
+// limit), converting its local state (algorithm ConvertFrom), so that the
+// node keeps the key's count; its queued events and push history are
+// units at times, which alg records as they are. A state FailLocal made
+// for the old limit is dropped: the next outage decision makes one for
+// alg. The caller holds s's lock.
+func (s *shard) rebase(e *entry, alg algorithm.Algorithm, now int64) {
+	s.bytes -= sizeOf(e)
+	if e.state != nil {
+		dst := make([]int64, alg.Words())
+		c, ok := alg.(interface {
+			ConvertFrom(from algorithm.Algorithm, src []int64, now int64, dst []int64) bool
+		})
+		if !ok || !c.ConvertFrom(e.alg, e.state, now, dst) {
+			clear(dst)
+			if u := used(e.alg, e.state, now); u > 0 {
+				alg.Record(dst, now, u)
+			}
+		}
+		e.state = dst
+	}
+	e.split, e.splitAlg = nil, nil
+	e.alg = alg
 	s.bytes += sizeOf(e)
 }
 
