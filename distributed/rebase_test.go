@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
@@ -15,11 +16,11 @@ import (
 // one Counter): the node's next decision, before any sync, sees the 10,
 // and lowered back to 10 it rejects at once.
 func TestChangedLimitKeepsCount(t *testing.T) {
-	low := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 10, Window: time.Minute, Counter: "rule"})
-	high := mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 100, Window: time.Minute, Counter: "rule"})
+	low := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 10, Window: time.Minute, Counter: "rule"})
+	high := disttest.MustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: 100, Window: time.Minute, Counter: "rule"})
 	for _, arr := range Arrangements() {
 		t.Run(string(arr), func(t *testing.T) {
-			clk := newVClock()
+			clk := disttest.NewClock()
 			n := mustNode(t, Options{Arrangement: arr, Nodes: 1, Shared: memstore.New(memstore.Options{}), Clock: clk.Now,
 				ManualSync: true, Deadline: time.Second, ID: fmt.Sprintf("%s-%s", t.Name(), arr)})
 			for i := range 10 {
