@@ -28,7 +28,7 @@ func parseLoadArgs(args []string, stderr io.Writer) (loadgen.Config, loadOutput,
 	fs := flag.NewFlagSet("floodgate load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg loadgen.Config
-	fs.StringVar(&cfg.Target, "target", "grpc://127.0.0.1:8081", "front end to load: grpc://HOST:PORT (Envoy RLS) or http://HOST:PORT (JSON API /v1/check)")
+	fs.StringVar(&cfg.Target, "target", "grpc://127.0.0.1:8081", "front end to load: grpc://HOST:PORT (Envoy RLS), gubernator://HOST:PORT (gubernator's V1/GetRateLimits) or http://HOST:PORT (JSON API /v1/check)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", loadgen.DefaultConcurrency, "clients (closed loop) or largest number of calls in flight (open loop)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: calls per second, latency measured from each call's scheduled time (0: closed loop)")
 	fs.DurationVar(&cfg.Duration, "duration", loadgen.DefaultDuration, "how long to send calls")
@@ -50,7 +50,7 @@ func parseLoadArgs(args []string, stderr io.Writer) (loadgen.Config, loadOutput,
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	fs.StringVar(&out.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: floodgate load [--target grpc://HOST:PORT | http://HOST:PORT] [--duration D] [--concurrency N]\n"+
+		fmt.Fprintf(stderr, "usage: floodgate load [--target grpc://HOST:PORT | gubernator://HOST:PORT | http://HOST:PORT] [--duration D] [--concurrency N]\n"+
 			"                     [--rate R] [--keys N] [--domain D] [--descriptor k=v,...]... [--json]\n\n"+
 			"Sends rate-limit checks to a running server's Envoy RLS (gRPC) or JSON API (HTTP) and prints\n"+
 			"throughput, latency and outcomes: allowed, over the limit, errors, and the share of calls no\n"+

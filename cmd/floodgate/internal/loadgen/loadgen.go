@@ -1,6 +1,7 @@
 // Package loadgen drives load against a Floodgate front end: the Envoy Rate
-// Limit Service over gRPC (ShouldRateLimit) or the JSON API over HTTP
-// (POST /v1/check).
+// Limit Service over gRPC (ShouldRateLimit), gubernator's API over gRPC
+// (V1/GetRateLimits, on Floodgate or gubernator itself) or the JSON API over
+// HTTP (POST /v1/check).
 //
 // It runs in one of two modes. Closed loop (Config.Rate zero): Concurrency
 // clients each send a call, wait for the answer and send the next, so the
@@ -67,7 +68,9 @@ const (
 
 // Config describes one load run.
 type Config struct {
-	// Target is grpc://HOST:PORT for the RLS API, or http://HOST:PORT (or
+	// Target is grpc://HOST:PORT for the RLS API, gubernator://HOST:PORT
+	// for gubernator's V1/GetRateLimits (one request per call, 1000 hits a
+	// second per key), or http://HOST:PORT (or
 	// https://) for the JSON API; an HTTP target without a path gets
 	// /v1/check.
 	Target string
@@ -236,6 +239,11 @@ func newCaller(c *Config) (caller, error) {
 			return nil, fmt.Errorf("target %q: want grpc://HOST:PORT", c.Target)
 		}
 		return newGRPCCaller(c, u.Host)
+	case "gubernator":
+		if u.Host == "" {
+			return nil, fmt.Errorf("target %q: want gubernator://HOST:PORT", c.Target)
+		}
+		return newGubernatorCaller(c, u.Host)
 	case "http", "https":
 		if u.Host == "" {
 			return nil, fmt.Errorf("target %q: want http://HOST:PORT", c.Target)
@@ -248,7 +256,7 @@ func newCaller(c *Config) (caller, error) {
 		}
 		return newHTTPCaller(c, u.String())
 	default:
-		return nil, fmt.Errorf("target %q: unsupported scheme %q (want grpc or http)", c.Target, u.Scheme)
+		return nil, fmt.Errorf("target %q: unsupported scheme %q (want grpc, gubernator or http)", c.Target, u.Scheme)
 	}
 }
 

@@ -1,0 +1,241 @@
+package gubernator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	guber "github.com/gubernator-io/gubernator/v2"
+	"github.com/mailgun/holster/v4/clock"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
+)
+
+// The clock both servers read: frozen at start, moved by the tests.
+var start = time.Date(2026, 3, 31, 23, 59, 50, 0, time.UTC)
+
+func TestMain(m *testing.M) {
+	logrus.SetLevel(logrus.ErrorLevel)
+	clock.Freeze(start)
+	os.Exit(m.Run())
+}
+
+// freeAddr returns a loopback address nothing listens on (gubernator
+// dials its own gRPC address for its gateway, so it needs a real port).
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// pair is a gubernator daemon and a Floodgate server, side by side.
+type pair struct {
+	guber, flood         guber.V1Client
+	guberHTTP, floodHTTP string
+}
+
+func startPair(t *testing.T) *pair {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	gaddr := freeAddr(t)
+	d, err := guber.SpawnDaemon(ctx, guber.DaemonConfig{
+		GRPCListenAddress: gaddr, HTTPListenAddress: freeAddr(t), AdvertiseAddress: gaddr,
+		InstanceID: "reference", Logger: logrus.WithField("instance", "reference"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	d.SetPeers([]guber.PeerInfo{{GRPCAddress: gaddr, HTTPAddress: d.HTTPListener.Addr().String()}})
+
+	cfg := server.DefaultConfig()
+	cfg.HTTP.Addr, cfg.GRPC.Addr, cfg.Gateway.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.ShutdownTimeout = 5 * time.Second
+	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), server.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("floodgate: %v", err)
+		}
+	})
+	p := &pair{guberHTTP: "http://" + d.HTTPListener.Addr().String(), floodHTTP: "http://" + srv.Addr(server.ListenerHTTP)}
+	// gubernator's own client, unchanged, for both.
+	if p.guber, err = guber.DialV1Server(gaddr, nil); err != nil {
+		t.Fatal(err)
+	}
+	if p.flood, err = guber.DialV1Server(srv.Addr(server.ListenerGRPC), nil); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
+
+// genReq returns a request of the kinds users send: a few names and keys
+// (including names and keys that join to the same key), parameters that
+// change from request to request, every behaviour but GLOBAL.
+func genReq(r *rand.Rand, now time.Time, keys int) *guber.RateLimitReq {
+	q := &guber.RateLimitReq{
+		Name:      pick(r, "a", "b", "a_b"),
+		UniqueKey: fmt.Sprintf("k%d", r.IntN(keys)),
+		Algorithm: guber.Algorithm(r.IntN(2)),
+		Limit:     pick(r, int64(1), 2, 3, 5, 10, 20, 100, 1000),
+		Duration:  pick(r, int64(1), 7, 50, 1000, 10_000, 60_000, 3_600_000),
+		Hits:      pick(r, int64(0), 1, 1, 1, 1, 2, 3, 5, -1, -3, 10, 100, 1001),
+	}
+	switch r.IntN(60) {
+	case 0:
+		q.UniqueKey = ""
+	case 1:
+		q.Name = ""
+	case 2:
+		q.UniqueKey = pick(r, "c", "b_c")
+	}
+	if q.Algorithm == guber.Algorithm_TOKEN_BUCKET && r.IntN(10) == 0 {
+		q.Limit = 0
+	}
+	if q.Algorithm == guber.Algorithm_TOKEN_BUCKET && r.IntN(20) == 0 {
+		q.Duration = 0
+	}
+	var b guber.Behavior
+	for _, f := range []guber.Behavior{guber.Behavior_NO_BATCHING, guber.Behavior_DURATION_IS_GREGORIAN,
+		guber.Behavior_RESET_REMAINING, guber.Behavior_MULTI_REGION, guber.Behavior_DRAIN_OVER_LIMIT} {
+		if r.IntN(6) == 0 {
+			b |= f
+		}
+	}
+	if b&guber.Behavior_DURATION_IS_GREGORIAN != 0 {
+		q.Duration = int64(r.IntN(7)) // 3 (weeks) and 6 are errors
+		if r.IntN(3) > 0 {
+			q.Duration = pick(r, int64(0), 1, 2)
+		}
+	}
+	q.Behavior = b
+	if r.IntN(3) == 0 {
+		q.Burst = pick(r, int64(0), 1, 5, q.Limit, q.Limit*2)
+	}
+	if r.IntN(3) > 0 {
+		ca := now.UnixMilli()
+		if r.IntN(4) == 0 {
+			ca += pick(r, int64(-5000), -1, 1, 999, 100_000)
+		}
+		q.CreatedAt = &ca
+	}
+	return q
+}
+
+// saturated reports whether Floodgate reports q's reset_time saturated
+// (docs/migration-gubernator.md): a leaky bucket by the calendar month or
+// year, whose reset_time gubernator computes from a period of its own
+// reckoning, millions of years ahead.
+func saturated(q *guber.RateLimitReq) bool {
+	return q.Algorithm == guber.Algorithm_LEAKY_BUCKET && q.Behavior&guber.Behavior_DURATION_IS_GREGORIAN != 0 &&
+		(q.Duration == 4 || q.Duration == 5)
+}
+
+func TestDifferential(t *testing.T) {
+	p := startPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	seeds, steps := 12, 1500
+	if testing.Short() {
+		seeds, steps = 3, 500
+	}
+	compared, sat := 0, 0
+	for seed := range seeds {
+		r := rand.New(rand.NewPCG(uint64(seed), 35))
+		keys := 1 + r.IntN(8)
+		name := fmt.Sprintf("s%d", seed) // keys of one seed apart from the others'
+		for step := range steps {
+			now := clock.Now()
+			n := 1
+			if r.IntN(5) == 0 {
+				n = 2 + r.IntN(4) // a batch, keys possibly repeated
+			}
+			req := &guber.GetRateLimitsReq{}
+			for range n {
+				q := genReq(r, now, keys)
+				if q.Name != "" {
+					q.Name = name + q.Name
+				}
+				req.Requests = append(req.Requests, q)
+			}
+			g, err := p.guber.GetRateLimits(ctx, req)
+			if err != nil {
+				t.Fatalf("gubernator: %v", err)
+			}
+			f, err := p.flood.GetRateLimits(ctx, req)
+			if err != nil {
+				t.Fatalf("floodgate: %v", err)
+			}
+			for i, q := range req.Requests {
+				a, b := g.Responses[i], f.Responses[i]
+				if saturated(q) && a.Error == "" && b.Error == "" {
+					created := now.UnixMilli()
+					if q.CreatedAt != nil {
+						created = *q.CreatedAt
+					}
+					if off := b.ResetTime - created; off != 1<<43 && off != -(1<<43) && a.ResetTime != b.ResetTime {
+						t.Fatalf("seed %d step %d: %v: reset_time %d, want gubernator's %d or saturated", seed, step, q, b.ResetTime, a.ResetTime)
+					}
+					if a.ResetTime != b.ResetTime {
+						sat++
+					}
+					b.ResetTime = a.ResetTime
+				}
+				if a.Status != b.Status || a.Limit != b.Limit || a.Remaining != b.Remaining || a.ResetTime != b.ResetTime || a.Error != b.Error {
+					t.Fatalf("seed %d step %d at %d: %v\n gubernator %v\n floodgate  %v", seed, step, now.UnixMilli(), q, a, b)
+				}
+				compared++
+			}
+			if r.IntN(3) == 0 {
+				clock.Advance(pick(r, time.Millisecond, 3*time.Millisecond, 100*time.Millisecond, time.Second,
+					7*time.Second, time.Minute, time.Hour))
+			}
+		}
+	}
+	t.Logf("%d answers equal (%d reset_times saturated by design)", compared, sat)
+}
+
+// TestFlagsWithoutEffect: GLOBAL, NO_BATCHING and MULTI_REGION change
+// nothing in Floodgate's answers (one node; arrangements decide sharing).
+func TestFlagsWithoutEffect(t *testing.T) {
+	p := startPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 20 {
+		plain := &guber.RateLimitReq{Name: "flags", UniqueKey: fmt.Sprint("p", i%3), Hits: 1, Limit: 5, Duration: 60_000, Algorithm: guber.Algorithm(i % 2)}
+		flagged := proto.Clone(plain).(*guber.RateLimitReq)
+		flagged.UniqueKey = fmt.Sprint("f", i%3)
+		flagged.Behavior = guber.Behavior_GLOBAL | guber.Behavior_NO_BATCHING | guber.Behavior_MULTI_REGION
+		resp, err := p.flood.GetRateLimits(ctx, &guber.GetRateLimitsReq{Requests: []*guber.RateLimitReq{plain, flagged}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := resp.Responses[0], resp.Responses[1]
+		if a.Status != b.Status || a.Remaining != b.Remaining || a.ResetTime != b.ResetTime || a.Error != b.Error {
+			t.Fatalf("request %d: without flags %v, with %v", i, a, b)
+		}
+	}
+}

@@ -1,0 +1,27 @@
+// Package gubernator holds the tests that hold `floodgate serve`'s
+// gubernator API to gubernator itself (gubernator-io/gubernator, the
+// version go.mod pins), run in this test process from its own module:
+//
+//   - TestDifferential: a gubernator daemon and a Floodgate server, both
+//     on loopback and on one frozen clock that the test advances, get the
+//     same generated request sequences through gubernator's own Go client
+//     (DialV1Server): many names and keys, hits (none, negative, over),
+//     limits, durations and bursts that change per key, both algorithms
+//     and switches between them, every behaviour, calendar periods,
+//     created_at given or not, time advancing across expiries. Every
+//     answer's status, limit, remaining, reset_time and error must be
+//     equal; the one documented exception is checked for what it is.
+//   - TestHTTPGateway: the same over POST /v1/GetRateLimits and GET
+//     /v1/HealthCheck, with the gateway's status codes for bad input.
+//
+// gubernator's Go types and Floodgate's (generated from a proto file of its
+// own for the same proto package) both register in protobuf's global
+// registry, which stops the process at the first name registered twice
+// unless told to warn: run with GOLANG_PROTOBUF_REGISTRATION_CONFLICT=warn,
+// as scripts/test's interop step does.
+//
+// GLOBAL is left out of the sequences: on a single gubernator node it
+// re-reads the key about 100 ms of real time later with the request's
+// parameters, which changes the state when later requests changed them;
+// Floodgate answers GLOBAL from its arrangement (docs/migration-gubernator.md).
+package gubernator
