@@ -32,7 +32,8 @@ func TestCalendarRule(t *testing.T) {
 	end := time.Date(2025, 3, 15, 0, 0, 0, 0, ny) // the 15th in New York, after March's change of clocks
 	r := check(t, e, Request{Descriptors: []Descriptor{desc("tenant=acme")}, Hits: 60})
 	st := r.Statuses[0]
-	if !r.Allowed || st.Decision.ResetAfter != end.Sub(start) || st.Window != end.Sub(time.Date(2025, 2, 15, 0, 0, 0, 0, ny)) {
+	if !r.Allowed || st.Decision.ResetAfter != end.Sub(start) || st.Window != end.Sub(time.Date(2025, 2, 15, 0, 0, 0, 0, ny)) ||
+		st.Calendar != "month from the 15th in America/New_York, carrying over up to 30" {
 		t.Fatalf("first check: %+v, want reset %v and a window of the month from Feb 15", st, end.Sub(start))
 	}
 	if info := e.Set().Rules()[0]; info.Calendar != "month from the 15th in America/New_York, carrying over up to 30" || info.Window != 0 {

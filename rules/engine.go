@@ -249,7 +249,7 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 			if p, ok := a.lim.alg.(interface{ Period(int64) (int64, int64) }); ok {
 				// A calendar rule's window is the period it is in now.
 				start, end := p.Period(e.clock().UnixNano())
-				st.Window = time.Duration(end - start)
+				st.Window, st.Calendar = time.Duration(end-start), a.lim.calendar()
 			}
 			if a.costErr != "" {
 				st.Decision.Allowed = false

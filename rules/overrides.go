@@ -28,7 +28,7 @@ const (
 // overrideEntryBytes is what one built override holds: its table entry, its
 // rule and the bounded-log algorithm deciding it. TestOverrideEntryBytes
 // checks it against what building one allocates.
-const overrideEntryBytes = int64(unsafe.Sizeof(overrideEntry{})+unsafe.Sizeof(rule{})) + 576
+const overrideEntryBytes = int64(unsafe.Sizeof(overrideEntry{})+unsafe.Sizeof(rule{})) + 640
 
 // overrideTable maps request Overrides to the rules that enforce them,
 // within maxOverrides entries and maxOverrideBytes bytes, least recently

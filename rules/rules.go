@@ -193,9 +193,12 @@ type Status struct {
 	// number, so it is no metric label.
 	Key string
 	// Limit and Window are the limit that applied, after overrides. Limit is
-	// 0 for an unlimited rule and for a rule that blocks.
-	Limit  int64
-	Window time.Duration
+	// 0 for an unlimited rule and for a rule that blocks. A calendar rule's
+	// Window is the length of the period the decision fell in, which
+	// Calendar names ("month from the 15th in America/New_York").
+	Limit    int64
+	Window   time.Duration
+	Calendar string
 	// Algorithm names the algorithm that decided; empty when no store was
 	// asked (unlimited).
 	Algorithm algorithm.Name

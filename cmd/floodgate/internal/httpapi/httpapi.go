@@ -154,14 +154,17 @@ type Status struct {
 	Limit         int64   `json:"limit"`
 	Window        string  `json:"window"`
 	WindowSeconds float64 `json:"window_seconds"`
-	Algorithm     string  `json:"algorithm"`
-	Shadow        bool    `json:"shadow"`
-	Unlimited     bool    `json:"unlimited"`
-	Allowed       bool    `json:"allowed"`
-	Remaining     int64   `json:"remaining"`
-	ResetAfterMS  int64   `json:"reset_after_ms"`
-	RetryAfterMS  int64   `json:"retry_after_ms"`
-	DelayMS       int64   `json:"delay_ms"`
+	// Calendar names a calendar rule's period; its window is then the
+	// length of the period the decision fell in.
+	Calendar     string `json:"calendar,omitempty"`
+	Algorithm    string `json:"algorithm"`
+	Shadow       bool   `json:"shadow"`
+	Unlimited    bool   `json:"unlimited"`
+	Allowed      bool   `json:"allowed"`
+	Remaining    int64  `json:"remaining"`
+	ResetAfterMS int64  `json:"reset_after_ms"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+	DelayMS      int64  `json:"delay_ms"`
 	// Reason is why the rule rejected, one of algorithm's Reason constants
 	// (over_limit, cost_over_limit, queue_full, bad_cost, blocked,
 	// store_unavailable); Message says the same for people.
@@ -337,6 +340,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 			Limit:         s.Limit,
 			Window:        window.Format(s.Window),
 			WindowSeconds: s.Window.Seconds(),
+			Calendar:      s.Calendar,
 			Algorithm:     string(s.Algorithm),
 			Shadow:        s.Shadow,
 			Unlimited:     s.Unlimited,
