@@ -16,25 +16,34 @@ import (
 	"github.com/floodgate-dev/floodgate/store"
 )
 
-// stallThreshold is the round trip of the independent PING that shows the
-// machine itself stalled (this process or redis-server not scheduled): on
-// an idle or ordinarily loaded machine a loopback PING takes well under a
-// millisecond, and 100 ms is 40% of the default ceiling.
-const stallThreshold = 100 * time.Millisecond
+// stallThreshold is what shows the machine itself stalled (this process or
+// redis-server not scheduled, or this process starved of CPU): a round
+// trip of the independent PING, or the monitor's wake-up from a 2 ms sleep
+// late by as much. On an idle or ordinarily loaded machine a loopback PING
+// takes well under a millisecond and a sleep ends within one; 50 ms is 20%
+// of the default ceiling. A decision's answer passes through several
+// goroutines (the caller's, its call's timer, the client's writer and
+// reader) where the monitor's PING passes through one, so a process starved
+// enough that one hop takes 50 ms sends decisions to the ceiling: beside
+// three CPU-bound loops under -race, calls reached the 250 ms ceiling while
+// no PING took 100 ms (83 and 99 ms at most).
+const stallThreshold = 50 * time.Millisecond
 
 // defaultMaxDeadline is the ceiling of the adaptive deadline when
 // distributed.Options.MaxDeadline is zero, as its doc says.
 const defaultMaxDeadline = 250 * time.Millisecond
 
 // pingMonitor sends PING to srv on a connection of its own, one after the
-// other, and keeps the round trips of at least stallThreshold, so that a
-// test can tell a deadline that is too short from a machine that stopped.
+// other 2 ms apart, and keeps the rounds whose PING took stallThreshold or
+// more or whose sleep ended that late, so that a test can tell a deadline
+// that is too short from a machine that stopped.
 type pingMonitor struct {
-	mu     sync.Mutex
-	stalls [][2]time.Time
-	worst  time.Duration
-	stop   chan struct{}
-	done   chan struct{}
+	mu        sync.Mutex
+	stalls    [][2]time.Time
+	worst     time.Duration // the slowest PING
+	worstWake time.Duration // the latest wake-up
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 func startPingMonitor(t *testing.T, addr string) *pingMonitor {
@@ -48,12 +57,15 @@ func startPingMonitor(t *testing.T, addr string) *pingMonitor {
 		defer close(m.done)
 		defer c.Close()
 		r := bufio.NewReader(c)
+		const nap = 2 * time.Millisecond
+		last := time.Now()
 		for {
 			select {
 			case <-m.stop:
 				return
 			default:
 			}
+			time.Sleep(nap)
 			start := time.Now()
 			if _, err := c.Write([]byte("PING\r\n")); err != nil {
 				return
@@ -62,13 +74,15 @@ func startPingMonitor(t *testing.T, addr string) *pingMonitor {
 				return
 			}
 			end := time.Now()
+			late := start.Sub(last) - nap
 			m.mu.Lock()
 			m.worst = max(m.worst, end.Sub(start))
-			if end.Sub(start) >= stallThreshold {
-				m.stalls = append(m.stalls, [2]time.Time{start, end})
+			m.worstWake = max(m.worstWake, late)
+			if end.Sub(start) >= stallThreshold || late >= stallThreshold {
+				m.stalls = append(m.stalls, [2]time.Time{last, end})
 			}
 			m.mu.Unlock()
-			time.Sleep(2 * time.Millisecond)
+			last = end
 		}
 	}()
 	return m
@@ -76,8 +90,8 @@ func startPingMonitor(t *testing.T, addr string) *pingMonitor {
 
 func (m *pingMonitor) close() { close(m.stop); <-m.done }
 
-// stalledAt reports whether a PING round trip of at least stallThreshold
-// overlapped [from, to].
+// stalledAt reports whether a round of the monitor that showed a stall
+// (a PING or a wake-up late by stallThreshold or more) overlapped [from, to].
 func (m *pingMonitor) stalledAt(from, to time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -144,13 +158,14 @@ func (l *deadlineLoad) run(t *testing.T, n *distributed.Node, rule algorithm.Alg
 //
 // A loaded shared machine can stop this process or redis-server for longer
 // than the ceiling (a 274 ms call was seen once at load average 17 under
-// -race); no deadline can answer that, and the ceiling sending the decision
-// to the failure policy is then right. So a PING on a connection of its own
-// watches the machine: a healthy phase whose first failed decision
-// overlapped a PING of stallThreshold or more is run again, on a new node,
-// up to five times, and the test fails if any phase has a failed decision
-// without such a stall (a machine that stalls in all five goes on to the
-// SIGSTOP phase, saying so in the log).
+// -race), or starve it of CPU so that answers wait unread; no deadline can
+// answer that, and the ceiling sending the decision to the failure policy
+// is then right. So a monitor watches the machine: a PING on a connection
+// of its own every 2 ms. A healthy phase whose first failed decision
+// overlapped a PING, or a wake-up of the monitor, late by stallThreshold or
+// more is run again, on a new node, up to five times, and the test fails if
+// any phase has a failed decision without such a stall (a machine that
+// stalls in all five goes on to the SIGSTOP phase, saying so in the log).
 func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	shared := redisShared(t, srv, false)
@@ -163,8 +178,8 @@ func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 		l.run(t, n, rule, 3*time.Second)
 		mon.close()
 		h := n.Health()
-		t.Logf("healthy Redis, attempt %d: %d decisions, %d sent to the failure policy, %d deadline misses, %d store errors, deadline now %v, slowest %v, slowest PING %v",
-			attempt, l.decided.Load(), l.storeRejects.Load(), h.DeadlineMisses, h.StoreErrors, h.Deadline, time.Duration(l.slowest.Load()), mon.worst)
+		t.Logf("healthy Redis, attempt %d: %d decisions, %d sent to the failure policy, %d deadline misses, %d store errors, deadline now %v, slowest %v, slowest PING %v, latest wake-up %v",
+			attempt, l.decided.Load(), l.storeRejects.Load(), h.DeadlineMisses, h.StoreErrors, h.Deadline, time.Duration(l.slowest.Load()), mon.worst, mon.worstWake)
 		if l.storeRejects.Load() == 0 && h.DeadlineMisses == 0 && h.StoreErrors == 0 && h.BreakerOpenings == 0 {
 			break
 		}
@@ -176,7 +191,7 @@ func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 			// Every failed decision was explained by a measured stall: the
 			// machine is too busy to show the healthy phase; the SIGSTOP
 			// phase below still holds its own invariants.
-			t.Logf("healthy Redis: the machine stalled (a PING of %v or more) in each of %d attempts; every failed decision overlapped a stall", stallThreshold, attempt)
+			t.Logf("healthy Redis: the machine stalled (a PING or a wake-up late by %v or more) in each of %d attempts; every failed decision overlapped a stall", stallThreshold, attempt)
 			break
 		}
 		t.Logf("attempt %d: the first failed decision overlapped a PING of %v or more (the machine stalled); again", attempt, stallThreshold)
