@@ -40,16 +40,14 @@ type record struct {
 }
 
 type simHolder struct {
-	id        lease.ID
-	seq       int64
-	avail     int64   // held units not spent
-	unrep     []event // spent units not yet reported
-	expires   int64   // 0: no lease
-	target    int64
-	weight    int // how often it acts
-	gone      bool
-	lastCost  int64
-	lastAllow bool
+	id      lease.ID
+	seq     int64
+	avail   int64   // held units not spent
+	unrep   []event // spent units not yet reported
+	expires int64   // 0: no lease
+	target  int64
+	weight  int // how often it acts
+	gone    bool
 }
 
 func newHoldSim(t *testing.T, seed uint64, c Config) *holdSim {

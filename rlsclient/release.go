@@ -70,7 +70,7 @@ func (c *Client) release(ctx context.Context, key string, n int64, lease string)
 	in := releaseRequest{Domain: c.o.Domain, Hits: n, Lease: lease}
 	d := descriptor{}
 	for _, e := range c.describe(key) {
-		d.Entries = append(d.Entries, entry{e.Key, e.Value})
+		d.Entries = append(d.Entries, entry(e))
 	}
 	in.Descriptors = []descriptor{d}
 	body, err := json.Marshal(in)

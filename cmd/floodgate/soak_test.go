@@ -767,7 +767,9 @@ func (r *soakRun) redisCount(key string) int64 {
 		r.rs = rs
 		r.t.Cleanup(func() { rs.Close() })
 	}
-	alg, err := algorithm.New(algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100000000, Window: 8760 * time.Hour})
+	// The ledger rule's limit, counted under the rule's name as the engine
+	// counts every rule (a reload that changes the limit keeps the count).
+	alg, err := algorithm.New(algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: 100000000, Window: 8760 * time.Hour, Counter: "ledger"})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -184,6 +184,8 @@ type checkResult struct {
 // check makes, every interval (back to back if 0) for d, each check asked
 // for: GET /healthz on a new connection (httpURL), one RLS call (grpcAddr)
 // and POST /v1/check over HTTPS on one HTTP/2 connection (httpsURL).
+// Long because the three checks share one loop and one record of what was
+// slow or failed, and each reads best where it is made.
 func check(httpURL, grpcAddr, httpsURL string, every, d time.Duration) checkResult {
 	var res checkResult
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}

@@ -100,6 +100,13 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// run measures one load of n descriptors from src ("xds" or "file"): it
+// starts a redis-server and bin in compat mode serving a small rule set,
+// swaps in the big one (pushed over xDS, or moved into the watched
+// directory) while callers goroutines keep calling, and returns the bytes
+// loaded, the memory before and at the peak, and the slowest call.
+// Long because it is one measurement's steps in their order, each using
+// what the one before set up.
 func run(bin, redisBin, src string, n, callers int) (result, error) {
 	var res result
 	dir, err := os.MkdirTemp("", "xds-memory")

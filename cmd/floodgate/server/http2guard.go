@@ -28,7 +28,9 @@ func (s *Server) guardHTTP2(name string, hs *http.Server) error {
 		refused.WithLabelValues(name, reason) // at 0 from the start
 	}
 	resets := grpcguard.NewResets(l.options(func(reason string) { refused.WithLabelValues(name, reason).Inc() }))
+	//lint:ignore SA1019 net/http has no hook to watch an HTTP/2 connection's frames after TLS; x/net/http2 is the same server, unbundled
 	h2 := &http2.Server{}
+	//lint:ignore SA1019 net/http has no hook to watch an HTTP/2 connection's frames after TLS; x/net/http2 is the same server, unbundled
 	if err := http2.ConfigureServer(hs, h2); err != nil { // also shuts HTTP/2 connections down with hs
 		return err
 	}
@@ -37,12 +39,14 @@ func (s *Server) guardHTTP2(name string, hs *http.Server) error {
 		if err != nil {
 			return // cooling down: closed
 		}
+		//lint:ignore SA1019 net/http has no hook to watch an HTTP/2 connection's frames after TLS; x/net/http2 is the same server, unbundled
 		opts := &http2.ServeConnOpts{Handler: h, BaseConfig: hs}
 		// net/http passes the connection's base context through the
 		// handler, as it does to its own HTTP/2 server.
 		if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
 			opts.Context = bc.BaseContext()
 		}
+		//lint:ignore SA1019 net/http has no hook to watch an HTTP/2 connection's frames after TLS; x/net/http2 is the same server, unbundled
 		h2.ServeConn(w, opts)
 	}
 	return nil
