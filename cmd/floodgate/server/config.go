@@ -70,6 +70,9 @@ type Listener struct {
 	// LimitOverrides is what the listener does with the limit a request
 	// sets for a descriptor: allow, ignore or reject (rules.OverridePolicy).
 	LimitOverrides string `yaml:"limit_overrides"`
+	// Reflection serves gRPC server reflection (grpc.reflection.v1 and
+	// v1alpha) describing every service of the listener; gRPC listener only.
+	Reflection bool `yaml:"reflection"`
 }
 
 // OverridePolicy returns the listener's LimitOverrides (checked by
@@ -410,6 +413,9 @@ func (c *Config) validateListeners(at func(string) string) error {
 		if err := p.UnmarshalText([]byte(l.l.LimitOverrides)); err != nil {
 			return fmt.Errorf("%s: %s.limit_overrides: %v", at(l.name+".limit_overrides"), l.name, err)
 		}
+	}
+	if c.HTTP.Reflection {
+		return fmt.Errorf("%s: http.reflection: reflection is a gRPC service, served on the grpc listener: set grpc.reflection", at("http.reflection"))
 	}
 	return nil
 }

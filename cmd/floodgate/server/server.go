@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/connlimit"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/grpcguard"
@@ -246,6 +247,9 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	s.guber.Register(s.grpc)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	if cfg.GRPC.Reflection { // describes every service registered above
+		reflection.Register(s.grpc)
+	}
 	return nil
 }
 
@@ -442,7 +446,7 @@ func (s *Server) serveHTTP(name string, h http.Handler, errc chan<- error) *http
 		ReadTimeout:       s.cfg.httpReadTimeout(),
 		WriteTimeout:      s.cfg.Connections.WriteTimeout,
 		IdleTimeout:       s.cfg.Connections.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          s.errorLog(name),
 	}
 	if name == ListenerGateway {
 		hs.ReadTimeout = s.cfg.Connections.GatewayReadTimeout

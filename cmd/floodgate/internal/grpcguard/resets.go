@@ -2,6 +2,7 @@ package grpcguard
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -104,8 +105,10 @@ func NewResets(o ResetOptions) *Resets {
 // errCoolingDown refuses a connection from an address that was cut off.
 var errCoolingDown = errors.New("grpcguard: client address cut off for resetting too many streams; retry later")
 
-// errCutOff is what the server reads from a connection cut off.
-var errCutOff = errors.New("grpcguard: connection cut off for resetting too many streams")
+// errCutOff is what the server reads from a connection cut off: a closed
+// connection (net.ErrClosed), so that HTTP/2 servers end it as one the
+// client closed, without logging a read error for each.
+var errCutOff = fmt.Errorf("grpcguard: connection cut off for resetting too many streams: %w", net.ErrClosed)
 
 // open counts a new connection from addr, or refuses it during the
 // address's cooldown.
