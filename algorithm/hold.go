@@ -293,9 +293,12 @@ func (h *held) Hold(s []int64, now, cost int64, op lease.Op) (Decision, lease.He
 			}
 			return d, lease.Held{Units: w[3], TTL: time.Duration(w[2] - now), Repeat: true}
 		}
-		if sp := min(op.Spent, w[3]); sp > 0 {
-			h.in.Record(in, now, sp)
-			w[3] -= sp
+		if op.Spent > 0 {
+			// Spent units are counted, all of them (a holder that spent
+			// more than it held, under a fallback of its own, spent them
+			// all the same), and leave the hold.
+			h.in.Record(in, now, min(op.Spent, h.limit))
+			w[3] -= min(op.Spent, w[3])
 		}
 		if op.Target == 0 {
 			h.drop(s, i)

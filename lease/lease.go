@@ -118,9 +118,9 @@ type Op struct {
 	// whose Seq is not above the last one applied is a repeat (a retry after
 	// a lost reply) and changes nothing. At most MaxSeq.
 	Seq int64
-	// Spent is how many held units the holder spent since its previous
-	// operation. They are counted now; more than the lease holds counts as
-	// what it holds.
+	// Spent is how many units the holder spent since its previous
+	// operation. They are counted now (at most the limit) and leave what
+	// the lease holds.
 	Spent int64
 	// Target is how many units the holder would like to hold after the
 	// operation: the lease is topped up towards it as far as its share

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/lease"
+	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -82,7 +84,10 @@ func TestHoldDifferential(t *testing.T) {
 					if rng.IntN(6) > 0 {
 						seqs[j]++
 					}
-					op := lease.Op{ID: ids[j], Seq: max(seqs[j], 1), Spent: rng.Int64N(limit / 4), Target: rng.Int64N(limit / 2)}
+					op := lease.Op{ID: ids[j], Seq: max(seqs[j], 1), Spent: rng.Int64N(6), Target: rng.Int64N(limit / 2)}
+					if rng.IntN(4) == 0 {
+						op.Spent = rng.Int64N(limit / 4)
+					}
 					if rng.IntN(8) == 0 {
 						op.Target = 0
 					}
@@ -109,5 +114,94 @@ func TestHoldNoHolds(t *testing.T) {
 	}
 	if _, err := algorithm.New(algorithm.Config{Algorithm: algorithm.SlidingWindow, Limit: 5, Window: time.Second, Holds: 2}); err == nil {
 		t.Fatal("sliding-window with holds accepted")
+	}
+}
+
+// TestHoldConcurrentShared: plain decisions (shared script calls, op 'i')
+// and lease ops from many goroutines on one key: what was allowed plus
+// what leases spent stays within the limit (an hour's window: no unit
+// leaves it during the test).
+func TestHoldConcurrentShared(t *testing.T) {
+	s := newStore(t, Options{})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Limit: 3000, Window: time.Hour, Holds: 16})
+	var mu sync.Mutex
+	used := int64(0)
+	var wg sync.WaitGroup
+	for g := range 12 {
+		wg.Go(func() {
+			if g%3 != 0 {
+				for range 400 {
+					out := make([]algorithm.Decision, 1)
+					err := s.Decide(ctx, time.Now().UnixNano(), []store.Request{{Algorithm: a, Key: "k", Cost: 1}}, out)
+					d := out[0]
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						mu.Lock()
+						used++
+						mu.Unlock()
+					}
+				}
+				return
+			}
+			id, seq, avail, spent := lease.New(), int64(0), int64(0), int64(0)
+			for range 100 {
+				seq++
+				_, held, err := s.Hold(ctx, time.Now().UnixNano(), store.Request{Algorithm: a, Key: "k"}, lease.Op{ID: id, Seq: seq, Spent: spent, Target: 50})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				avail += held.Granted
+				spent = avail // spend all of it before the next op
+				mu.Lock()
+				used += avail
+				mu.Unlock()
+				avail = 0
+			}
+		})
+	}
+	wg.Wait()
+	if used > 3000+150 {
+		t.Fatalf("%d units allowed or spent, limit 3000 (bound 3150)", used)
+	}
+	t.Logf("%d units allowed or spent of 3000", used)
+}
+
+// TestHoldBesideMemory interleaves lease ops (spending what they got) and
+// plain decisions on one key, on Redis's own clock and on the memory
+// store: both answer alike. (It caught a bounded-log merge that cleared
+// words past its own state, where the holds are.)
+func TestHoldBesideMemory(t *testing.T) {
+	rs := newStore(t, Options{})
+	ms := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Limit: 3000, Window: time.Hour, Holds: 16})
+	ids := []lease.ID{lease.New(), lease.New(), lease.New(), lease.New()}
+	seqs := make([]int64, 4)
+	spent := make([]int64, 4)
+	rng := rand.New(rand.NewPCG(1, 1)) // seeded: the same ops on both stores
+	for i := range 3000 {
+		now := time.Now().UnixNano()
+		if rng.IntN(3) == 0 {
+			j := rng.IntN(4)
+			seqs[j]++
+			op := lease.Op{ID: ids[j], Seq: seqs[j], Spent: spent[j], Target: 50}
+			d1, h1, _ := rs.Hold(ctx, now, store.Request{Algorithm: a, Key: "k"}, op)
+			d2, h2, _ := ms.Hold(ctx, now, store.Request{Algorithm: a, Key: "k"}, op)
+			if h1.Units != h2.Units || h1.Granted != h2.Granted || d1.Remaining != d2.Remaining {
+				t.Fatalf("op %d hold %+v: redis %+v %+v, mem %+v %+v", i, op, d1, h1, d2, h2)
+			}
+			spent[j] = h1.Granted
+			continue
+		}
+		d1, _ := rs.DecideOne(ctx, now, store.Request{Algorithm: a, Key: "k", Cost: 1})
+		d2, _ := ms.DecideOne(ctx, now, store.Request{Algorithm: a, Key: "k", Cost: 1})
+		if d1.Allowed != d2.Allowed || d1.Remaining != d2.Remaining {
+			t.Fatalf("op %d decide: redis %+v, mem %+v", i, d1, d2)
+		}
 	}
 }

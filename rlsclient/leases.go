@@ -60,15 +60,14 @@ const expiryMargin = 20 * time.Millisecond
 
 // leases is a Client's lease table and its background top-ups.
 type leases struct {
-	c     *Client
-	o     LeaseOptions
-	q     quotapb.QuotaLeasesClient
-	base  time.Time
-	keys  sync.Map // string -> *leaseKey
-	due   chan *leaseKey
-	stop  chan struct{}
-	done  chan struct{}
-	calls atomic.Int64 // Lease calls sent
+	c    *Client
+	o    LeaseOptions
+	q    quotapb.QuotaLeasesClient
+	base time.Time
+	keys sync.Map // string -> *leaseKey
+	due  chan *leaseKey
+	stop chan struct{}
+	done chan struct{}
 }
 
 // leaseKey is one key's lease.
@@ -294,7 +293,7 @@ func (l *leases) send(batch []*leaseKey, giveBack bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.c.o.Timeout)
 	defer cancel()
-	l.calls.Add(1)
+	l.c.calls.Add(1)
 	resp, err := l.q.Lease(ctx, req)
 	if err == nil && len(resp.GetGrants()) != len(sent) {
 		err = fmt.Errorf("rlsclient: %d grants for %d lease ops", len(resp.GetGrants()), len(sent))
@@ -442,14 +441,9 @@ func (l *leases) close() {
 	}
 }
 
-// LeaseCalls returns how many Lease calls the client has sent (top-ups and
-// give-backs; RLS calls are not counted).
-func (c *Client) LeaseCalls() int64 {
-	if c.leases == nil {
-		return 0
-	}
-	return c.leases.calls.Load()
-}
+// Calls returns how many calls the client has sent to the server: RLS
+// calls and, with leases, Lease calls (top-ups and give-backs).
+func (c *Client) Calls() int64 { return c.calls.Load() }
 
 // entriesOf returns d as lease op entries.
 func entriesOf(d Descriptor) []*quotapb.Entry {

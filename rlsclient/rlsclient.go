@@ -133,6 +133,8 @@ type Client struct {
 	rls  rlsv3.RateLimitServiceClient
 	// leases is the lease table, with Options.Leases.
 	leases *leases
+	// calls counts the calls sent to the server (RLS and Lease).
+	calls atomic.Int64
 
 	lastOutageLog, lastUnmatchedLog atomic.Int64 // Unix nanoseconds
 }
@@ -280,6 +282,7 @@ func (c *Client) callLease(ctx context.Context, key string, addend uint64) (Deci
 		d.Entries = append(d.Entries, &commonv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
 	}
 	var md metadata.MD
+	c.calls.Add(1)
 	resp, err := c.rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
 		Domain:      c.o.Domain,
 		Descriptors: []*commonv3.RateLimitDescriptor{d},

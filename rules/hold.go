@@ -68,16 +68,26 @@ func (e *Engine) Hold(ctx context.Context, req Request, need int64, op lease.Op)
 	return e.result(apps, decisions), held, nil
 }
 
-// holdless answers a request that gets no lease: Check decides its need.
+// holdless answers a request that gets no lease: Check decides its need;
+// with no need, the result only describes the rules that apply
+// (unlimited, blocked, or limited and undecided).
 func (e *Engine) holdless(ctx context.Context, req Request, need int64, apps []applied, why string) (Result, lease.Held, error) {
-	res := Result{Allowed: true, Tightest: -1}
-	if need > 0 {
+	var res Result
+	switch {
+	case need > 0:
 		var err error
 		if res, err = e.Check(ctx, req); err != nil {
 			return res, lease.Held{}, err
 		}
-	} else if len(apps) == 0 {
+	case len(apps) == 0:
+		res = Result{Allowed: true, Tightest: -1}
 		res.Domain, res.Unmatched = e.set.Load().unmatched(req.Domain)
+	default:
+		decisions := make([]algorithm.Decision, len(apps))
+		for i := range apps {
+			decisions[i] = algorithm.Decision{Allowed: true, Limit: apps[i].lim.limit}
+		}
+		res = e.result(apps, decisions)
 	}
 	res.NoLease = why
 	return res, lease.Held{}, nil

@@ -434,7 +434,7 @@ if code == 8 then
               open = 0
             end
             if open + cost <= m then
-              for j = 4, #s do s[j] = 0 end
+              for j = 4, min(#s, 2 + 3 * P[4]) do s[j] = 0 end -- its own words only (holds may follow)
               s[1], s[2], s[3] = MARK + (open + cost) * CUNIT + 1, now, first
               cost = 0
             end

@@ -117,10 +117,9 @@ local function holdfns(inner)
           if cost > 0 and s[o + 5] % 2 == 0 then a, reason = 0, OVER end
           return a, rem, reset, retry, delay, reason, s[o + 3], 0, s[o + 2] - clamp(now), 1
         end
-        local sp = min(spent, s[o + 3])
-        if sp > 0 then
-          irecord(P, s, now, sp)
-          s[o + 3] = s[o + 3] - sp
+        if spent > 0 then
+          irecord(P, s, now, min(spent, P[1]))
+          s[o + 3] = s[o + 3] - min(spent, s[o + 3])
         end
         if target == 0 then
           drop(P, s, i)

@@ -29,7 +29,6 @@ import (
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/gubernator"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/httpapi"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/metrics"
-	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/quotalease"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/tracing"
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/gateway"
@@ -37,7 +36,6 @@ import (
 	"github.com/floodgate-dev/floodgate/memstore"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/rls"
-	"github.com/floodgate-dev/floodgate/rlsclient/quotapb"
 	"github.com/floodgate-dev/floodgate/rules"
 	"github.com/floodgate-dev/floodgate/rules/httprules"
 	"github.com/floodgate-dev/floodgate/rules/reload"
@@ -221,8 +219,8 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rulelog.Unm
 	return gateway.New(gateway.Options{Routes: routes, Limit: mw, Logger: log, Proxies: proxies})
 }
 
-// buildGRPC builds the gRPC server with the RLS, quota lease and health
-// services.
+// buildGRPC builds the gRPC server with the RLS, quota lease, RLQS and
+// health services.
 func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	cfg := s.cfg
 	var creds credentials.TransportCredentials
@@ -243,8 +241,8 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	rlsSvc.Register(s.grpc)
-	quotalease.New(s.engine, s.log).Register(s.grpc)
 	s.guber.Register(s.grpc)
+	s.registerQuota()
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	if cfg.GRPC.Reflection { // describes every service registered above
@@ -671,7 +669,7 @@ func (s *Server) reportHealth(ctx context.Context) {
 		if st != last && ctx.Err() == nil {
 			s.health.SetServingStatus("", st)
 			s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
-			s.health.SetServingStatus(quotapb.QuotaLeases_ServiceDesc.ServiceName, st)
+			s.quotaHealth(st)
 			if last != healthpb.HealthCheckResponse_UNKNOWN {
 				s.log.Warn("readiness changed", "status", st.String())
 			}

@@ -86,7 +86,7 @@ func TestClientsShareLimit(t *testing.T) {
 				time.Sleep(gap)
 			}
 			mu.Lock()
-			calls += c.LeaseCalls()
+			calls += c.Calls()
 			decisions += n
 			mu.Unlock()
 		})
@@ -144,7 +144,7 @@ rules:
 				n += 100
 			}
 			mu.Lock()
-			calls += c.LeaseCalls()
+			calls += c.Calls()
 			decisions += n
 			mu.Unlock()
 		})
