@@ -100,91 +100,122 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// run measures one load of n descriptors from src ("xds" or "file"): it
-// starts a redis-server and bin in compat mode serving a small rule set,
-// swaps in the big one (pushed over xDS, or moved into the watched
-// directory) while callers goroutines keep calling, and returns the bytes
-// loaded, the memory before and at the peak, and the slowest call.
-// Long because it is one measurement's steps in their order, each using
-// what the one before set up.
-func run(bin, redisBin, src string, n, callers int) (result, error) {
-	var res result
+// rig is one run's processes: a redis-server, the server in compat mode
+// and, for xDS, the ADS server it subscribes to.
+type rig struct {
+	src      string
+	dir      string // holds the runtime directory
+	ruleFile string // the rule file, for the file source
+	ads      *adsServer
+	procs    []*exec.Cmd
+	conn     *grpc.ClientConn
+	rls      rlsv3.RateLimitServiceClient
+	pid      int // the server's
+}
+
+// startRig starts redis-server, the rules' source holding small, and
+// floodgate serve --compat envoy-ratelimit reading them.
+func startRig(bin, redisBin, src string, small *rlconfv3.RateLimitConfig, smallYAML string) (*rig, error) {
 	dir, err := os.MkdirTemp("", "xds-memory")
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	big, bigYAML, small, smallYAML := rules(n)
-
+	r := &rig{src: src, dir: dir, ruleFile: filepath.Join(dir, "runtime", "ratelimit", "config", "many.yaml")}
 	rport := freePort()
-	redis := exec.Command(redisBin, "--port", strconv.Itoa(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := redis.Start(); err != nil {
-		return res, err
+	if err := r.start(exec.Command(redisBin, "--port", strconv.Itoa(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")); err != nil {
+		return r, err
 	}
-	defer func() { redis.Process.Kill(); redis.Wait() }()
-
 	gport, hport, dport := freePort(), freePort(), freePort()
 	env := append(os.Environ(), "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=single", "REDIS_URL=127.0.0.1:"+strconv.Itoa(rport),
 		"USE_STATSD=false", "LOG_LEVEL=warn", "HOST=127.0.0.1", "PORT="+strconv.Itoa(hport), "GRPC_HOST=127.0.0.1",
 		"GRPC_PORT="+strconv.Itoa(gport), "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(dport))
-	var ads *adsServer
-	ruleFile := filepath.Join(dir, "runtime", "ratelimit", "config", "many.yaml")
 	switch src {
 	case "xds":
-		if ads, err = startADS(small); err != nil {
-			return res, err
+		if r.ads, err = startADS(small); err != nil {
+			return r, err
 		}
-		defer ads.stop()
-		env = append(env, "CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL="+ads.addr, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=100ms")
-		b, _ := proto.Marshal(mustAny(big))
-		res.bytes = len(b)
+		env = append(env, "CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL="+r.ads.addr, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=100ms")
 	case "file":
-		if err := os.MkdirAll(filepath.Dir(ruleFile), 0o755); err != nil {
-			return res, err
+		if err := os.MkdirAll(filepath.Dir(r.ruleFile), 0o755); err != nil {
+			return r, err
 		}
-		if err := os.WriteFile(ruleFile, []byte(smallYAML), 0o644); err != nil {
-			return res, err
+		if err := os.WriteFile(r.ruleFile, []byte(smallYAML), 0o644); err != nil {
+			return r, err
 		}
 		env = append(env, "RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
 			"RUNTIME_WATCH_ROOT=false")
-		res.bytes = len(bigYAML)
 	default:
-		return res, fmt.Errorf("unknown source %q", src)
+		return r, fmt.Errorf("unknown source %q", src)
 	}
 	fg := exec.Command(bin, "serve", "--compat", "envoy-ratelimit")
-	fg.Env = env
-	fg.Stderr = os.Stderr
-	if err := fg.Start(); err != nil {
-		return res, err
+	fg.Env, fg.Stderr = env, os.Stderr
+	if err := r.start(fg); err != nil {
+		return r, err
 	}
-	defer func() { fg.Process.Kill(); fg.Wait() }()
+	r.pid = fg.Process.Pid
+	if r.conn, err = grpc.NewClient("127.0.0.1:"+strconv.Itoa(gport), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		return r, err
+	}
+	r.rls = rlsv3.NewRateLimitServiceClient(r.conn)
+	return r, nil
+}
 
-	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(gport), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return res, err
+func (r *rig) start(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
 	}
-	defer conn.Close()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
-	probe := &rlsv3.RateLimitRequest{Domain: "many", Descriptors: []*commonv3.RateLimitDescriptor{{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "probe"}}}}}
-	last := &rlsv3.RateLimitRequest{Domain: "many", Descriptors: []*commonv3.RateLimitDescriptor{{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "client", Value: fmt.Sprintf("tenant-%06d", n-1)}}}}}
-	limited := func(req *rlsv3.RateLimitRequest) bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := rls.ShouldRateLimit(ctx, req)
-		return err == nil && len(resp.GetStatuses()) == 1 && resp.GetStatuses()[0].GetCurrentLimit() != nil
-	}
-	if !waitUntil(time.Minute, func() bool { return limited(probe) }) {
-		return res, fmt.Errorf("the server did not serve the small rule set within a minute")
-	}
-	time.Sleep(2 * time.Second) // settle
-	_, before := memory(fg.Process.Pid)
+	r.procs = append(r.procs, cmd)
+	return nil
+}
 
+// stop ends every process the rig started, and removes its directory.
+func (r *rig) stop() {
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	if r.ads != nil {
+		r.ads.stop()
+	}
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		r.procs[i].Process.Kill()
+		r.procs[i].Wait()
+	}
+	os.RemoveAll(r.dir)
+}
+
+// replace puts the large rule set in place of the small one: pushed, or
+// written outside the watched directory and moved in at once.
+func (r *rig) replace(big *rlconfv3.RateLimitConfig, bigYAML string) error {
+	if r.src == "xds" {
+		r.ads.push(big)
+		return nil
+	}
+	tmp := filepath.Join(r.dir, "many.yaml")
+	if err := os.WriteFile(tmp, []byte(bigYAML), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, r.ruleFile)
+}
+
+// limited reports whether the server answers req with a limit.
+func (r *rig) limited(req *rlsv3.RateLimitRequest) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := r.rls.ShouldRateLimit(ctx, req)
+	return err == nil && len(resp.GetStatuses()) == 1 && resp.GetStatuses()[0].GetCurrentLimit() != nil
+}
+
+// call is one RLS call of the load: when it started and how long it took.
+type call struct {
+	start time.Time
+	took  time.Duration
+}
+
+// load sends req from callers goroutines, a millisecond apart each, until
+// the function it returns is called, which returns the calls answered.
+func (r *rig) load(req *rlsv3.RateLimitRequest, callers int) func() []call {
 	var stop atomic.Bool
 	var mu sync.Mutex
-	type call struct {
-		start time.Time
-		took  time.Duration
-	}
 	var calls []call
 	var wg sync.WaitGroup
 	for range callers {
@@ -194,7 +225,7 @@ func run(bin, redisBin, src string, n, callers int) (result, error) {
 			for !stop.Load() {
 				start := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_, err := rls.ShouldRateLimit(ctx, probe)
+				_, err := r.rls.ShouldRateLimit(ctx, req)
 				cancel()
 				if err == nil {
 					mu.Lock()
@@ -205,29 +236,49 @@ func run(bin, redisBin, src string, n, callers int) (result, error) {
 			}
 		}()
 	}
+	return func() []call { stop.Store(true); wg.Wait(); return calls }
+}
+
+func descriptorRequest(key, value string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: "many", Descriptors: []*commonv3.RateLimitDescriptor{{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}}}}
+}
+
+// run measures one source: the server serving the small rule set, calls
+// going, the large set put in place, until its last descriptor is limited.
+func run(bin, redisBin, src string, n, callers int) (result, error) {
+	var res result
+	big, bigYAML, small, smallYAML := rules(n)
+	if src == "xds" {
+		b, _ := proto.Marshal(mustAny(big))
+		res.bytes = len(b)
+	} else {
+		res.bytes = len(bigYAML)
+	}
+	r, err := startRig(bin, redisBin, src, small, smallYAML)
+	defer r.stop()
+	if err != nil {
+		return res, err
+	}
+	probe, last := descriptorRequest("probe", ""), descriptorRequest("client", fmt.Sprintf("tenant-%06d", n-1))
+	if !waitUntil(time.Minute, func() bool { return r.limited(probe) }) {
+		return res, fmt.Errorf("the server did not serve the small rule set within a minute")
+	}
+	time.Sleep(2 * time.Second) // settle
+	_, before := memory(r.pid)
+	stop := r.load(probe, callers)
 	time.Sleep(time.Second)
 	t0 := time.Now()
-	switch src {
-	case "xds":
-		ads.push(big)
-	case "file":
-		tmp := filepath.Join(dir, "many.yaml") // outside the watched directory, then moved in at once
-		if err := os.WriteFile(tmp, []byte(bigYAML), 0o644); err != nil {
-			return res, err
-		}
-		if err := os.Rename(tmp, ruleFile); err != nil {
-			return res, err
-		}
+	if err := r.replace(big, bigYAML); err != nil {
+		return res, err
 	}
-	ok := waitUntil(10*time.Minute, func() bool { return limited(last) })
+	ok := waitUntil(10*time.Minute, func() bool { return r.limited(last) })
 	t1 := time.Now()
 	time.Sleep(time.Second)
-	stop.Store(true)
-	wg.Wait()
+	calls := stop()
 	if !ok {
 		return res, fmt.Errorf("the large rule set did not load within ten minutes")
 	}
-	peak, _ := memory(fg.Process.Pid)
+	peak, _ := memory(r.pid)
 	res.load = t1.Sub(t0)
 	res.growthMB = float64(peak-before) / (1 << 20)
 	var lat []float64
