@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -67,6 +67,9 @@ type limit struct {
 	name      string
 	replaces  []string
 	metadata  *structpb.Struct
+	// fullKey is the limit's path in the rule files (domain.key_value.key),
+	// the reference's name of it in /rlconfig.
+	fullKey string
 	// detailed is detailed_metric; the reference then reports no metadata.
 	detailed bool
 	// answer is the current_limit of its statuses.
@@ -105,12 +108,14 @@ type Wildcards int
 
 const (
 	// WildcardsTrailing: only a value ending in '*' is a wildcard, and it
-	// matches by prefix; any other '*' is a literal character. This is
-	// envoyproxy/ratelimit before March 2026 (its #1085), the version the
-	// Go module proxy serves and the project's differential test runs.
+	// matches by prefix; any other '*' is a literal character, as in
+	// envoyproxy/ratelimit before envoyproxy/ratelimit#1085 (the version
+	// the Go module proxy serves, which the differential test runs), for a
+	// fleet that still runs such a version beside this one.
 	WildcardsTrailing Wildcards = iota
 	// WildcardsAnywhere: every '*' matches any run of bytes
-	// (/api/*/action, foo*bar*baz), as envoyproxy/ratelimit since #1085.
+	// (/api/*/action, foo*bar*baz), as the current envoyproxy/ratelimit
+	// does.
 	WildcardsAnywhere
 )
 
@@ -151,74 +156,98 @@ func LoadConfig(files []File, merge bool, wild Wildcards) (*Config, error) {
 // Empty reports whether no domain is loaded.
 func (c *Config) Empty() bool { return len(c.domains) == 0 }
 
-// parseFile reads one file: its field names checked first, then decoded.
+// parseFile reads one file as the reference does, with the YAML library
+// it uses (YAML 1.1: yes, on and y are booleans, a timestamp is read as a
+// string): the field names and the kinds of values checked first, then the
+// fields decoded.
 func parseFile(f File) (*yamlRoot, error) {
 	if f.root != nil {
 		return f.root, nil
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(f.Text, &doc); err != nil {
+	raw := map[any]any{}
+	if err := yaml.Unmarshal(f.Text, &raw); err != nil {
 		return nil, &configError{f.Name, "error loading config file: " + err.Error()}
 	}
-	root := &yamlRoot{}
-	if len(doc.Content) == 0 {
-		return root, nil
-	}
-	top := doc.Content[0]
-	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
-		return root, nil
-	}
-	if top.Kind != yaml.MappingNode {
-		return nil, &configError{f.Name, "error loading config file: the file is not a mapping of field: value"}
-	}
-	if err := validateKeys(top); err != nil {
+	if err := validateKeys(raw); err != nil {
 		return nil, &configError{f.Name, err.Error()}
 	}
-	if err := top.Decode(root); err != nil {
+	root := &yamlRoot{}
+	if err := yaml.Unmarshal(f.Text, root); err != nil {
 		return nil, &configError{f.Name, "error loading config file: " + err.Error()}
 	}
 	return root, nil
 }
 
 // validateKeys checks a mapping's field names at every level, leaving
-// metadata's content alone, and the kinds of its values.
-func validateKeys(m *yaml.Node) error {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			return fmt.Errorf("config error, key is not of type string: %v", k.Value)
+// metadata's content alone, and the kinds of its values, as the reference
+// does.
+func validateKeys(m map[any]any) error {
+	for k, v := range m {
+		name, ok := k.(string)
+		if !ok {
+			return fmt.Errorf("config error, key is not of type string: %v", k)
 		}
-		if !validKeys[k.Value] {
-			return fmt.Errorf("config error, unknown key '%s'", k.Value)
+		if !validKeys[name] {
+			return fmt.Errorf("config error, unknown key '%s'", name)
 		}
-		if k.Value == "metadata" {
+		if name == "metadata" {
 			continue
 		}
-		switch v.Kind {
-		case yaml.SequenceNode:
-			for _, e := range v.Content {
-				if e.Kind != yaml.MappingNode {
-					return fmt.Errorf("config error, yaml file contains list of type other than map: %v", e.Value)
+		switch v := v.(type) {
+		case []any:
+			for _, e := range v {
+				em, ok := e.(map[any]any)
+				if !ok {
+					return fmt.Errorf("config error, yaml file contains list of type other than map: %v", e)
 				}
-				if err := validateKeys(e); err != nil {
+				if err := validateKeys(em); err != nil {
 					return err
 				}
 			}
-		case yaml.MappingNode:
+		case map[any]any:
 			if err := validateKeys(v); err != nil {
 				return err
 			}
-		case yaml.ScalarNode:
-			switch v.Tag {
-			case "!!str", "!!int", "!!bool", "!!null":
-			default:
-				return fmt.Errorf("error checking config")
-			}
+		case string, int, bool, nil:
 		default:
 			return fmt.Errorf("error checking config")
 		}
 	}
 	return nil
+}
+
+// parseMetadata is a descriptor's metadata as the reference reads it: the
+// keys of nested mappings written as text (%v), then made a protobuf
+// Struct (nil when empty).
+func parseMetadata(m map[string]any) (*structpb.Struct, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = stringKeys(v)
+	}
+	return structpb.NewStruct(out)
+}
+
+// stringKeys converts the mappings in v (at any depth) to mappings with
+// text keys.
+func stringKeys(v any) any {
+	switch v := v.(type) {
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[fmt.Sprintf("%v", k)] = stringKeys(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = stringKeys(e)
+		}
+		return out
+	}
+	return v
 }
 
 // unitByName maps a unit's name in upper case to the unit.
@@ -282,6 +311,7 @@ func (n *node) load(c *Config, wild Wildcards, file, parent string, descs []yaml
 			}
 			l := newLimit(rl.RequestsPerUnit, unit, rl.Name)
 			l.unlimited, l.shadow, l.quota, l.detailed = rl.Unlimited, d.ShadowMode, d.QuotaMode, d.DetailedMetric
+			l.fullKey = path
 			for _, r := range rl.Replaces {
 				if r.Name == "" {
 					return &configError{file, "should not have an empty replaces entry"}
@@ -315,7 +345,7 @@ func (n *node) load(c *Config, wild Wildcards, file, parent string, descs []yaml
 			n.wildcards = append(n.wildcards, wildcard{key: final, parts: parts})
 		}
 		if len(d.Metadata) > 0 {
-			md, err := structpb.NewStruct(d.Metadata)
+			md, err := parseMetadata(d.Metadata)
 			if err != nil {
 				return &configError{file, "error parsing metadata: " + err.Error()}
 			}
@@ -365,7 +395,7 @@ type match struct {
 	limit  *limit
 	shared []string
 	// metadata is the limit's metadata as the reference reports it: none
-	// when detailed_metric or value_to_metric renamed the limit's stats.
+	// when it renamed the limit's stats (see lookupStats).
 	metadata *structpb.Struct
 	// stats is the name the reference counts the limit's stats under
 	// (domain.key_value.key...), when lookup was asked for it.
@@ -399,6 +429,9 @@ func (c *Config) lookupStats(domain string, entries []entry, withStats bool) mat
 		named.WriteString(domain)
 	}
 	renamed := false // value_to_metric put a value in the stats key
+	// limitHasChildren: the limit's node has descriptors below it; the
+	// reference then keeps a detailed_metric limit's metadata.
+	limitHasChildren := false
 	cur := dom
 	for i, e := range entries {
 		final := e.key + "_" + e.value
@@ -434,6 +467,7 @@ func (c *Config) lookupStats(domain string, entries []entry, withStats bool) mat
 		}
 		if next != nil && next.limit != nil && i == len(entries)-1 {
 			m.limit = next.limit
+			limitHasChildren = len(next.children) > 0
 		}
 		if next == nil || len(next.children) == 0 {
 			break
@@ -442,7 +476,10 @@ func (c *Config) lookupStats(domain string, entries []entry, withStats bool) mat
 	}
 	if m.limit != nil {
 		m.shared = shared
-		if !m.limit.detailed && !renamed {
+		// The reference makes the limit anew, without its metadata, when
+		// it renames its stats: detailed_metric on a node without
+		// descriptors below, or value_to_metric otherwise.
+		if m.limit.detailed && limitHasChildren || !m.limit.detailed && !renamed {
 			m.metadata = m.limit.metadata
 		}
 		if withStats {

@@ -182,6 +182,10 @@ func TestParseSettings(t *testing.T) {
 		{map[string]string{"NEAR_LIMIT_RATIO": "2"}, "NEAR_LIMIT_RATIO"},
 		{map[string]string{"SHADOW_MODE": "maybe"}, `SHADOW_MODE: "maybe" is not true or false`},
 		{map[string]string{"FLOODGATE_WILDCARDS": "some"}, `FLOODGATE_WILDCARDS: "some": want trailing`},
+		{map[string]string{"REDIS_CLUSTER_PIPELINE_PARALLELISM": "-1"}, "REDIS_CLUSTER_PIPELINE_PARALLELISM: redis cluster pipeline parallelism must be >= 0"},
+		{map[string]string{"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM": "x"}, `REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM: "x" is not a whole number`},
+		{map[string]string{"TRACING_EXPORTER_PROTOCOL": "zipkin"}, `TRACING_EXPORTER_PROTOCOL: "zipkin": want http or grpc`},
+		{map[string]string{"TRACING_SAMPLING_RATE": "half"}, `TRACING_SAMPLING_RATE: "half" is not a number`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			if _, err := ParseSettings(mapLookup(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -190,8 +194,19 @@ func TestParseSettings(t *testing.T) {
 		})
 	}
 	s, err = ParseSettings(mapLookup(map[string]string{"USE_STATSD": "false", "REDIS_TYPE": "Cluster", "LIMIT_RESPONSE_HEADERS_ENABLED": "1"}))
-	if err != nil || s.Redis.Type != "cluster" || !s.HeadersEnabled || s.Wildcards != WildcardsTrailing {
+	if err != nil || s.Redis.Type != "cluster" || !s.HeadersEnabled || s.Wildcards != WildcardsAnywhere {
 		t.Fatalf("%+v, %v", s, err)
+	}
+	if s, err := ParseSettings(mapLookup(map[string]string{"FLOODGATE_WILDCARDS": "trailing"})); err != nil || s.Wildcards != WildcardsTrailing {
+		t.Fatalf("FLOODGATE_WILDCARDS=trailing: %v, %v", s.Wildcards, err)
+	}
+	if s.Redis.ClusterParallelism != 1 || s.PerSecond.ClusterParallelism != 1 || s.Tracing.Enabled || s.Tracing.ServiceName != "RateLimit" ||
+		s.Tracing.Protocol != "http" || s.Tracing.SamplingRate != 1 {
+		t.Fatalf("defaults: parallelism %d/%d, tracing %+v", s.Redis.ClusterParallelism, s.PerSecond.ClusterParallelism, s.Tracing)
+	}
+	s, err = ParseSettings(mapLookup(map[string]string{"REDIS_CLUSTER_PIPELINE_PARALLELISM": "0", "TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "grpc"}))
+	if err != nil || s.Redis.ClusterParallelism != 0 || !s.Tracing.Enabled || s.Tracing.Protocol != "grpc" {
+		t.Fatalf("parallelism 0 and tracing over grpc: %+v, %v", s, err)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -131,6 +130,7 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		warnLiteral(log, cfg)
 	}
 	s := &Server{set: set, log: log, lis: map[string]net.Listener{}, stopXDS: func() {}}
+	logParallelism(log, set)
 	client, err := dialRetrying(ctx, set, set.Redis, log)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
@@ -148,6 +148,10 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		s.closeClients()
 		return nil, err
 	}
+	if s.svc.trace, err = newTracing(ctx, set.Tracing); err != nil {
+		s.closeClients()
+		return nil, err
+	}
 	s.healthy = !set.HealthyWithAtLeastOneConfigLoaded || cfg != nil && !cfg.Empty()
 
 	s.health = health.NewServer()
@@ -157,7 +161,11 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 
-	js, err := httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: s.svc, Logger: log,
+	var decide httpapi.RateLimitService = s.svc
+	if s.svc.trace != nil {
+		decide = jsonService{s.svc, s.svc.trace}
+	}
+	js, err := httpapi.NewEnvoyJSON(httpapi.EnvoyJSONOptions{Service: decide, Logger: log,
 		AcceptType: func(string) bool { return true }, FailureStatus: http.StatusBadRequest})
 	if err != nil {
 		s.closeClients()
@@ -168,16 +176,7 @@ func New(ctx context.Context, set Settings, log *slog.Logger) (*Server, error) {
 	mux.HandleFunc("/healthcheck", s.serveHealth)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
-	dmux := http.NewServeMux()
-	dmux.HandleFunc("/debug/pprof/", pprof.Index)
-	dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	dmux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "/debug/pprof/: root of various pprof endpoints. hit for help.")
-		fmt.Fprintln(w, "/debug/pprof/profile: CPU profiling endpoint")
-		fmt.Fprintln(w, "/debug/pprof/trace: trace endpoint")
-	})
-	s.debug = &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
+	s.debug = &http.Server{Handler: s.debugMux(), ReadHeaderTimeout: 10 * time.Second}
 	if st := s.svc.stats; st != nil && st.prom != nil {
 		pmux := http.NewServeMux()
 		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(st.prom.reg, promhttp.HandlerOpts{}))
@@ -218,6 +217,9 @@ func (s *Server) newGRPC() error {
 	}
 	// The guards' interceptors come first: a refused call costs nothing more.
 	opts = append(opts, s.grpcGuards(creds)...)
+	if s.svc.trace != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.svc.trace.interceptor()))
+	}
 	if s.svc.stats != nil {
 		opts = append(opts, grpc.ChainUnaryInterceptor(s.svc.stats.interceptor(s.set.statsdOn())))
 	}
@@ -233,7 +235,22 @@ func (s *Server) newGRPC() error {
 // nothing.
 func warnLiteral(log *slog.Logger, cfg *Config) {
 	for _, d := range cfg.Literal {
-		log.Warn("a '*' inside a descriptor value is a literal character here, as in envoyproxy/ratelimit before its wildcards anywhere (#1085); set FLOODGATE_WILDCARDS=anywhere if the rule means a wildcard", "descriptor", d)
+		log.Warn("FLOODGATE_WILDCARDS=trailing: a '*' inside this descriptor's value is a literal character, as in envoyproxy/ratelimit before envoyproxy/ratelimit#1085", "descriptor", d)
+	}
+}
+
+// logParallelism says, once, what a cluster pipeline parallelism other
+// than the reference's default (1) does here: a request's commands already
+// go to their masters at once, so the value bounds nothing.
+func logParallelism(log *slog.Logger, set Settings) {
+	for _, r := range []struct {
+		name string
+		r    RedisSettings
+		used bool
+	}{{"REDIS_CLUSTER_PIPELINE_PARALLELISM", set.Redis, true}, {"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", set.PerSecond, set.RedisPerSecond}} {
+		if r.used && r.r.Type == "cluster" && r.r.ClusterParallelism != 1 {
+			log.Info(r.name+": a request's commands go to their masters at once, each master's on one pipelined connection, whatever the value", "value", r.r.ClusterParallelism)
+		}
 	}
 }
 
@@ -412,6 +429,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.admission.Close()
 	s.closeClients()
+	s.svc.trace.shutdown()
 	return err
 }
 

@@ -36,6 +36,7 @@ type Service struct {
 	pipe, perSecondPipe *sharedPipeline
 	local               *localCache  // nil without LOCAL_CACHE_SIZE_IN_BYTES
 	stats               *stats       // nil without a stats sink
+	trace               *tracing     // nil without TRACING_ENABLED
 	now                 func() int64 // Unix seconds
 
 	jitterMu sync.Mutex
@@ -113,6 +114,10 @@ func (s *Service) serviceError(err error) error {
 
 // ShouldRateLimit decides one request.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if s.trace != nil {
+		span := s.trace.startDecision(ctx, req)
+		defer span.End()
+	}
 	if req.GetDomain() == "" {
 		return nil, s.serviceError(errEmptyDomain)
 	}
@@ -416,6 +421,10 @@ func (s *Service) incr(ctx context.Context, ds []descriptorState) error {
 		*cmds = append(*cmds,
 			client.B().Incrby().Key(d.key).Increment(int64(d.addend)).Build(),
 			client.B().Expire().Key(d.key).Seconds(exp).Build())
+	}
+	if s.trace != nil {
+		span := s.trace.startPipeline(ctx, len(mainCmds), len(perSecCmds))
+		defer span.End()
 	}
 	if len(mainCmds) > 0 {
 		if err := s.exec(ctx, s.pipe, mainCmds, ds, false); err != nil {

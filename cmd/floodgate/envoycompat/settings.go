@@ -9,8 +9,9 @@
 // service's own keys (prefix, domain, entries and window start, INCRBY and
 // EXPIRE with jitter), so old and new pods on one Redis enforce one limit.
 //
-// A setting it cannot honour (the memcache backend, DogStatsD, tracing)
-// stops the start with one line naming it. With CONFIG_TYPE=GRPC_XDS_SOTW
+// A setting it cannot honour (the memcache backend, DogStatsD) stops the
+// start with one line naming it. TRACING_ENABLED exports OTLP spans as
+// the reference does; the debug port serves /rlconfig, /stats and pprof. With CONFIG_TYPE=GRPC_XDS_SOTW
 // the rules are pushed by an xDS server (Envoy Gateway's controller)
 // instead of read from files. GRPC_SERVER_USE_TLS serves gRPC with TLS
 // (mutual with GRPC_CLIENT_TLS_CACERT). The stats go to statsd (USE_STATSD,
@@ -19,6 +20,7 @@
 package envoycompat
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -86,8 +88,8 @@ type Settings struct {
 	PrometheusAddr string
 	PrometheusPath string
 
-	// Wildcards is FLOODGATE_WILDCARDS: trailing (the default) or
-	// anywhere; see Wildcards.
+	// Wildcards is FLOODGATE_WILDCARDS: anywhere (the default, as the
+	// current reference) or trailing; see Wildcards.
 	Wildcards Wildcards
 
 	// ConfigType is CONFIG_TYPE: file (the runtime directory) or
@@ -97,6 +99,9 @@ type Settings struct {
 	// before the first rules arrive (requests fail until then, as there).
 	ForceStart bool
 	XDS        XDSSettings
+
+	// Tracing is TRACING_*: OTLP spans as the reference exports them.
+	Tracing TracingSettings
 
 	GlobalShadowMode        bool
 	GlobalQuotaMode         bool
@@ -114,6 +119,12 @@ type RedisSettings struct {
 	SentinelAuth string
 	TLS          bool
 	Timeout      time.Duration
+	// ClusterParallelism is REDIS_(PERSECOND_)CLUSTER_PIPELINE_PARALLELISM:
+	// how many of a request's key groups the reference sends to a Redis
+	// Cluster at once (1, its default: one after the other; 0: up to its
+	// pool size). Here a request's commands go to their masters at once,
+	// each master's over its one pipelined connection, whatever the value.
+	ClusterParallelism int
 
 	// The TLS files and choices are shared by both Redis connections.
 	TLSClientCert, TLSClientKey, TLSCACert string
@@ -159,6 +170,22 @@ func duration(dst func(*Settings) *time.Duration) func(*Settings, string) error 
 			return fmt.Errorf("%q is not a duration such as 10s", clip(v))
 		}
 		*dst(s) = d
+		return nil
+	}
+}
+
+// parallelism reads a cluster pipeline parallelism: a whole number, at
+// least 0, as the reference checks it.
+func parallelism(dst func(*Settings) *int) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", clip(v))
+		}
+		if n < 0 {
+			return errors.New("redis cluster pipeline parallelism must be >= 0")
+		}
+		*dst(s) = n
 		return nil
 	}
 }
@@ -233,6 +260,7 @@ var settings = []setting{
 	{"REDIS_TLS_CACERT", "", str(func(s *Settings) *string { return &s.Redis.TLSCACert })},
 	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", boolean(func(s *Settings) *bool { return &s.Redis.TLSSkipHostnameVerification })},
 	{"REDIS_TIMEOUT", "10s", duration(func(s *Settings) *time.Duration { return &s.Redis.Timeout })},
+	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", parallelism(func(s *Settings) *int { return &s.Redis.ClusterParallelism })},
 
 	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", duration(func(s *Settings) *time.Duration { return &s.RedisStartupInitial })},
 	{"REDIS_STARTUP_MAX_INTERVAL", "30s", duration(func(s *Settings) *time.Duration { return &s.RedisStartupMax })},
@@ -246,6 +274,7 @@ var settings = []setting{
 	{"REDIS_PERSECOND_SENTINEL_AUTH", "", str(func(s *Settings) *string { return &s.PerSecond.SentinelAuth })},
 	{"REDIS_PERSECOND_TLS", "false", boolean(func(s *Settings) *bool { return &s.PerSecond.TLS })},
 	{"REDIS_PERSECOND_TIMEOUT", "10s", duration(func(s *Settings) *time.Duration { return &s.PerSecond.Timeout })},
+	{"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "1", parallelism(func(s *Settings) *int { return &s.PerSecond.ClusterParallelism })},
 
 	{"SHADOW_MODE", "false", boolean(func(s *Settings) *bool { return &s.GlobalShadowMode })},
 	{"QUOTA_MODE", "false", boolean(func(s *Settings) *bool { return &s.GlobalQuotaMode })},
@@ -254,7 +283,7 @@ var settings = []setting{
 	{"USE_PROMETHEUS", "false", boolean(func(s *Settings) *bool { return &s.UsePrometheus })},
 	{"PROMETHEUS_ADDR", ":9090", str(func(s *Settings) *string { return &s.PrometheusAddr })},
 	{"PROMETHEUS_PATH", "/metrics", str(func(s *Settings) *string { return &s.PrometheusPath })},
-	{"FLOODGATE_WILDCARDS", "trailing", func(s *Settings, v string) error {
+	{"FLOODGATE_WILDCARDS", "anywhere", func(s *Settings, v string) error {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "trailing":
 			s.Wildcards = WildcardsTrailing
@@ -289,7 +318,6 @@ func nonEmpty(v string) bool { return strings.TrimSpace(v) != "" }
 var refusals = []refusal{
 	{"BACKEND_TYPE", notEqualFold("redis"), "only the redis backend is served; memcache is not"},
 	{"USE_DOG_STATSD", isTrue, "DogStatsD is not sent; set USE_DOG_STATSD=false and use plain statsd (USE_STATSD=true) or USE_PROMETHEUS=true"},
-	{"TRACING_ENABLED", isTrue, "tracing is not served in this mode; unset TRACING_ENABLED"},
 	{"MEMCACHE_HOST_PORT", nonEmpty, "the memcache backend is not served"},
 	{"MEMCACHE_SRV", nonEmpty, "the memcache backend is not served"},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", notEqualFold("WAIT"), "only WAIT is served (as by the reference since radix v4)"},
@@ -310,6 +338,7 @@ func ParseSettings(lookup func(string) (string, bool)) (Settings, error) {
 	rows := append(settings[:len(settings):len(settings)], xdsSettings...)
 	rows = append(rows, grpcTLSSettings...)
 	rows = append(rows, guardSettings...)
+	rows = append(rows, tracingSettings...)
 	for _, st := range append(rows, statsSettings...) {
 		v, ok := lookup(st.name)
 		if !ok {

@@ -289,7 +289,10 @@ func xdsDescriptors(pb []*rlconfv3.RateLimitDescriptor) []yamlDescriptor {
 	out := make([]yamlDescriptor, len(pb))
 	for i, d := range pb {
 		out[i] = yamlDescriptor{Key: d.GetKey(), Value: d.GetValue(), Descriptors: xdsDescriptors(d.GetDescriptors()),
-			ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric()}
+			ShadowMode: d.GetShadowMode(), DetailedMetric: d.GetDetailedMetric(), QuotaMode: d.GetQuotaMode()}
+		if m := d.GetMetadata(); m != nil {
+			out[i].Metadata = m.AsMap()
+		}
 		if p := d.GetRateLimit(); p != nil {
 			l := &yamlLimit{RequestsPerUnit: p.GetRequestsPerUnit(), Unit: p.GetUnit().String(), Unlimited: p.GetUnlimited(), Name: p.GetName()}
 			for _, r := range p.GetReplaces() {

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // xdsServer is a go-control-plane ADS server on a loopback port with a
@@ -350,4 +351,47 @@ func FuzzXDSFiles(f *testing.F) {
 			_, _ = LoadConfig(files, false, WildcardsTrailing)
 		}
 	})
+}
+
+// TestXDSQuotaModeAndMetadata pushes the fields the reference reads from
+// xDS beside its rule files' (quota_mode and metadata, in its
+// RateLimitDescriptor): two quota limits reject a request only when both
+// are over, and the dynamic metadata carries the metadata of the limits
+// that passed, the first one's where they name the same field.
+func TestXDSQuotaModeAndMetadata(t *testing.T) {
+	md := func(name string) *structpb.Struct {
+		s, err := structpb.NewStruct(map[string]any{"service_with_quota": map[string]any{"name": name}, "n": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	x := startXDS(t, "127.0.0.1:0")
+	x.push(t, "envoy-ratelimit", "1", &rlconfv3.RateLimitConfig{Name: "q", Domain: "gw", Descriptors: []*rlconfv3.RateLimitDescriptor{
+		{Key: "service", Value: "s1", QuotaMode: true, Metadata: md("s1"), RateLimit: &rlconfv3.RateLimitPolicy{Unit: rlconfv3.RateLimitUnit_DAY, RequestsPerUnit: 1}},
+		{Key: "service", Value: "s2", QuotaMode: true, Metadata: md("s2"), RateLimit: &rlconfv3.RateLimitPolicy{Unit: rlconfv3.RateLimitUnit_DAY, RequestsPerUnit: 2}},
+	}})
+	c := startXDSCompat(t, x.addr, map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"})
+	waitFor(t, "ACK of version 1", func() bool { return x.answered("1", false, "") })
+	req := &rlsv3.RateLimitRequest{Domain: "gw", Descriptors: []*commonv3.RateLimitDescriptor{
+		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "service", Value: "s1"}}},
+		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "service", Value: "s2"}}},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// s1 holds 1 and s2 2: the first request passes both (s1's metadata
+	// first), the second passes s2 alone, the third neither.
+	for i, want := range []struct {
+		code    rlsv3.RateLimitResponse_Code
+		service string
+	}{{rlsv3.RateLimitResponse_OK, "s1"}, {rlsv3.RateLimitResponse_OK, "s2"}, {rlsv3.RateLimitResponse_OVER_LIMIT, ""}} {
+		resp, err := c.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.GetDynamicMetadata().GetFields()["metadata"].GetStructValue().GetFields()["service_with_quota"].GetStructValue().GetFields()["name"].GetStringValue()
+		if resp.GetOverallCode() != want.code || got != want.service {
+			t.Errorf("request %d: %v with metadata for %q, want %v with %q", i+1, resp.GetOverallCode(), got, want.code, want.service)
+		}
+	}
 }
