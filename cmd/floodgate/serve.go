@@ -32,7 +32,7 @@ func parseServeArgs(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.rulesFile, "rules", "", "rule `file`, overriding the config's rules (watched and hot-reloaded)")
 	fs.StringVar(&f.storeURL, "store", "", "counter store `URL`, overriding the config's store: memory, host:port, redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port,... or redis-sentinel://host:port,...?master=NAME (docs/redis.md)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log `level`: debug, info, warn or error (overrides the config)")
-	fs.StringVar(&f.compat, "compat", "", "`mode`: envoy-ratelimit serves as a drop-in for envoyproxy/ratelimit, configured by its environment variables (RUNTIME_ROOT, REDIS_URL, ...) alone; no other flag applies. It is also the mode when RUNTIME_ROOT is set and none of --config, --rules, --store is given (docs/migration-envoy-ratelimit.md)")
+	fs.StringVar(&f.compat, "compat", "", "`mode`: envoy-ratelimit serves as a drop-in for envoyproxy/ratelimit, configured by its environment variables (RUNTIME_ROOT, REDIS_URL, ...) alone; no other flag is taken. The binary started as ratelimit (/bin/ratelimit in the image) runs the same (docs/migration-envoy-ratelimit.md)")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the documented default configuration and exit")
 	fs.StringVar(&f.ov.http, "http", "", "HTTP listener `address` host:port (JSON API, /json, metrics, health, status page), overriding the config; \"off\" disables it")
 	fs.StringVar(&f.ov.grpc, "grpc", "", "gRPC listener `address` host:port (Envoy Rate Limit Service), overriding the config; \"off\" disables it")
@@ -117,7 +117,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	if f.compat != "" || f.referenceEnvironment(os.LookupEnv) {
+	if f.compat != "" {
 		return runCompat(os.LookupEnv, stderr)
 	}
 	if f.printConfig {
@@ -146,6 +146,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		debug.SetMemoryLimit(plan.GoLimit)
 		goLimit = strconv.FormatInt(plan.GoLimit, 10)
 	}
+	warnReferenceEnvironment(log, os.LookupEnv)
 	log.Info("memory bounds", "container_limit", plan.Container, "container_limit_from", limitFrom, "derived_from_container", plan.Derived, "go_memory_limit", goLimit,
 		"store_max_bytes", cfg.Store.MaxBytes, "node_max_bytes", cfg.Arrangement.MaxBytes, "node_max_pending_bytes", cfg.Arrangement.MaxPendingBytes)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -19,14 +20,15 @@ const compatEnvoy = "envoy-ratelimit"
 const referenceName = "ratelimit"
 
 // runCompat serves as a drop-in for envoyproxy/ratelimit, configured by its
-// environment variables, until SIGINT or SIGTERM.
+// environment variables, until SIGINT, SIGTERM or SIGHUP.
 func runCompat(lookup func(string) (string, bool), stderr io.Writer) error {
 	set, err := envoycompat.ParseSettings(lookup)
 	if err != nil {
 		return fmt.Errorf("--compat %s: %v", compatEnvoy, err)
 	}
 	log := set.Logger(stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP too stops it gracefully, as it stops the reference.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	srv, err := envoycompat.New(ctx, set, log)
 	if err != nil {
@@ -46,19 +48,14 @@ func runReference(args []string, lookup func(string) (string, bool), stderr io.W
 	return runCompat(lookup, stderr)
 }
 
-// referenceEnvironment reports whether serve was given envoyproxy/ratelimit's
-// environment instead of a configuration of its own: RUNTIME_ROOT (where
-// that service's rule files are; Floodgate's own mode never reads it) is
-// set and neither --config, --rules, --store nor --print-config is given.
-// Then the image's default command (serve with its listener flags) serves
-// as that service, so a deployment made for its image that relies on the
-// image's entry point needs only the image changed.
-func (f serveFlags) referenceEnvironment(lookup func(string) (string, bool)) bool {
-	if f.configFile != "" || f.rulesFile != "" || f.storeURL != "" || f.printConfig {
-		return false
+// warnReferenceEnvironment says, in one line, that RUNTIME_ROOT is
+// ignored when it is set: own mode never reads envoyproxy/ratelimit's
+// environment, and a deployment made for that service's image must ask for
+// its mode (--compat envoy-ratelimit, or the binary as /bin/ratelimit).
+func warnReferenceEnvironment(log *slog.Logger, lookup func(string) (string, bool)) {
+	if v, ok := lookup("RUNTIME_ROOT"); ok {
+		log.Warn("RUNTIME_ROOT is set and ignored: floodgate serve runs its own mode; for envoyproxy/ratelimit's, run floodgate serve --compat envoy-ratelimit or /bin/ratelimit", "RUNTIME_ROOT", v)
 	}
-	_, ok := lookup("RUNTIME_ROOT")
-	return ok
 }
 
 // invokedAsReference reports whether the program was started as

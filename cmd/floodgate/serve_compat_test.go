@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -44,34 +46,17 @@ func TestCompatRefusesBeforeStarting(t *testing.T) {
 	}
 }
 
-func TestReferenceEnvironment(t *testing.T) {
-	withRoot := func(k string) (string, bool) {
-		if k == "RUNTIME_ROOT" {
-			return "/data", true
-		}
-		return "", false
+// TestReferenceEnvironmentIgnored: own mode with RUNTIME_ROOT set stays
+// own mode and says so in one line; without it, it says nothing.
+func TestReferenceEnvironmentIgnored(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	warnReferenceEnvironment(log, func(string) (string, bool) { return "", false })
+	if buf.Len() != 0 {
+		t.Fatalf("without RUNTIME_ROOT: %q", buf.String())
 	}
-	none := func(string) (string, bool) { return "", false }
-	for _, tc := range []struct {
-		args   []string
-		lookup func(string) (string, bool)
-		want   bool
-	}{
-		{[]string{"--http", "0.0.0.0:8080", "--grpc", "0.0.0.0:8081"}, withRoot, true},
-		{nil, withRoot, true},
-		{[]string{"--http", "0.0.0.0:8080"}, none, false},
-		{[]string{"--rules", "r.yaml"}, withRoot, false},
-		{[]string{"--config", "c.yaml"}, withRoot, false},
-		{[]string{"--store", "memory"}, withRoot, false},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			f, err := parseServeArgs(tc.args, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := f.referenceEnvironment(tc.lookup); got != tc.want {
-				t.Errorf("serve %v: reference environment %v, want %v", tc.args, got, tc.want)
-			}
-		})
+	warnReferenceEnvironment(log, func(k string) (string, bool) { return "/data", k == "RUNTIME_ROOT" })
+	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "RUNTIME_ROOT is set and ignored") || !strings.Contains(got, "--compat envoy-ratelimit") {
+		t.Fatalf("with RUNTIME_ROOT: %q, want one line naming it and how to ask for compatibility mode", got)
 	}
 }

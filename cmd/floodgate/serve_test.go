@@ -15,13 +15,16 @@ import (
 )
 
 // TestServeProcess runs the real binary, talks to it over loopback, and
-// stops it with SIGTERM as an orchestrator would.
+// stops it with SIGTERM as an orchestrator would. Its environment holds
+// envoyproxy/ratelimit's RUNTIME_ROOT, as a pod made for that image does:
+// serve stays in its own mode and says, in one line, that it ignores it.
 func TestServeProcess(t *testing.T) {
 	bin := floodgateBinary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "floodgate.yaml")
 	os.WriteFile(cfg, []byte("http:\n  addr: 127.0.0.1:0\ngrpc:\n  addr: 127.0.0.1:0\nlog:\n  format: text\n"), 0o644)
 	cmd := exec.Command(bin, "serve", "--config", cfg, "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "RUNTIME_ROOT="+dir)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -72,6 +75,9 @@ func TestServeProcess(t *testing.T) {
 	all := strings.Join(seen, "\n")
 	if !strings.Contains(all, "shutting down") || !strings.Contains(all, "msg=stopped") {
 		t.Fatalf("no graceful shutdown in the log:\n%s", all)
+	}
+	if n := strings.Count(all, "RUNTIME_ROOT is set and ignored"); n != 1 {
+		t.Fatalf("%d lines say RUNTIME_ROOT is ignored, want 1:\n%s", n, all)
 	}
 }
 
