@@ -244,11 +244,99 @@ func TestChartRenders(t *testing.T) {
 			t.Errorf("admin listener %+v: want TLS with the server's certificate, no client certificates, the token", cfg.Admin)
 		}
 	})
+	t.Run("envoy-ratelimit mode", func(t *testing.T) {
+		objs := objects(t, nil, "mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=",
+			"envoyRatelimit.env.LOG_LEVEL=info", "envoyRatelimit.env.USE_PROMETHEUS=true", "extraEnv[0].name=EXTRA", "extraEnv[0].value=x1",
+			"tracing.enabled=true", "tracing.endpoint=http://collector:4317", "tracing.protocol=grpc")
+		dep := objs["Deployment/floodgate"]
+		c := container(dep)
+		if cmd := dig(c, "command", 0); cmd != "/bin/ratelimit" || dig(c, "args") != nil {
+			t.Errorf("command %v args %v: want /bin/ratelimit and no arguments", dig(c, "command"), dig(c, "args"))
+		}
+		env := map[string]any{}
+		var names []string
+		for _, e := range dig(c, "env").([]any) {
+			n := dig(e, "name").(string)
+			names = append(names, n)
+			env[n] = dig(e, "value")
+			if n == "REDIS_AUTH" {
+				env[n] = dig(e, "valueFrom", "secretKeyRef", "name")
+			}
+		}
+		for k, v := range map[string]string{"RUNTIME_ROOT": "/data", "RUNTIME_SUBDIRECTORY": "ratelimit", "RUNTIME_WATCH_ROOT": "false",
+			"RUNTIME_IGNOREDOTFILES": "true", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "floodgate-redis:6379", "REDIS_AUTH": "floodgate-redis",
+			"USE_STATSD": "false", "USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": "0.0.0.0:9090", "DEBUG_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+			"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "EXTRA": "x1"} {
+			if env[k] != v {
+				t.Errorf("%s = %v, want %q", k, env[k], v)
+			}
+		}
+		if len(names) != len(env) || names[len(names)-1] != "EXTRA" {
+			t.Errorf("variables %v: each once, extraEnv last", names)
+		}
+		for _, probe := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
+			if dig(c, probe, "httpGet", "path") != "/healthcheck" || dig(c, probe, "httpGet", "port") != "http" {
+				t.Errorf("%s: %v, want /healthcheck on http", probe, dig(c, probe))
+			}
+		}
+		if dig(c, "volumeMounts", 0, "mountPath") != "/data/ratelimit/config" || objs["ConfigMap/floodgate-config"] != nil {
+			t.Errorf("mounts %v, objects %v: want the rule files at RUNTIME_ROOT/ratelimit/config and no serve configuration", dig(c, "volumeMounts"), keys(objs))
+		}
+		text, _ := dig(objs["ConfigMap/floodgate-rules"], "data", "config.yaml").(string)
+		if _, err := rules.Parse("config.yaml", []byte(text)); err != nil || !strings.Contains(text, "descriptors:") {
+			t.Errorf("the chart's envoyproxy/ratelimit rules %q: %v", text, err)
+		}
+		ext := objects(t, nil, "mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=", "store.redis.deploy=false",
+			"store.redis.url=rediss://redis.example:6380", "store.redis.auth.existingSecret=", "envoyRatelimit.env.REDIS_TYPE=cluster")
+		env = map[string]any{}
+		for _, e := range dig(container(ext["Deployment/floodgate"]), "env").([]any) {
+			env[dig(e, "name").(string)] = dig(e, "value")
+		}
+		if env["REDIS_URL"] != "redis.example:6380" || env["REDIS_TLS"] != "true" || env["REDIS_TYPE"] != "cluster" || env["REDIS_AUTH"] != nil {
+			t.Errorf("an external Redis over TLS: %v", env)
+		}
+	})
+	t.Run("scheduling, pod metadata and service account, in either mode", func(t *testing.T) {
+		set := []string{"nodeSelector.disk=ssd", "tolerations[0].key=dedicated", "tolerations[0].operator=Exists",
+			"affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
+			"affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=kubernetes.io/hostname",
+			"podAnnotations.example\\.com/team=edge", "podLabels.tier=limits", "serviceAccount.create=true",
+			"serviceAccount.annotations.iam=role", "extraEnv[0].name=EXTRA", "extraEnv[0].value=x1"}
+		for _, mode := range [][]string{nil, {"mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret="}} {
+			objs := objects(t, nil, append(set, mode...)...)
+			pod := dig(objs["Deployment/floodgate"], "spec", "template")
+			if dig(pod, "spec", "nodeSelector", "disk") != "ssd" || dig(pod, "spec", "tolerations", 0, "key") != "dedicated" ||
+				dig(pod, "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0, "weight") != 1 {
+				t.Errorf("%v: scheduling %v", mode, dig(pod, "spec"))
+			}
+			if dig(pod, "metadata", "annotations", "example.com/team") != "edge" || dig(pod, "metadata", "labels", "tier") != "limits" ||
+				dig(pod, "metadata", "labels", "app.kubernetes.io/name") != "floodgate" {
+				t.Errorf("%v: pod metadata %v", mode, dig(pod, "metadata"))
+			}
+			sa := objs["ServiceAccount/floodgate"]
+			if sa == nil || dig(sa, "metadata", "annotations", "iam") != "role" || dig(sa, "automountServiceAccountToken") != false ||
+				dig(pod, "spec", "serviceAccountName") != "floodgate" || dig(pod, "spec", "automountServiceAccountToken") != false {
+				t.Errorf("%v: service account %v, pod %v", mode, sa, dig(pod, "spec", "serviceAccountName"))
+			}
+			envs := dig(container(objs["Deployment/floodgate"]), "env").([]any)
+			if last := envs[len(envs)-1]; dig(last, "name") != "EXTRA" || dig(last, "value") != "x1" {
+				t.Errorf("%v: extraEnv not last: %v", mode, envs)
+			}
+		}
+		objs := objects(t, nil, "serviceAccount.name=existing")
+		if objs["ServiceAccount/existing"] != nil || dig(objs["Deployment/floodgate"], "spec", "template", "spec", "serviceAccountName") != "existing" {
+			t.Errorf("an existing service account: %v", keys(objs))
+		}
+	})
 	for _, c := range []struct {
 		name string
 		set  []string
 		want string
 	}{
+		{"an unknown mode", []string{"mode=istio"}, `mode "istio": want floodgate or envoy-ratelimit`},
+		{"envoy-ratelimit on the memory store", []string{"mode=envoy-ratelimit", "admin.token.existingSecret="}, "mode envoy-ratelimit counts in Redis"},
+		{"envoy-ratelimit with serve's TLS", []string{"mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=", "tls.existingSecret=s"}, "tls.existingSecret is mode floodgate's"},
+		{"envoy-ratelimit with an admin token", []string{"mode=envoy-ratelimit", "store.mode=redis"}, "admin.token is mode floodgate's"},
 		{"tracing without an endpoint", []string{"tracing.enabled=true"}, "needs tracing.endpoint"},
 		{"an unknown tracing protocol", []string{"tracing.enabled=true", "tracing.endpoint=http://c:4318", "tracing.protocol=zipkin"}, `tracing.protocol "zipkin"`},
 		{"an unknown client certificate mode", []string{"tls.existingSecret=s", "tls.clientAuth=maybe"}, `tls.clientAuth "maybe"`},

@@ -15,6 +15,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{- define "floodgate.check" -}}
+{{- if not (has .Values.mode (list "floodgate" "envoy-ratelimit")) }}
+{{- fail (printf "mode %q: want floodgate or envoy-ratelimit" .Values.mode) }}
+{{- end }}
+{{- if eq .Values.mode "envoy-ratelimit" }}
+{{- if ne .Values.store.mode "redis" }}
+{{- fail "mode envoy-ratelimit counts in Redis, as envoyproxy/ratelimit does: set store.mode redis" }}
+{{- end }}
+{{- if .Values.tls.existingSecret }}
+{{- fail "tls.existingSecret is mode floodgate's: in mode envoy-ratelimit set envoyproxy/ratelimit's GRPC_SERVER_USE_TLS variables in envoyRatelimit.env, with the Secret mounted" }}
+{{- end }}
+{{- if .Values.admin.token.existingSecret }}
+{{- fail "admin.token is mode floodgate's: mode envoy-ratelimit serves its metrics on admin.port without a token; set admin.token.existingSecret to \"\" (networkPolicy.adminFrom says who reaches the port)" }}
+{{- end }}
+{{- end }}
 {{- if not (has .Values.store.mode (list "memory" "redis")) }}
 {{- fail (printf "store.mode %q: want memory or redis" .Values.store.mode) }}
 {{- end }}
@@ -52,4 +66,56 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- /* The admin listener's scheme: https when the chart serves TLS. */ -}}
 {{- define "floodgate.adminScheme" -}}
 {{- if .Values.tls.existingSecret }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{- /* The service account's name: the chart's own when it creates one. */ -}}
+{{- define "floodgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}{{ default .Release.Name .Values.serviceAccount.name }}{{ else }}{{ .Values.serviceAccount.name }}{{ end }}
+{{- end }}
+
+{{- /* The pod spec's account and scheduling fields, those values set. */ -}}
+{{- define "floodgate.podScheduling" -}}
+{{- with include "floodgate.serviceAccountName" . }}
+serviceAccountName: {{ . }}
+{{- end }}
+{{- if or .Values.serviceAccount.create .Values.serviceAccount.name }}
+automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- /* envoyproxy/ratelimit's variables in mode envoy-ratelimit: the
+chart's (the runtime directory, the store's Redis, Prometheus on the admin
+port, the debug port on loopback, tracing), then envoyRatelimit.env over
+them, by name. */ -}}
+{{- define "floodgate.envoyRatelimitEnv" -}}
+{{- $url := .Values.store.redis.url }}
+{{- if .Values.store.redis.deploy }}{{ $url = printf "%s-redis:6379" .Release.Name }}{{ end }}
+{{- $env := dict "RUNTIME_ROOT" "/data" "RUNTIME_SUBDIRECTORY" "ratelimit" "RUNTIME_WATCH_ROOT" "false" "RUNTIME_IGNOREDOTFILES" "true"
+  "REDIS_SOCKET_TYPE" "tcp" "REDIS_URL" (regexReplaceAll "^rediss?://" $url "")
+  "USE_STATSD" "false" "USE_PROMETHEUS" "true" "PROMETHEUS_ADDR" (printf "0.0.0.0:%v" .Values.admin.port)
+  "DEBUG_HOST" "127.0.0.1" }}
+{{- if hasPrefix "rediss://" $url }}{{ $_ := set $env "REDIS_TLS" "true" }}{{ end }}
+{{- if .Values.tracing.enabled }}
+{{- $_ := set $env "TRACING_ENABLED" "true" }}
+{{- $_ := set $env "TRACING_SERVICE_NAME" .Release.Name }}
+{{- $_ := set $env "TRACING_EXPORTER_PROTOCOL" (ternary "grpc" "http" (eq .Values.tracing.protocol "grpc")) }}
+{{- $_ := set $env "OTEL_EXPORTER_OTLP_ENDPOINT" .Values.tracing.endpoint }}
+{{- end }}
+{{- range $k, $v := .Values.envoyRatelimit.env }}{{ $_ := set $env $k (toString $v) }}{{ end }}
+{{- range $k := keys $env | sortAlpha }}
+- name: {{ $k }}
+  value: {{ get $env $k | quote }}
+{{- end }}
 {{- end }}
