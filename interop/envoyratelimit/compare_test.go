@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -21,8 +22,6 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-
-	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
 // answer is one response flattened to field path -> value, so that two
@@ -67,8 +66,14 @@ func flatten(a answer, resp *pb.RateLimitResponse) {
 	for _, h := range resp.GetRequestHeadersToAdd() {
 		a["request_header["+strings.ToLower(h.GetKey())+"]"] = h.GetValue()
 	}
-	if resp.GetDynamicMetadata() != nil {
-		a["dynamic_metadata"] = protojson.Format(resp.GetDynamicMetadata())
+	if md := resp.GetDynamicMetadata(); md != nil {
+		// encoding/json writes it the same in every build (protojson's
+		// spacing varies), so recorded answers compare.
+		b, err := json.Marshal(md.AsMap())
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		a["dynamic_metadata"] = string(b)
 	}
 	if len(resp.GetRawBody()) > 0 {
 		a["raw_body"] = string(resp.GetRawBody())
@@ -153,13 +158,11 @@ func diff(ref, got answer) [][3]string {
 	return out
 }
 
-// side is one server under comparison with the Redis its counters live in.
-type side struct {
-	srv   *rls
-	redis *redistest.Server
-}
-
-func send(ctx context.Context, r *rls, transport string, req *pb.RateLimitRequest) answer {
+func send(ctx context.Context, r *rls, transport string, st step) answer {
+	if st.post != nil {
+		return postJSONAs(ctx, r, []byte(st.post.body), st.post.contentType)
+	}
+	req := st.req
 	if transport == "grpc" {
 		return grpcAnswer(r.client.ShouldRateLimit(ctx, req))
 	}
@@ -217,18 +220,32 @@ func awayFromBoundary(unit int64, margin time.Duration) {
 	}
 }
 
+// referee gives the reference's answer to step i of a run, sent at time
+// sent: a live server's, or a recorded one.
+type referee func(ctx context.Context, i int, st step, transport string, sent time.Time) answer
+
+// liveReferee asks the reference server.
+func liveReferee(ref *rls) referee {
+	return func(ctx context.Context, _ int, st step, transport string, _ time.Time) answer {
+		return send(ctx, ref, transport, st)
+	}
+}
+
 // runScenario sends the scenario's requests to the reference and to
 // Floodgate in turn, from empty counters on both, and returns where the
-// answers differ. A run starts at least 2 s before a boundary of the
+// answers differ, with the reference's answers and when each was asked
+// (for a recording). A run starts at least 2 s before a boundary of the
 // scenario's shortest window (a repeated run of a one-second window at the
 // start of a second), and a run that crosses one anyway is run again from
 // empty counters (at most eight times), so both servers see every request
 // of a run in the same window.
-func runScenario(t testing.TB, set string, sc scenario, transport string, ref, fg side) []mismatch {
+func runScenario(t testing.TB, set string, sc scenario, transport string, ask referee, flush func(), fg *rls) ([]mismatch, []answer, []time.Time) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out []mismatch
+	var answers []answer
+	var times []time.Time
 	for attempt := 0; attempt < 8; attempt++ {
 		switch {
 		case sc.unitSeconds > 1:
@@ -236,27 +253,55 @@ func runScenario(t testing.TB, set string, sc scenario, transport string, ref, f
 		case sc.unitSeconds == 1 && attempt > 0:
 			awayFromBoundary(1, time.Second) // a whole second for the run
 		}
-		ref.redis.FlushAll()
-		fg.redis.FlushAll()
-		out = out[:0]
+		flush()
+		out, answers, times = out[:0], answers[:0], times[:0]
 		w := window(sc.unitSeconds)
-		for _, st := range sc.steps {
-			ra := send(ctx, ref.srv, transport, st.req)
-			ga := send(ctx, fg.srv, transport, st.req)
+		for i, st := range sc.steps {
+			sent := time.Now()
+			ra := ask(ctx, i, st, transport, sent)
+			ga := send(ctx, fg, transport, st)
+			answers, times = append(answers, ra), append(times, sent)
 			for _, d := range diff(ra, ga) {
 				out = append(out, mismatch{
 					set: set, kind: sc.kind, scenario: sc.name, step: st.label, transport: transport, field: d[0],
-					request: compact(st.req), ref: d[1], got: d[2],
+					request: st.String(), ref: d[1], got: d[2],
 					category: category(d[0]),
 				})
 			}
 		}
 		if window(sc.unitSeconds) == w {
-			return out
+			return out, answers, times
 		}
 	}
 	t.Errorf("%s: %s: eight runs crossed a window boundary", set, sc.name)
-	return out
+	return out, answers, times
+}
+
+// compareConfigDump compares the two servers' /rlconfig (as sorted lines:
+// the reference prints them in map order).
+func compareConfigDump(ctx context.Context, set string, ref, fg string) []mismatch {
+	if ref == fg {
+		return nil
+	}
+	return []mismatch{{set: set, kind: "rlconfig", scenario: "GET /rlconfig", transport: "debug", field: "rlconfig",
+		ref: strconv.Quote(ref), got: strconv.Quote(fg), category: "rlconfig"}}
+}
+
+// configDump is a server's GET /rlconfig with its lines sorted.
+func configDump(ctx context.Context, r *rls) string {
+	if r.debugURL == "" {
+		return ""
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.debugURL+"/rlconfig", nil)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	lines := strings.SplitAfter(string(b), "\n")
+	sort.Strings(lines)
+	return strconv.Itoa(resp.StatusCode) + "\n" + strings.Join(lines, "")
 }
 
 // knownDifference is a difference that remains on purpose or is not

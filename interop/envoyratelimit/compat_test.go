@@ -3,6 +3,7 @@ package envoyratelimit
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -14,10 +15,23 @@ import (
 // process: the envoycompat server, with the settings it reads from the
 // reference's environment variables env (as the command reads them from
 // its environment). It stops when the test ends.
+//
+// Beside env it gets compatEnv: what makes it answer as the reference
+// running here when that predates a change it follows.
 func startCompat(t testing.TB, env map[string]string) (*rls, error) {
 	t.Helper()
+	return startCompatWith(t, env, compatEnv(t))
+}
+
+// startCompatWith is startCompat with extra variables of compatibility
+// mode's own (nil: none, for the current reference).
+func startCompatWith(t testing.TB, env, extra map[string]string) (*rls, error) {
+	t.Helper()
 	set, err := envoycompat.ParseSettings(func(k string) (string, bool) {
-		v, ok := env[k]
+		if v, ok := env[k]; ok {
+			return v, true
+		}
+		v, ok := extra[k]
 		return v, ok
 	})
 	if err != nil {
@@ -37,7 +51,9 @@ func startCompat(t testing.TB, env map[string]string) (*rls, error) {
 			t.Errorf("compat server stopped with: %v", err)
 		}
 	})
-	return dial(t, "floodgate --compat envoy-ratelimit", srv.Addr(envoycompat.ListenerGRPC), "http://"+srv.Addr(envoycompat.ListenerHTTP)), nil
+	r := dial(t, "floodgate --compat envoy-ratelimit", srv.Addr(envoycompat.ListenerGRPC), "http://"+srv.Addr(envoycompat.ListenerHTTP))
+	r.debugURL = "http://" + srv.Addr(envoycompat.ListenerDebug)
+	return r, nil
 }
 
 // TestCompatModeAgainstReference compares `serve --compat envoy-ratelimit`
@@ -49,7 +65,7 @@ func TestCompatModeAgainstReference(t *testing.T) {
 	ms, n := compareOnSets(t, configSets(t), nil, func(t *testing.T, l runtimeLayout, redisAddr string) (*rls, error) {
 		return startCompat(t, referenceEnv(t, l, redisAddr, nil))
 	})
-	checkKnown(t, "compat mode", n, ms, compatModeDifferences)
+	checkKnown(t, "compat mode", n, ms, append(versionDifferences(t), compatModeDifferences...))
 }
 
 // TestCompatModeSettingsAgainstReference compares the two again with the
@@ -62,6 +78,19 @@ func TestCompatModeSettingsAgainstReference(t *testing.T) {
 		switch s.name {
 		case "examples/ratelimit/config", "test/integration/runtime/current/ratelimit/config", "test/config/basic_config.yaml":
 			sets = append(sets, s)
+		}
+	}
+	// The dynamic metadata: the example directory, the integration
+	// directory, and every file with metadata or quota_mode.
+	withMetadata := slices.Clone(sets[:2])
+	for _, s := range configSets(t) {
+		for _, f := range s.files {
+			if strings.Contains(f.text, "metadata:") || strings.Contains(f.text, "quota_mode:") {
+				if len(s.files) == 1 {
+					withMetadata = append(withMetadata, s)
+				}
+				break
+			}
 		}
 	}
 	merged := configSet{name: "test/config/merge_domain_key1.yaml + merge_domain_key2.yaml",
@@ -77,6 +106,7 @@ func TestCompatModeSettingsAgainstReference(t *testing.T) {
 		{map[string]string{"SHADOW_MODE": "true"}, sets},
 		{map[string]string{"CACHE_KEY_PREFIX": "prefix:", "NEAR_LIMIT_RATIO": "0.5"}, sets[:1]},
 		{map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, []configSet{merged}},
+		{map[string]string{"RESPONSE_DYNAMIC_METADATA": "true"}, withMetadata},
 	}
 	var all []mismatch
 	total := 0
@@ -97,7 +127,7 @@ func TestCompatModeSettingsAgainstReference(t *testing.T) {
 			total += n
 		})
 	}
-	checkKnown(t, "compat mode with settings", total, all, compatModeDifferences)
+	checkKnown(t, "compat mode with settings", total, all, append(versionDifferences(t), compatModeDifferences...))
 }
 
 // compatModeDifferences are the differences that remain in the

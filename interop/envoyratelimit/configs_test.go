@@ -150,7 +150,25 @@ func configSets(t testing.TB) []configSet {
 		}
 		sets = append(sets, configSet{name: f.origin, files: []configFile{f}})
 	}
-	return sets
+	return append(sets, ownSets(t)...)
+}
+
+// ownSets are Floodgate's own rule files (testdata/floodgate), where the
+// reference's features meet, when the reference here has them all
+// (wildcards inside a value and metadata).
+func ownSets(t testing.TB) []configSet {
+	if f := referenceFeatures(t); !f.wildcardsAnywhere || !f.metadata {
+		return nil
+	}
+	b, err := os.ReadFile("testdata/floodgate/edge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := configFile{origin: "floodgate/edge.yaml", text: string(b)}
+	if err := referenceLoads([]configFile{f}); err != nil {
+		t.Fatalf("the reference refuses %s: %v", f.origin, err)
+	}
+	return []configSet{{name: f.origin, files: []configFile{f}}}
 }
 
 // writeRuntime lays the set out as a runtime directory

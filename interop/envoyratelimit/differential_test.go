@@ -9,11 +9,27 @@ import (
 // malformedJSON are bodies of POST /json that are not a RateLimitRequest.
 var malformedJSON = []string{``, `{`, `[]`, `{"domain": 5}`, `{"domain": "d", "descriptors": [{"entries": [{"key": 1}]}]}`, `{"unknown_field": true}`}
 
+// postScenario is the POST /json bodies that are not a request, and a
+// request sent without a Content-Type or with form encoding's (curl -d).
+func postScenario() scenario {
+	sc := scenario{kind: "raw POST /json", name: "raw POST /json"}
+	for _, body := range malformedJSON {
+		sc.steps = append(sc.steps, step{label: "malformed body", post: &rawPost{body, "application/json"}})
+	}
+	req := `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
+	sc.steps = append(sc.steps, step{label: "no content type", post: &rawPost{req, ""}},
+		step{label: "form content type", post: &rawPost{req, "application/x-www-form-urlencoded"}})
+	return sc
+}
+
 // compareOnSets starts, for every config set, the reference (with env
 // added to its environment) and one Floodgate (built by start from the
-// runtime layout and its own Redis) and
-// compares their answers to every generated request over gRPC and over
-// POST /json. It returns the mismatches and the count of answers compared.
+// runtime layout and its own Redis) and compares their answers to every
+// generated request over gRPC and over POST /json, to raw POST /json
+// bodies and, when Floodgate has a debug listener, their /rlconfig. It
+// returns the mismatches and the count of answers compared. With a
+// recording under way (INTEROP_RECORD), the reference's answers on the
+// sets that changed since the pinned version are recorded.
 func compareOnSets(t *testing.T, sets []configSet, env map[string]string, start func(t *testing.T, l runtimeLayout, redisAddr string) (*rls, error)) ([]mismatch, int) {
 	var all []mismatch
 	compared := 0
@@ -21,42 +37,36 @@ func compareOnSets(t *testing.T, sets []configSet, env map[string]string, start 
 		t.Run(set.name, func(t *testing.T) {
 			layout := writeRuntime(t, set)
 			refRedis, fgRedis := startRedis(t), startRedis(t)
-			ref := side{startReference(t, referenceEnv(t, layout, refRedis.Addr(), env)), refRedis}
-			fgSrv, err := start(t, layout, fgRedis.Addr())
+			ref := startReference(t, referenceEnv(t, layout, refRedis.Addr(), env))
+			fg, err := start(t, layout, fgRedis.Addr())
 			if err != nil {
 				all = append(all, mismatch{set: set.name, kind: "start", scenario: "start", field: "start",
 					ref: "loads", got: err.Error(), category: "start"})
 				return
 			}
-			fg := side{fgSrv, fgRedis}
+			flush := func() { refRedis.FlushAll(); fgRedis.FlushAll() }
+			rec := recorder.forSet(t, set, env)
+			run := func(sc scenario, transport string) {
+				ms, answers, times := runScenario(t, set.name, sc, transport, liveReferee(ref), flush, fg)
+				all = append(all, ms...)
+				compared += len(sc.steps)
+				rec.add(sc, transport, answers, times)
+			}
 			for _, f := range set.files {
 				for _, sc := range scenarios(t, f) {
 					for _, transport := range []string{"grpc", "json"} {
-						all = append(all, runScenario(t, set.name, sc, transport, ref, fg)...)
-						compared += len(sc.steps)
+						run(sc, transport)
 					}
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			// Bodies that are not a request, and a request sent without a
-			// Content-Type (curl -d sends form encoding's).
-			type post struct{ kind, body, contentType string }
-			var posts []post
-			for _, body := range malformedJSON {
-				posts = append(posts, post{"malformed body", body, "application/json"})
-			}
-			posts = append(posts,
-				post{"no content type", `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`, ""},
-				post{"form content type", `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`, "application/x-www-form-urlencoded"})
-			for _, p := range posts {
-				ra := postJSONAs(ctx, ref.srv, []byte(p.body), p.contentType)
-				ga := postJSONAs(ctx, fg.srv, []byte(p.body), p.contentType)
+			run(postScenario(), "json")
+			if fg.debugURL != "" {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				rd := configDump(ctx, ref)
+				all = append(all, compareConfigDump(ctx, set.name, rd, configDump(ctx, fg))...)
 				compared++
-				for _, d := range diff(ra, ga) {
-					all = append(all, mismatch{set: set.name, kind: p.kind, scenario: p.kind, step: p.body, transport: "json",
-						field: d[0], request: p.body + " (Content-Type: " + p.contentType + ")", ref: d[1], got: d[2], category: category(d[0])})
-				}
+				rec.dump(rd)
 			}
 		})
 	}

@@ -117,7 +117,14 @@ func runFleetWindow(t *testing.T, fleet []*rls, do func(...string) (string, erro
 // format: PREFIX + domain_key_value_windowstart) and sums their counts.
 func redisHits(t *testing.T, do func(...string) (string, error), value string) (int, int64) {
 	t.Helper()
-	out, err := do("KEYS", "*"+value+"*")
+	return redisHitsMatching(t, do, "*"+value+"*")
+}
+
+// redisHitsMatching counts the keys matching a KEYS pattern and sums their
+// counts.
+func redisHitsMatching(t *testing.T, do func(...string) (string, error), pattern string) (int, int64) {
+	t.Helper()
+	out, err := do("KEYS", pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +142,68 @@ func redisHits(t *testing.T, do func(...string) (string, error), value string) (
 		sum += n
 	}
 	return len(keys), sum
+}
+
+// TestMixedFleetWildcards runs the mixed fleet on wildcards inside a
+// value: a value matching /api/*/action, and values matching the
+// share_threshold pattern svc*ep*rpc, which all count in one key named by
+// the pattern. Requests alternate between the servers; one limit holds
+// and every hit is in one Redis key. It needs a reference with wildcards
+// inside a value (scripts/compare-envoy-ratelimit-current runs it).
+func TestMixedFleetWildcards(t *testing.T) {
+	sets := ownSets(t)
+	if len(sets) == 0 {
+		t.Skipf("the reference here (%s) predates wildcards inside a value: scripts/compare-envoy-ratelimit-current runs this against a newer one", referenceVersion(t))
+	}
+	layout := writeRuntime(t, sets[0])
+	redis := startRedis(t)
+	ref := startReference(t, referenceEnv(t, layout, redis.Addr(), nil))
+	fg, err := startCompat(t, referenceEnv(t, layout, redis.Addr(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := []*rls{ref, fg}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		name, key string
+		value     func(run string, i int) string
+		limit     int
+		keys      func(run string) string // the Redis keys of the run, as a KEYS pattern
+	}{
+		{"wildcard inside", "path", func(run string, _ int) string { return "/api/" + run + "/action" }, 2,
+			func(run string) string { return "*" + run + "*" }},
+		{"shared by a pattern", "route", func(run string, i int) string { return fmt.Sprintf("svc%s-%dep%drpc", run, i, i) }, 4,
+			func(string) string { return `edge_route_svc\*ep\*rpc_*` }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for attempt := 0; ; attempt++ {
+				awayFromBoundary(60, 5*time.Second)
+				if _, err := redis.Do("FLUSHALL"); err != nil {
+					t.Fatal(err)
+				}
+				run := fmt.Sprintf("r%d", rand.Int64())
+				w := window(60)
+				allowed, sent := 0, 3*c.limit
+				for i := range sent {
+					resp, err := fleet[i%2].client.ShouldRateLimit(ctx, newRequest("edge", [][][2]string{{{c.key, c.value(run, i)}}}, 1))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if resp.GetOverallCode() == pb.RateLimitResponse_OK {
+						allowed++
+					}
+				}
+				if window(60) != w && attempt < 4 {
+					continue
+				}
+				keys, hits := redisHitsMatching(t, redis.Do, c.keys(run))
+				t.Logf("%d of %d alternating requests allowed on a limit of %d; Redis holds %d hits in %d key", allowed, sent, c.limit, hits, keys)
+				if allowed != c.limit || keys != 1 || hits != int64(sent) {
+					t.Errorf("%d allowed (want %d), %d hits in %d keys (want %d in 1): one limit is not enforced", allowed, c.limit, hits, keys, sent)
+				}
+				return
+			}
+		})
+	}
 }

@@ -28,6 +28,7 @@ func TestReferenceConfigsLoad(t *testing.T) {
 	refLoads, refused, looser := 0, 0, 0
 	for _, u := range units {
 		refErr := referenceLoads(u.files)
+		recorder.recordLoad(u.name, u.files, refErr)
 		layout := writeRuntime(t, configSet{name: u.name, files: u.files})
 		path := layout.configDir()
 		if len(u.files) == 1 {

@@ -1,6 +1,7 @@
 package envoyratelimit
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -10,5 +11,10 @@ import (
 func TestMain(m *testing.M) {
 	// The reference logs at info level before it applies LOG_LEVEL.
 	logger.SetLevel(logger.ErrorLevel)
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := recorder.write(); err != nil {
+		fmt.Fprintln(os.Stderr, "writing the recording:", err)
+		code = 1
+	}
+	os.Exit(code)
 }

@@ -24,6 +24,7 @@ type yamlDesc struct {
 	Value       string     `yaml:"value"`
 	RateLimit   *yamlLimit `yaml:"rate_limit"`
 	Descriptors []yamlDesc `yaml:"descriptors"`
+	QuotaMode   bool       `yaml:"quota_mode"`
 }
 
 type yamlLimit struct {
@@ -39,6 +40,7 @@ type target struct {
 	domain  string
 	entries [][2]string
 	limit   *yamlLimit
+	quota   bool // quota_mode
 }
 
 // limited reports whether the target has a finite limit, and which.
@@ -92,7 +94,7 @@ func targets(t testing.TB, f configFile) (string, []target) {
 	walk = func(path [][2]string, ds []yamlDesc) {
 		for _, d := range ds {
 			p := append(append([][2]string(nil), path...), [2]string{d.Key, d.Value})
-			out = append(out, target{domain: root.Domain, entries: p, limit: d.RateLimit})
+			out = append(out, target{domain: root.Domain, entries: p, limit: d.RateLimit, quota: d.QuotaMode})
 			walk(p, d.Descriptors)
 		}
 	}
@@ -100,10 +102,23 @@ func targets(t testing.TB, f configFile) (string, []target) {
 	return root.Domain, out
 }
 
-// step is one request of a scenario.
+// step is one request of a scenario: an RLS request (sent over gRPC or
+// as POST /json), or a raw POST /json.
 type step struct {
 	label string
 	req   *pb.RateLimitRequest
+	post  *rawPost
+}
+
+// rawPost is a POST /json body sent as it is, with its Content-Type ("":
+// none).
+type rawPost struct{ body, contentType string }
+
+func (s step) String() string {
+	if s.post != nil {
+		return s.post.body + " (Content-Type: " + s.post.contentType + ")"
+	}
+	return compact(s.req)
 }
 
 // scenario is a sequence of requests sent in turn to each server, starting
@@ -166,18 +181,18 @@ func scenarios(t testing.TB, f configFile) []scenario {
 		}
 		limit, limited := tg.limited()
 		seq := []step{
-			{"hits 1", request(domain, 1, d)},
-			{"descriptor hits 0", request(domain, 1, withHits(d, 0))},
+			{label: "hits 1", req: request(domain, 1, d)},
+			{label: "descriptor hits 0", req: request(domain, 1, withHits(d, 0))},
 		}
 		if limited && limit > 2 {
-			seq = append(seq, step{fmt.Sprintf("hits %d (to one below the limit)", limit-2), request(domain, limit-2, d)})
+			seq = append(seq, step{label: fmt.Sprintf("hits %d (to one below the limit)", limit-2), req: request(domain, limit-2, d)})
 		}
 		seq = append(seq,
-			step{"hits 1 (at the limit)", request(domain, 1, d)},
-			step{"descriptor hits 0 at the limit", request(domain, 1, withHits(d, 0))},
-			step{"hits 1 (over)", request(domain, 1, d)},
-			step{"hits 25", request(domain, 25, d)},
-			step{"descriptor hits 1", request(domain, 0, withHits(d, 1))},
+			step{label: "hits 1 (at the limit)", req: request(domain, 1, d)},
+			step{label: "descriptor hits 0 at the limit", req: request(domain, 1, withHits(d, 0))},
+			step{label: "hits 1 (over)", req: request(domain, 1, d)},
+			step{label: "hits 25", req: request(domain, 25, d)},
+			step{label: "descriptor hits 1", req: request(domain, 0, withHits(d, 1))},
 		)
 		add("sequence", tg, seq...)
 		if tg.free() {
@@ -186,28 +201,29 @@ func scenarios(t testing.TB, f configFile) []scenario {
 				fill = limit
 			}
 			add("two values", tg,
-				step{fmt.Sprintf("value a1 hits %d", fill), request(domain, fill, d)},
-				step{"value b2 hits 1", request(domain, 1, tg.descriptor("b2"))},
-				step{"value a1 hits 1", request(domain, 1, d)},
+				step{label: fmt.Sprintf("value a1 hits %d", fill), req: request(domain, fill, d)},
+				step{label: "value b2 hits 1", req: request(domain, 1, tg.descriptor("b2"))},
+				step{label: "value a1 hits 1", req: request(domain, 1, d)},
 			)
 		}
 		add("duplicate", tg,
-			step{"twice, hits 1", request(domain, 1, d, d)},
-			step{"twice, hits 1", request(domain, 1, d, d)},
-			step{"twice, hits 1", request(domain, 1, d, d)},
+			step{label: "twice, hits 1", req: request(domain, 1, d, d)},
+			step{label: "twice, hits 1", req: request(domain, 1, d, d)},
+			step{label: "twice, hits 1", req: request(domain, 1, d, d)},
 		)
 		if last := tg.entries[len(tg.entries)-1]; last[1] != "" {
 			other := tg.descriptor("a1")
 			other.Entries[len(other.Entries)-1].Value = "zz-other"
-			add("value not matching", tg, step{"hits 1", request(domain, 1, other)})
+			add("value not matching", tg, step{label: "hits 1", req: request(domain, 1, other)})
 		}
 		extra := tg.descriptor("a1")
 		extra.Entries = append(extra.Entries, &rlv3.RateLimitDescriptor_Entry{Key: "zz-extra", Value: "1"})
-		add("extra entry", tg, step{"hits 1", request(domain, 1, extra)}, step{"hits 1", request(domain, 1, extra)})
+		add("extra entry", tg, step{label: "hits 1", req: request(domain, 1, extra)}, step{label: "hits 1", req: request(domain, 1, extra)})
 		if limited && limit < 25 {
-			add("hits 25 first", tg, step{"hits 25", request(domain, 25, d)}, step{"hits 1", request(domain, 1, d)})
+			add("hits 25 first", tg, step{label: "hits 25", req: request(domain, 25, d)}, step{label: "hits 1", req: request(domain, 1, d)})
 		}
 	}
+	out = append(out, quotaScenarios(domain, ts)...)
 	first := &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "zz-none", Value: "1"}}}
 	firstKey := "zz-none"
 	if len(all) > 0 {
@@ -215,14 +231,47 @@ func scenarios(t testing.TB, f configFile) []scenario {
 	}
 	out = append(out,
 		scenario{kind: "every node at once", name: "every node at once", unitSeconds: shortest, steps: []step{
-			{"hits 1", request(domain, 1, all...)}, {"hits 1", request(domain, 1, all...)}}},
-		scenario{kind: "unknown domain", name: "unknown domain", steps: []step{{"hits 1", request("zz-unknown-domain", 1, first)}}},
-		scenario{kind: "empty key", name: "empty key", steps: []step{{"hits 1", request(domain, 1,
+			{label: "hits 1", req: request(domain, 1, all...)}, {label: "hits 1", req: request(domain, 1, all...)}}},
+		scenario{kind: "unknown domain", name: "unknown domain", steps: []step{{label: "hits 1", req: request("zz-unknown-domain", 1, first)}}},
+		scenario{kind: "empty key", name: "empty key", steps: []step{{label: "hits 1", req: request(domain, 1,
 			&rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "", Value: "x"}}})}}},
-		scenario{kind: "empty value", name: "empty value", steps: []step{{"hits 1", request(domain, 1,
+		scenario{kind: "empty value", name: "empty value", steps: []step{{label: "hits 1", req: request(domain, 1,
 			&rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: firstKey, Value: ""}}})}}},
-		scenario{kind: "no descriptors", name: "no descriptors", steps: []step{{"hits 1", request(domain, 1)}}},
-		scenario{kind: "empty domain", name: "empty domain", steps: []step{{"hits 1", request("", 1, first)}}},
+		scenario{kind: "no descriptors", name: "no descriptors", steps: []step{{label: "hits 1", req: request(domain, 1)}}},
+		scenario{kind: "empty domain", name: "empty domain", steps: []step{{label: "hits 1", req: request("", 1, first)}}},
 	)
 	return out
+}
+
+// quotaScenarios sends the quota_mode limits of a file together, as Envoy
+// does for a route with one rate limit per quota (the reference's
+// integration-test quota.sh): hits 1 until every one is over, so that the
+// answer goes from OK (some over) to OVER_LIMIT (all over); then with a
+// limit without quota_mode added, over at once.
+func quotaScenarios(domain string, ts []target) []scenario {
+	var quota []*rlv3.RateLimitDescriptor
+	var most uint32
+	var shortest int64
+	for _, tg := range ts {
+		if l, ok := tg.limited(); ok && tg.quota {
+			quota = append(quota, tg.descriptor("q1"))
+			most = max(most, l)
+			if u := tg.unitSeconds(); shortest == 0 || u < shortest {
+				shortest = u
+			}
+		}
+	}
+	if len(quota) < 2 {
+		return nil
+	}
+	sc := scenario{kind: "quota together", name: fmt.Sprintf("%d quota limits together", len(quota)), unitSeconds: shortest}
+	for i := uint32(0); i < most+2; i++ {
+		sc.steps = append(sc.steps, step{label: fmt.Sprintf("hits 1 (%d)", i+1), req: request(domain, 1, quota...)})
+	}
+	zero := make([]*rlv3.RateLimitDescriptor, len(quota))
+	for i, d := range quota {
+		zero[i] = withHits(d, 0)
+	}
+	sc.steps = append(sc.steps, step{label: "descriptor hits 0, all over", req: request(domain, 1, zero...)})
+	return []scenario{sc}
 }

@@ -28,6 +28,9 @@ type rls struct {
 	client   pb.RateLimitServiceClient
 	grpcAddr string
 	httpURL  string
+	// debugURL is the debug listener's base URL (/rlconfig), "" when the
+	// server has none.
+	debugURL string
 }
 
 // runtimeLayout is where a reference-style runtime directory keeps its rule
@@ -84,8 +87,10 @@ func startReference(t testing.TB, env map[string]string) *rls {
 	}()
 	grpcAddr := net.JoinHostPort(s.GrpcHost, strconv.Itoa(s.GrpcPort))
 	httpAddr := net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
+	debugAddr := net.JoinHostPort(s.DebugHost, strconv.Itoa(s.DebugPort))
 	waitTCP(t, grpcAddr)
 	waitTCP(t, httpAddr)
+	waitTCP(t, debugAddr)
 	t.Cleanup(func() {
 		r.Stop()
 		select {
@@ -94,7 +99,9 @@ func startReference(t testing.TB, env map[string]string) *rls {
 			t.Errorf("reference server did not stop within 10s")
 		}
 	})
-	return dial(t, "reference", grpcAddr, "http://"+httpAddr)
+	c := dial(t, "reference", grpcAddr, "http://"+httpAddr)
+	c.debugURL = "http://" + debugAddr
+	return c
 }
 
 // startFloodgate runs Floodgate's server in this process in its own mode,

@@ -63,6 +63,13 @@ func listenStatsd(t *testing.T) *statsdSums {
 	return s
 }
 
+// count is a counter's sum so far.
+func (s *statsdSums) count(name string) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[name]
+}
+
 // rateLimitStats returns the counters of the service (ratelimit.service.*
 // and ratelimit_server.ShouldRateLimit.*) as "name = sum" lines, sorted,
 // and the number of ShouldRateLimit response time lines.
