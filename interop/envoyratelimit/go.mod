@@ -10,6 +10,7 @@ require (
 	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
 	github.com/lyft/gostats v0.4.14
 	github.com/sirupsen/logrus v1.9.3
+	go.opentelemetry.io/proto/otlp v1.11.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/mod v0.41.0
 	google.golang.org/grpc v1.85.0
@@ -66,7 +67,6 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
