@@ -241,3 +241,50 @@ func TestEnvoyBootstrapExample(t *testing.T) {
 		t.Errorf("the filter calls %v in domain %q, want the floodgate cluster in edge", rl.RateLimitService, rl.Domain)
 	}
 }
+
+// TestContainerfileTargets holds the Containerfile's two images: the
+// default (last) target runs floodgate serve, and the ratelimit target,
+// the drop-in for envoyproxy/ratelimit's image, runs /bin/ratelimit with
+// no command, as that image's ENTRYPOINT does. scripts/container-test
+// builds and runs both.
+func TestContainerfileTargets(t *testing.T) {
+	b, err := os.ReadFile("../../Containerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stage struct{ from, entrypoint, cmd string }
+	stages := map[string]*stage{}
+	var order []string
+	var cur *stage
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		switch strings.ToUpper(f[0]) {
+		case "FROM":
+			if len(f) != 4 || !strings.EqualFold(f[2], "AS") {
+				t.Fatalf("FROM without a stage name: %q", line)
+			}
+			cur = &stage{from: f[1]}
+			stages[f[3]] = cur
+			order = append(order, f[3])
+		case "ENTRYPOINT":
+			cur.entrypoint = strings.Join(f[1:], " ")
+		case "CMD":
+			cur.cmd = strings.Join(f[1:], " ")
+		}
+	}
+	if len(order) == 0 || order[len(order)-1] != "floodgate" {
+		t.Fatalf("stages %v: the default (last) target must be floodgate", order)
+	}
+	if s := stages["floodgate"]; s.from != "base" || s.entrypoint != `["/floodgate"]` || !strings.HasPrefix(s.cmd, `["serve"`) {
+		t.Errorf("floodgate target %+v: want floodgate serve from base", s)
+	}
+	if s := stages["ratelimit"]; s == nil || s.from != "base" || s.entrypoint != `["/bin/ratelimit"]` || s.cmd != "" {
+		t.Errorf("ratelimit target %+v: want ENTRYPOINT [\"/bin/ratelimit\"] and no CMD, from base", s)
+	}
+	if !strings.Contains(string(b), "COPY bin/ /bin/") {
+		t.Errorf("the image does not copy /bin (the ratelimit link)")
+	}
+}

@@ -150,3 +150,32 @@ func FuzzMapper(f *testing.F) {
 		s.prom.reg.Gather()
 	})
 }
+
+// TestResponseTimeUnits: the default mapping serves response times in
+// seconds; PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=true keeps them in
+// milliseconds, as the reference's option does.
+func TestResponseTimeUnits(t *testing.T) {
+	const series0 = "ratelimit_service_response_time_seconds{grpc_method=ShouldRateLimit}"
+	for _, tc := range []struct {
+		env  string
+		want float64
+	}{{"false", 0.25}, {"true", 250}} {
+		set, err := ParseSettings(mapLookup(map[string]string{"USE_STATSD": "false", "USE_PROMETHEUS": "true",
+			"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": tc.env}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewService(set, nil, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.stats.method("ShouldRateLimit").time.add(250, false)
+		fams, err := s.stats.prom.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := series(t, fams)[series0]; got != tc.want {
+			t.Errorf("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=%s: a 250 ms call is %v, want %v", tc.env, got, tc.want)
+		}
+	}
+}
