@@ -295,6 +295,26 @@ func TestChartRenders(t *testing.T) {
 		if env["REDIS_URL"] != "redis.example:6380" || env["REDIS_TLS"] != "true" || env["REDIS_TYPE"] != "cluster" || env["REDIS_AUTH"] != nil {
 			t.Errorf("an external Redis over TLS: %v", env)
 		}
+		tls := objects(t, nil, "mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=", "tls.existingSecret=rl-tls",
+			"serviceMonitor.enabled=true")
+		tc := container(tls["Deployment/floodgate"])
+		env = map[string]any{}
+		for _, e := range dig(tc, "env").([]any) {
+			env[dig(e, "name").(string)] = dig(e, "value")
+		}
+		if env["GRPC_SERVER_USE_TLS"] != "true" || env["GRPC_SERVER_TLS_CERT"] != "/etc/floodgate/tls/tls.crt" ||
+			env["GRPC_SERVER_TLS_KEY"] != "/etc/floodgate/tls/tls.key" || env["GRPC_CLIENT_TLS_CACERT"] != "/etc/floodgate/tls/ca.crt" {
+			t.Errorf("gRPC mutual TLS: %v", env)
+		}
+		if dig(tc, "volumeMounts", 1, "mountPath") != "/etc/floodgate/tls" ||
+			dig(tls["Deployment/floodgate"], "spec", "template", "spec", "volumes", 1, "secret", "secretName") != "rl-tls" {
+			t.Errorf("the Secret is not mounted: %v", dig(tc, "volumeMounts"))
+		}
+		// The http and admin ports stay plain in this mode.
+		if dig(tls["ServiceMonitor/floodgate"], "spec", "endpoints", 0, "scheme") != "http" || dig(tls["ServiceMonitor/floodgate"], "spec", "endpoints", 0, "tlsConfig") != nil ||
+			dig(tls["Service/floodgate"], "spec", "ports", 1, "appProtocol") != "http" {
+			t.Errorf("plain http and metrics ports: ServiceMonitor %v, Service %v", dig(tls["ServiceMonitor/floodgate"], "spec"), dig(tls["Service/floodgate"], "spec", "ports"))
+		}
 	})
 	t.Run("scheduling, pod metadata and service account, in either mode", func(t *testing.T) {
 		set := []string{"nodeSelector.disk=ssd", "tolerations[0].key=dedicated", "tolerations[0].operator=Exists",
@@ -335,7 +355,7 @@ func TestChartRenders(t *testing.T) {
 	}{
 		{"an unknown mode", []string{"mode=istio"}, `mode "istio": want floodgate or envoy-ratelimit`},
 		{"envoy-ratelimit on the memory store", []string{"mode=envoy-ratelimit", "admin.token.existingSecret="}, "mode envoy-ratelimit counts in Redis"},
-		{"envoy-ratelimit with serve's TLS", []string{"mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=", "tls.existingSecret=s"}, "tls.existingSecret is mode floodgate's"},
+		{"envoy-ratelimit with optional client certificates", []string{"mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=", "tls.existingSecret=s", "tls.clientAuth=optional"}, "tls.clientAuth optional"},
 		{"envoy-ratelimit with an admin token", []string{"mode=envoy-ratelimit", "store.mode=redis"}, "admin.token is mode floodgate's"},
 		{"tracing without an endpoint", []string{"tracing.enabled=true"}, "needs tracing.endpoint"},
 		{"an unknown tracing protocol", []string{"tracing.enabled=true", "tracing.endpoint=http://c:4318", "tracing.protocol=zipkin"}, `tracing.protocol "zipkin"`},

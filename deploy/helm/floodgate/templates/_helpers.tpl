@@ -22,8 +22,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if ne .Values.store.mode "redis" }}
 {{- fail "mode envoy-ratelimit counts in Redis, as envoyproxy/ratelimit does: set store.mode redis" }}
 {{- end }}
-{{- if .Values.tls.existingSecret }}
-{{- fail "tls.existingSecret is mode floodgate's: in mode envoy-ratelimit set envoyproxy/ratelimit's GRPC_SERVER_USE_TLS variables in envoyRatelimit.env, with the Secret mounted" }}
+{{- if and .Values.tls.existingSecret (ne .Values.tls.clientAuth "required") }}
+{{- fail "tls.clientAuth optional: in mode envoy-ratelimit the gRPC listener asks every client for a certificate (required) or none (a Secret without ca.crt is not served: set tls.clientAuth required)" }}
 {{- end }}
 {{- if .Values.admin.token.existingSecret }}
 {{- fail "admin.token is mode floodgate's: mode envoy-ratelimit serves its metrics on admin.port without a token; set admin.token.existingSecret to \"\" (networkPolicy.adminFrom says who reaches the port)" }}
@@ -65,7 +65,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- /* The admin listener's scheme: https when the chart serves TLS. */ -}}
 {{- define "floodgate.adminScheme" -}}
-{{- if .Values.tls.existingSecret }}https{{ else }}http{{ end }}
+{{- if and .Values.tls.existingSecret (ne .Values.mode "envoy-ratelimit") }}https{{ else }}http{{ end }}
 {{- end }}
 
 {{- /* The service account's name: the chart's own when it creates one. */ -}}
@@ -97,8 +97,8 @@ affinity:
 
 {{- /* envoyproxy/ratelimit's variables in mode envoy-ratelimit: the
 chart's (the runtime directory, the store's Redis, Prometheus on the admin
-port, the debug port on loopback, tracing), then envoyRatelimit.env over
-them, by name. */ -}}
+port, the debug port on loopback, gRPC mutual TLS from tls.existingSecret,
+tracing), then envoyRatelimit.env over them, by name. */ -}}
 {{- define "floodgate.envoyRatelimitEnv" -}}
 {{- $url := .Values.store.redis.url }}
 {{- if .Values.store.redis.deploy }}{{ $url = printf "%s-redis:6379" .Release.Name }}{{ end }}
@@ -107,6 +107,12 @@ them, by name. */ -}}
   "USE_STATSD" "false" "USE_PROMETHEUS" "true" "PROMETHEUS_ADDR" (printf "0.0.0.0:%v" .Values.admin.port)
   "DEBUG_HOST" "127.0.0.1" }}
 {{- if hasPrefix "rediss://" $url }}{{ $_ := set $env "REDIS_TLS" "true" }}{{ end }}
+{{- if .Values.tls.existingSecret }}
+{{- $_ := set $env "GRPC_SERVER_USE_TLS" "true" }}
+{{- $_ := set $env "GRPC_SERVER_TLS_CERT" "/etc/floodgate/tls/tls.crt" }}
+{{- $_ := set $env "GRPC_SERVER_TLS_KEY" "/etc/floodgate/tls/tls.key" }}
+{{- $_ := set $env "GRPC_CLIENT_TLS_CACERT" "/etc/floodgate/tls/ca.crt" }}
+{{- end }}
 {{- if .Values.tracing.enabled }}
 {{- $_ := set $env "TRACING_ENABLED" "true" }}
 {{- $_ := set $env "TRACING_SERVICE_NAME" .Release.Name }}
