@@ -254,3 +254,25 @@ func TestListenerBudget(t *testing.T) {
 		t.Fatalf("%.2f resets left after the victim's streams, %d let through after a second; want 12.5 and 22", left, n)
 	}
 }
+
+// BenchmarkWatchedCall is the accounting of one unary call's frames: the
+// client's HEADERS and DATA (ending its side), the server's HEADERS, DATA
+// and trailers, on a connection with 64 other calls open.
+func BenchmarkWatchedCall(b *testing.B) {
+	r := NewResets(ResetOptions{Budget: 1000, StreamCredit: 1, RefillPerSecond: 100, Cooldown: time.Second,
+		ListenerBudget: 10000, ListenerStreamCredit: 0.1, ListenerRefillPerSecond: 1000, FreeCancelAfter: 10 * time.Millisecond})
+	acct, _ := r.open(tcp("10.0.0.1"))
+	c := r.watch(nil, acct)
+	id := uint32(1)
+	for ; id < 129; id += 2 {
+		c.clientFrame(headers(id, false))
+	}
+	for b.Loop() {
+		c.clientFrame(headers(id, false))
+		c.clientFrame(frame{typ: frameData, flags: flagEndStream, stream: id})
+		c.serverFrame(headers(id, false))
+		c.serverFrame(frame{typ: frameData, stream: id})
+		c.serverFrame(headers(id, true))
+		id += 2
+	}
+}
