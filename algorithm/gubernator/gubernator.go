@@ -252,8 +252,10 @@ func (r *gubReq) answer(over bool, limit, remaining, reset int64) algorithm.Deci
 	return d
 }
 
-func badPeriod() algorithm.Decision {
-	return algorithm.Decision{Allowed: true, Reason: ReasonBadPeriod}
+// badPeriod is the decision of a request whose calendar period gubernator
+// cannot compute.
+func (r *gubReq) badPeriod() algorithm.Decision {
+	return algorithm.Decision{Allowed: true, Limit: r.p.Limit, Reason: ReasonBadPeriod}
 }
 
 // token is gubernator's tokenBucket.
@@ -276,7 +278,7 @@ func (r *gubReq) token(s []int64) algorithm.Decision {
 		expire := s[gubTime] + p.Duration
 		if r.has(Gregorian) {
 			if p.Period.Invalid {
-				return badPeriod()
+				return r.badPeriod()
 			}
 			expire = p.Period.End
 		}
@@ -312,7 +314,7 @@ func (r *gubReq) newToken(s []int64) algorithm.Decision {
 	expire := r.createdAt + p.Duration
 	if r.has(Gregorian) {
 		if p.Period.Invalid {
-			return badPeriod()
+			return r.badPeriod()
 		}
 		expire = p.Period.End
 	}
@@ -352,7 +354,7 @@ func (r *gubReq) leaky(s []int64) algorithm.Decision {
 	rate := float64(duration) / float64(p.Limit)
 	if r.has(Gregorian) {
 		if p.Period.Invalid {
-			return badPeriod()
+			return r.badPeriod()
 		}
 		rate = float64(p.Period.Length) / float64(p.Limit)
 		duration = p.Period.End - p.Period.Now
@@ -399,7 +401,7 @@ func (r *gubReq) newLeaky(s []int64, burst int64) algorithm.Decision {
 	rate := float64(duration) / float64(p.Limit)
 	if r.has(Gregorian) {
 		if p.Period.Invalid {
-			return badPeriod()
+			return r.badPeriod()
 		}
 		duration = p.Period.End - p.Period.Now
 	}
