@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/algorithm/gubernator"
 	"github.com/floodgate-dev/floodgate/lease"
 	"github.com/floodgate-dev/floodgate/store"
 	"github.com/redis/rueidis"
@@ -133,7 +134,7 @@ func (s *Store) decideCall(op string, at int64, reqs []store.Request, rs []reque
 }
 
 var reasons = [...]algorithm.Reason{"", algorithm.ReasonOverLimit, algorithm.ReasonCostOverLimit,
-	algorithm.ReasonQueueFull, algorithm.ReasonBadCost}
+	algorithm.ReasonQueueFull, algorithm.ReasonBadCost, gubernator.ReasonBadPeriod}
 
 // decisions parses a 'd' or 'p' reply into out[idx...].
 func decisions(r rueidis.RedisResult, rs []request, idx []int, out []algorithm.Decision) error {

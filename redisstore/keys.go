@@ -16,6 +16,9 @@ func (s *Store) specFor(a algorithm.Algorithm) (*spec, error) {
 	if a == nil {
 		return nil, store.ErrNoAlgorithm
 	}
+	if g, ok := a.(gubernatorAlg); ok {
+		return gubernatorSpec(g, s.slack), nil
+	}
 	c := a.Config()
 	s.specMu.RLock()
 	e, ok := s.specs[c]
@@ -52,8 +55,12 @@ func (s *Store) key(sp *spec, key string) string {
 	b.Grow(len(s.prefix) + len(sp.tag) + 5 + len(key))
 	b.WriteString(s.prefix)
 	b.WriteString(":{")
-	b.WriteString(sp.tag)
-	if s.spread > 1 {
+	if sp.perKey {
+		b.WriteString(keyTag(key))
+	} else {
+		b.WriteString(sp.tag)
+	}
+	if s.spread > 1 && !sp.perKey {
 		h := fnv.New32a()
 		h.Write([]byte(key))
 		b.WriteByte('.')

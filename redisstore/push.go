@@ -92,6 +92,8 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 				words = oneTimeState(packed, sp.luaWords, words)
 			} else if words, err = unpackState(packed, sp.luaWords, words); err != nil {
 				return fmt.Errorf("redisstore: batch %d: %w", i, err)
+			} else if sp.code == codeGubernator {
+				gubernatorState(packed, words)
 			}
 			b := &batches[i]
 			if len(b.State) != sp.goWords {

@@ -25,6 +25,7 @@ var (
 	scriptAlgorithms = []string{
 		"fixedwindow.lua", "slidingwindow.lua", "weightedwindow.lua", "slidinglog.lua",
 		"bucket.lua", "leakybucket.lua", "concurrency.lua", "boundedlog.lua", "calendar.lua",
+		"gubernator.lua",
 	}
 	scriptOps = []string{"hold.lua", "state.lua", "op_members.lua", "op_hold.lua", "op_shared.lua", "op_sync.lua", "op_decide.lua"}
 )

@@ -44,6 +44,7 @@ type spec struct {
 	limit    int64  // Decision.Limit
 	ttlMS    int64  // PX of a written key; 0: no expiry
 	tag      string // hash tag shared by the limit's keys
+	perKey   bool   // each key is its own hash tag (keyTag) instead
 	timeIdx  []bool // per Lua word: holds a time in microseconds
 	header   []string
 	// cal, for a calendar window, gives the periods' boundaries that

@@ -155,6 +155,9 @@ local function load(key, words, code, P, alg)
 end
 
 local function save(key, s, ttl, code, P, alg)
+  -- An algorithm whose keys expire with their state (gubernator's) gives
+  -- the TTL itself; the header's ttl is then the store's slack.
+  if alg.expiry then ttl = alg.expiry(P, s, ttl) end
   if code == 7 and ttl == 0 and s[1] == 0 then
     -- A concurrency limit without a window keeps its keys while units are
     -- in flight; with none, the state only remembers the last time (which
