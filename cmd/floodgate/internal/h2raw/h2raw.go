@@ -74,7 +74,11 @@ func DialWith(o Options) (*Conn, error) {
 		}
 		c, scheme = tc, "https"
 	}
-	h := &Conn{c: c, w: bufio.NewWriter(c), next: 1}
+	// A batch of frames (a hundred streams is about 8 KB) goes out in one
+	// write, so no part of it is written after the server has cut the
+	// connection off: that write fails (broken pipe) where the test waits
+	// for the GOAWAY.
+	h := &Conn{c: c, w: bufio.NewWriterSize(c, 64<<10), next: 1}
 	h.Framer = http2.NewFramer(h.w, c)
 	h.Framer.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	method, ctype := o.Method, o.ContentType
