@@ -278,8 +278,10 @@ func (s *Store) Acquire(ctx context.Context, now int64, id lease.ID, reqs []stor
 	return s.decideAll(ctx, now, reqs, out, &id)
 }
 
-// ReleaseLease implements store.Leaser: one script call per Redis node
-// gives back what lease id holds in the concurrency keys of reqs.
+// ReleaseLease implements store.Leaser: it gives back what lease id holds
+// in the concurrency keys of reqs, in one script call per Cluster hash slot
+// those keys fall in (one call on a single server), sent in one pipeline.
+// It reports whether the lease held anything.
 func (s *Store) ReleaseLease(ctx context.Context, now int64, id lease.ID, reqs []store.Request) (bool, error) {
 	if !id.Valid() {
 		return false, nil

@@ -16,12 +16,14 @@
 //
 //	<prefix>:{<limit>}:<key>
 //
-// where <limit> is a hash of the algorithm's whole Config, so two limits
-// never share state and all keys of one limit hash to one Cluster slot
+// where <limit> is a hash of the counter the limit counts in (its Config's
+// Identity for the windows, buckets and GCRA, so that limits of one Counter
+// share each key; else its whole Config), so other limits never share
+// state and all keys of one limit hash to one Cluster slot
 // (Options.SlotsPerLimit can spread them), and
 // <key> is the request's key with every byte outside [A-Za-z0-9-_.] escaped
 // as %XX (long keys are replaced by # and their SHA-256), so no key can reach
-// another's. See docs/redis.md.
+// another's. See docs/redis.md (operating it) and docs/design.md (why).
 package redisstore
 
 import (

@@ -2,7 +2,7 @@
 -- atomically inside Redis. Each function mirrors its Go counterpart line for
 -- line, with time in microseconds instead of nanoseconds, so that every
 -- integer stays below 2^53 and Lua's doubles hold it exactly (see
--- docs/redis.md for the bounds).
+-- docs/design.md for the bounds).
 --
 -- KEYS: one per request (or per batch for op 's').
 -- ARGV[1]: op. 'd' decides every request on a copy of its state and writes
