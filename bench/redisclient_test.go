@@ -8,7 +8,7 @@ package bench
 //
 //	cd bench && go test -run '^$' -bench BenchmarkClient -benchtime 2s .
 //
-// Figures are in docs/benchmarks/redis.md.
+// It is why the Redis store uses rueidis (docs/design.md).
 
 import (
 	"context"

@@ -1,5 +1,5 @@
 // Command nullrls is an Envoy Rate Limit Service that answers every call
-// OK without deciding anything: the baseline docs/benchmarks/serve.md
+// OK without deciding anything: the baseline BENCHMARKS.md ("The server")
 // compares `floodgate serve` with, to show what gRPC, the load generator
 // and the machine cost on their own. It listens on 127.0.0.1:8081 (or the
 // address given as its one argument) with the same gRPC settings as

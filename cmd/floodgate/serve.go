@@ -111,9 +111,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// The server's heap is small and short-lived per call, so collecting
-	// less often buys throughput for little memory: 28,300 calls/s against
-	// 24,800 with the default, and a quarter less CPU per call
-	// (docs/benchmarks/serve.md). GOGC in the environment still decides.
+	// less often buys throughput for little memory (BENCHMARKS.md, "The
+	// server"). GOGC in the environment still decides.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}

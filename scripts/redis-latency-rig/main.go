@@ -7,8 +7,8 @@
 //	go run . -listen 127.0.0.1:7001 -upstream 127.0.0.1:6379 -latency 500us -jitter 100us
 //
 // scripts/redis-latency-rig/run starts Redis, this proxy and `floodgate serve`
-// in each arrangement and measures them (docs/redis.md, "Redis at a network
-// distance").
+// in each arrangement and measures them (BENCHMARKS.md, "Redis 0.5 ms
+// away").
 package main
 
 import (

@@ -231,7 +231,7 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	gopts := s.grpcGuards(creds)
 	// Stream workers: gRPC otherwise starts a goroutine per call, whose
 	// stack then grows (and is copied) on every call; reusing goroutines
-	// cut the server's CPU per call by about 8% (docs/benchmarks/serve.md).
+	// saves that work (BENCHMARKS.md, "The server").
 	// When every worker is busy, gRPC starts a goroutine as before.
 	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
 	gopts = append(gopts, cfg.Connections.grpcOptions()...)
