@@ -60,9 +60,8 @@ func (l *Limiter) bind(limit Limit, counter string) (*limits, error) {
 	return c, nil
 }
 
-// SetLimit makes the limiter enforce limit from now on, as x/time/rate's
-// SetLimit does, and returns an error (changing nothing) if limit is not
-// valid.
+// SetLimit makes the limiter enforce limit from now on, and returns an
+// error (changing nothing) if limit is not valid.
 //
 // When only the limit and the parameters derived from it change (the
 // limit, capacity, rate, burst, tolerance or carry-over: the two limits
