@@ -1,8 +1,8 @@
 // Package gateway is a rate-limiting reverse proxy: it routes each request
 // by path prefix to an upstream service and applies the rules before
 // forwarding, so one placement in front of several services limits them
-// all — for the requests that pass through it (see docs/serving.md on
-// coverage).
+// all — for the requests that pass through it (docs/simulator.md,
+// "floodgate sim coverage").
 //
 // Each route keeps its own bounded pool of upstream connections
 // (Transport). Requests without a body to a plain-HTTP upstream are
