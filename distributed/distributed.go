@@ -78,6 +78,11 @@ type Node struct {
 	mem      *membership  // the live nodes, if Options.Membership
 	ramps    sync.Map     // algorithm.Config -> *ramp: a live split node's shares
 	rampSeed maphash.Seed // for the counters of shares (counterName)
+	// regions counts the regions sharing the limits (1 without
+	// Options.Region); cut is set while this region is cut off from another.
+	regions     int
+	linkTimeout time.Duration
+	cut         atomic.Bool
 
 	syncMu   sync.Mutex // one Sync at a time
 	seq      uint64     // syncs attempted, under syncMu

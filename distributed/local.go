@@ -203,7 +203,7 @@ func (n *Node) target(s *shard, e *entry, h how, now int64) ([]int64, algorithm.
 		if e.split == nil {
 			// The count the node last saw: during an outage it does not
 			// change.
-			parts := n.count()
+			parts := n.count() * n.regions
 			a, err := n.splitAlg(e.alg, parts)
 			if err != nil {
 				return nil, nil, err

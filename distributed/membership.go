@@ -149,6 +149,7 @@ func (n *Node) beat(ctx context.Context, leave bool) error {
 	mu.Lock()
 	defer mu.Unlock()
 	n.take(now.UnixNano(), c)
+	n.takeLinks(c)
 	return nil
 }
 

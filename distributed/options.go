@@ -47,6 +47,9 @@ type Options struct {
 	// heartbeats in the shared store and use that count where it would use
 	// Nodes (which must then be zero).
 	Membership *Membership
+	// Region, if set, makes the node one of a region's nodes among
+	// several regions that share the limits (see Region).
+	Region *Region
 	// Interval is how often a delayed node synchronizes (and how often a
 	// centralized node retries pushing counts taken during an outage).
 	// Zero means 200ms.
@@ -176,6 +179,9 @@ func (n *Node) applyDefaults(o Options) error {
 	n.remember = max(defaultRemember, 100*n.syncDL)
 	n.rampSeed = maphash.MakeSeed()
 	if err := n.initMembership(o); err != nil {
+		return err
+	}
+	if err := n.initRegion(o); err != nil {
 		return err
 	}
 	if n.syncer != nil {

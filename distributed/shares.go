@@ -122,7 +122,7 @@ func (n *Node) follow(r *ramp) {
 	first := len(m.changes) - int(seq-r.applied)
 	if r.applied == 0 || first < 0 {
 		c := m.changes[0]
-		r.to = target(r.rule.Config().Limit, c.nodes)
+		r.to = target(r.rule.Config().Limit, c.nodes*n.regions)
 		r.from, r.start = r.to, c.at
 		if r.applied == 0 && m.dropped == 0 {
 			// The node's first count: whoever ran before it may have
@@ -134,7 +134,7 @@ func (n *Node) follow(r *ramp) {
 	}
 	for _, c := range m.changes[first:] {
 		_, cur := r.at(c.at)
-		r.from, r.to, r.start = cur, target(r.rule.Config().Limit, c.nodes), c.at
+		r.from, r.to, r.start = cur, target(r.rule.Config().Limit, c.nodes*n.regions), c.at
 	}
 	r.applied = seq
 }

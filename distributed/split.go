@@ -60,7 +60,7 @@ func splitConfig(c algorithm.Config, nodes int) algorithm.Config {
 // (shares.go).
 func (n *Node) ownShare(alg algorithm.Algorithm, now int64) (algorithm.Algorithm, error) {
 	if n.mem == nil {
-		return n.splitAlg(alg, n.nodes)
+		return n.splitAlg(alg, n.nodes*n.regions)
 	}
 	a, err := n.liveShare(alg, now)
 	if err != nil {

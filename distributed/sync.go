@@ -167,7 +167,7 @@ func (n *Node) retry(ctx context.Context, now time.Time, final bool) error {
 	again := make([]store.SyncBatch, len(a.batches))
 	for i := range a.batches {
 		b := &a.batches[i]
-		again[i] = store.SyncBatch{Algorithm: b.Algorithm, Key: b.Key, Events: b.Events}
+		again[i] = store.SyncBatch{Algorithm: b.Algorithm, Key: b.Key, Events: b.Events, UnseenSince: b.UnseenSince}
 	}
 	a.batches = again
 	n.resends.Add(1)
@@ -183,7 +183,7 @@ func (n *Node) collect(now time.Time) ([]store.SyncBatch, []pushed) {
 	// Reuse the last sync's slices; their States now belong to entries.
 	clear(n.bufB)
 	clear(n.bufP)
-	c := &collector{n: n, batches: n.bufB[:0], parts: n.bufP[:0], cap: n.syncKeys}
+	c := &collector{n: n, batches: n.bufB[:0], parts: n.bufP[:0], cap: n.syncKeys, now: now.UnixNano()}
 	defer func() { n.bufB, n.bufP = c.batches, c.parts }()
 	// Start at another shard each sync, so that a capped sync does not
 	// always leave the same shards for later.
@@ -243,7 +243,8 @@ type collector struct {
 	n       *Node
 	batches []store.SyncBatch
 	parts   []pushed
-	cap     int // keys the push takes at most
+	cap     int   // keys the push takes at most
+	now     int64 // the sync's time (Unix ns)
 }
 
 func (c *collector) take(e *entry) {
@@ -255,9 +256,10 @@ func (c *collector) take(e *entry) {
 	e.inflight = len(e.events)
 	e.mark = n.seq
 	c.batches = append(c.batches, store.SyncBatch{
-		Algorithm: e.alg,
-		Key:       e.key,
-		Events:    append([]store.Event(nil), e.events...),
+		Algorithm:   e.alg,
+		Key:         e.key,
+		Events:      append([]store.Event(nil), e.events...),
+		UnseenSince: n.unseenSince(e, c.now),
 	})
 	c.parts = append(c.parts, pushed{e: e, count: e.inflight})
 }
@@ -389,6 +391,7 @@ func (n *Node) apply(batches []store.SyncBatch, parts []pushed, now time.Time, s
 		switch n.arr {
 		case Delayed:
 			if st := batches[i].State; len(st) == e.alg.Words() {
+				n.takeUnseen(e, batches[i].Unseen)
 				if n.takeView(e, st, now.UnixNano()) {
 					n.settleCharge(s, e, now.UnixNano())
 				}

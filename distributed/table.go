@@ -87,6 +87,11 @@ type entry struct {
 	viewLimit     int64
 	viewRemaining int64
 
+	// cut is what the key's requests that other regions have not received
+	// count again while the region is cut off (see Region), as of the
+	// last pull.
+	cut int64
+
 	// split is the state FailLocal decides on while the store is down: the
 	// algorithm with limit/N, seeded with this node's share of the usage the
 	// view showed when the outage began.
@@ -238,13 +243,16 @@ func (s *shard) rebase(e *entry, alg algorithm.Algorithm, now int64) {
 }
 
 // charged returns what a decision on e counts beyond its state: the
-// eviction summary's charge, and on a live split node the part of its
-// share's algorithm that its share does not hold now (see ramp).
+// eviction summary's charge, on a live split node the part of its share's
+// algorithm that its share does not hold now (see ramp), and while the
+// region is cut off its requests other regions have not received, counted
+// again (see Region).
 func (e *entry) charged() int64 {
+	c := e.charge + e.cut
 	if sa, ok := e.alg.(*shareAlg); ok {
-		return e.charge + sa.charge
+		c += sa.charge
 	}
-	return e.charge
+	return c
 }
 
 // markDirty puts e on the shard's sync list once. The caller holds the lock.

@@ -50,9 +50,9 @@ func (s *Store) Heartbeat(ctx context.Context, now int64, b store.Beat) (store.C
 		if len(g) == 0 {
 			delete(r.groups, b.Group)
 		}
-		return store.Census{Live: len(g)}, nil
+		return store.Census{Live: len(g), Now: now}, nil
 	}
 	_, ok := g[b.Member]
 	g[b.Member] = now + int64(b.Expiry)
-	return store.Census{Live: len(g), New: !ok}, nil
+	return store.Census{Live: len(g), New: !ok, Now: now}, nil
 }

@@ -41,7 +41,7 @@ func NewWithClient(ctx context.Context, c rueidis.Client, o Options) (*Store, er
 	o.Cluster = c.Mode() == rueidis.ClientModeCluster
 	o.Addrs = slices.Sorted(maps.Keys(c.Nodes()))
 	s := &Store{borrowed: true, addr: o.Address(), cluster: o.Cluster, clientTime: o.ClientTime, spread: o.SlotsPerLimit,
-		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
+		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack, outbox: slices.Clone(o.Outbox)}
 	if err := ping(ctx, c, setupTimeout(s.timeout)); err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", s.addr, err)
 	}
@@ -94,6 +94,14 @@ func (o *Options) fillKeyOptions() error {
 	}
 	if o.SlotsPerLimit < 0 || o.SlotsPerLimit > 16384 {
 		return fmt.Errorf("redisstore: SlotsPerLimit must be between 1 and 16384, got %d", o.SlotsPerLimit)
+	}
+	for i, r := range o.Outbox {
+		if err := checkRegion(r); err != nil {
+			return err
+		}
+		if slices.Contains(o.Outbox[:i], r) {
+			return fmt.Errorf("redisstore: region %q is named twice in Outbox", r)
+		}
 	}
 	return nil
 }

@@ -17,6 +17,9 @@ import (
 type call struct {
 	keys []string
 	args []string
+	// unseen: a push (op 'X') that returns each key's unseen cost after
+	// its state.
+	unseen bool
 }
 
 // exec runs the calls in one pipeline (one round trip per node), by SHA.

@@ -39,13 +39,17 @@ func (s *Store) SyncOnce(ctx context.Context, now int64, id store.SyncID, batche
 // origin, in the hash slot of key (every key this store writes has a hash
 // tag, so the record shares the slot of the call's keys in a Cluster).
 func (s *Store) onceKey(key, origin string) string {
-	tag := ""
+	return s.prefix + ":{" + tagOf(key) + "}:sync-once:" + origin
+}
+
+// tagOf returns key's hash tag (empty if it has none).
+func tagOf(key string) string {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			tag = key[i+1 : i+1+j]
+			return key[i+1 : i+1+j]
 		}
 	}
-	return s.prefix + ":{" + tag + "}:sync-once:" + origin
+	return ""
 }
 
 func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches []store.SyncBatch) error {
@@ -69,6 +73,11 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 	}
 	defer cancel()
 	calls, parts := s.syncCalls(now, id, rs, batches)
+	if len(s.outbox) > 0 && id != nil {
+		if err := s.listTags(ctx, calls); err != nil {
+			return err
+		}
+	}
 	res, err := s.exec(ctx, calls)
 	if err != nil {
 		return err
@@ -79,12 +88,23 @@ func (s *Store) sync(ctx context.Context, now int64, id *store.SyncID, batches [
 		if err != nil {
 			return fmt.Errorf("redisstore: reading synced state: %w", err)
 		}
-		if len(v) != len(part) {
-			return fmt.Errorf("redisstore: script returned %d states for %d keys", len(v), len(part))
+		per := 1 // values per key: the state, and with unseen its unseen cost
+		if calls[p].unseen {
+			per = 2
+		}
+		if len(v) != per*len(part) {
+			return fmt.Errorf("redisstore: script returned %d values for %d keys", len(v), len(part))
 		}
 		for k, i := range part {
 			sp := rs[i].sp
-			packed, err := v[k].ToString()
+			if per == 2 {
+				u, err := v[2*k+1].AsInt64()
+				if err != nil {
+					return fmt.Errorf("redisstore: reading a key's unseen cost: %w", err)
+				}
+				batches[i].Unseen = u
+			}
+			packed, err := v[per*k].ToString()
 			if err != nil {
 				return fmt.Errorf("redisstore: reading synced state: %w", err)
 			}
@@ -123,8 +143,20 @@ func (s *Store) syncCalls(now int64, id *store.SyncID, rs []request, batches []s
 		var run *spec
 		runAt, runLen := 0, 0 // index in c.args of the current run's length, and the length
 		events, chunk := 0, 0
+		outbox := len(s.outbox) > 0 && id != nil
+		unseen := outbox && wantUnseen(batches, idx)
 		flush := func() {
 			if len(part) > 0 {
+				if outbox {
+					// The outboxes, then the sealed batches, of the slot.
+					tag := tagOf(c.keys[0])
+					for _, r := range s.outbox {
+						c.keys = append(c.keys, s.outboxKey(tag, r))
+					}
+					for _, r := range s.outbox {
+						c.keys = append(c.keys, s.sealedKey(tag, r))
+					}
+				}
 				if id != nil {
 					// The record's key goes last; the script takes it off.
 					c.keys = append(c.keys, s.onceKey(c.keys[0], id.Origin))
@@ -136,6 +168,13 @@ func (s *Store) syncCalls(now int64, id *store.SyncID, rs []request, batches []s
 			if id != nil {
 				remember := max(id.Remember.Milliseconds(), 1)
 				c.args = []string{"S", t, strconv.FormatUint(id.Seq, 10), strconv.Itoa(chunk), itoa(remember)}
+			}
+			if outbox {
+				c.args[0] = "X"
+				c.args = append(c.args, strconv.Itoa(len(s.outbox)), "0")
+				if unseen {
+					c.args[len(c.args)-1], c.unseen = "1", true
+				}
 			}
 		}
 		flush()
@@ -151,6 +190,9 @@ func (s *Store) syncCalls(now int64, id *store.SyncID, rs []request, batches []s
 				sp := rs[i].sp
 				if sp != run {
 					c.args = append(c.args, sp.headerAt(now)...)
+					if unseen {
+						c.args = append(c.args, itoa(floorDiv(unseenSince(batches[i], now), usec)))
+					}
 					c.args = append(c.args, "0")
 					run, runAt, runLen = sp, len(c.args)-1, 0
 				}

@@ -31,6 +31,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,11 @@ type Options struct {
 	// ReconnectEvery spaces connection attempts in ConnectLater mode
 	// (default 1s).
 	ReconnectEvery time.Duration
+	// Outbox names the other regions whose Redis this region's counts are
+	// forwarded to (see Exchange): every push (SyncOnce) also queues its
+	// counts for each of them, in the Redis of this region. Empty: no
+	// regions.
+	Outbox []string
 }
 
 // Store is a counter store in Redis. It is safe for concurrent use.
@@ -120,6 +126,9 @@ type Store struct {
 	clientTime bool
 	spread     int
 	prefix     string
+	outbox     []string // Options.Outbox
+	tags       sync.Map // hash tags listed for the exchange (outbox.go)
+	tagsListed atomic.Int64
 	timeout    time.Duration
 	slack      time.Duration
 	specMu     sync.RWMutex
@@ -183,7 +192,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		o.ReconnectEvery = time.Second
 	}
 	s := &Store{copt: copt, every: o.ReconnectEvery, addr: o.Address(), cluster: o.Cluster, clientTime: o.ClientTime, spread: o.SlotsPerLimit,
-		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack}
+		prefix: o.Prefix, timeout: o.Timeout, slack: o.TTLSlack, outbox: slices.Clone(o.Outbox)}
 	c, err := s.dial(ctx)
 	switch {
 	case err == nil:

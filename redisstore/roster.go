@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/floodgate-dev/floodgate/store"
+	"github.com/redis/rueidis"
 )
 
 var _ store.Roster = (*Store)(nil)
@@ -34,17 +36,61 @@ func (s *Store) Heartbeat(ctx context.Context, now int64, b store.Beat) (store.C
 		leave = "1"
 	}
 	c := call{keys: []string{s.prefix + ":{members/" + b.Group + "}:live"}, args: []string{"h", s.now(now), b.Member, itoa(expiry), leave}}
+	calls := []call{c}
+	if len(s.outbox) > 0 {
+		calls = append(calls, call{keys: []string{s.exchangeKey("links")}, args: []string{"x", s.now(now), "links"}})
+	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	res, err := s.exec(ctx, []call{c})
+	res, err := s.exec(ctx, calls)
 	if err != nil {
 		return store.Census{}, err
 	}
-	var v [2]int64
+	var v [3]int64
 	if err := decodeInts(res[0], v[:]); err != nil {
 		return store.Census{}, fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
-	return store.Census{Live: int(v[0]), New: v[1] == 1}, nil
+	census := store.Census{Live: int(v[0]), New: v[1] == 1, Now: v[2] * usec}
+	if len(calls) > 1 {
+		if census.Links, err = s.links(res[1]); err != nil {
+			return store.Census{}, fmt.Errorf("redisstore: heartbeat: %w", err)
+		}
+	}
+	return census, nil
+}
+
+// links reads op 'x' links' answer: the time, then pairs of a field
+// ("sent:REGION" or "recv:REGION") and its time in µs; every region of the
+// Outbox is listed, with zero times for what never happened.
+func (s *Store) links(r rueidis.RedisResult) ([]store.Link, error) {
+	v, err := r.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Link, len(s.outbox))
+	for i, name := range s.outbox {
+		out[i].Region = name
+	}
+	for i := 1; i+1 < len(v); i += 2 {
+		f, _ := v[i].ToString()
+		t, err := v[i+1].AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		kind, name, _ := strings.Cut(f, ":")
+		for j := range out {
+			if out[j].Region != name {
+				continue
+			}
+			switch kind {
+			case "sent":
+				out[j].Sent = t * usec
+			case "recv":
+				out[j].Received = t * usec
+			}
+		}
+	}
+	return out, nil
 }
 
 // checkGroup reports whether g can name a roster group.

@@ -27,7 +27,7 @@ var (
 		"bucket.lua", "leakybucket.lua", "concurrency.lua", "boundedlog.lua", "calendar.lua",
 		"gubernator.lua",
 	}
-	scriptOps = []string{"hold.lua", "state.lua", "op_members.lua", "op_hold.lua", "op_shared.lua", "op_sync.lua", "op_decide.lua"}
+	scriptOps = []string{"hold.lua", "state.lua", "op_members.lua", "op_exchange.lua", "op_hold.lua", "op_shared.lua", "op_sync.lua", "op_decide.lua"}
 )
 
 // buildOpen and buildClose wrap the algorithm files in build.

@@ -36,4 +36,20 @@ type Census struct {
 	// New reports that this beat added the member: its first beat, or one
 	// after its entry expired.
 	New bool
+	// Now is the store's clock at the beat (Unix nanoseconds), the clock
+	// of Links' times.
+	Now int64
+	// Links are, for a store that exchanges counts with other regions'
+	// (redisstore.Exchange), when counts last went to each other region
+	// and came from it.
+	Links []Link
+}
+
+// Link is a region's exchange with another as its store records it.
+type Link struct {
+	// Region names the other region.
+	Region string
+	// Sent and Received are when counts last went to the region and last
+	// came from it, in the store's clock (Unix nanoseconds); zero never.
+	Sent, Received int64
 }

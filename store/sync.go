@@ -25,6 +25,12 @@ type SyncBatch struct {
 	// State receives the shared state after the merge; Sync sets it to a
 	// slice of length Algorithm.Words().
 	State []int64
+	// UnseenSince, when nonzero (Unix nanoseconds), asks a store that
+	// forwards its counts to other regions (redisstore with an Outbox) for
+	// Unseen: the cost of this key's events since then that some other
+	// region has not received yet. Other stores leave Unseen zero.
+	UnseenSince int64
+	Unseen      int64
 }
 
 // Syncer is a shared store that delayed-synchronization nodes exchange counts

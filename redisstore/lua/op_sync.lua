@@ -14,8 +14,56 @@ local function onetime(P, ts, cs, ne)
   return string.format('%d%016d', c, t)
 end
 
+-- The outbox: a region's counts wait there until they are forwarded to
+-- each other region (op 'x' seals and acknowledges). A hash per remote
+-- region and hash slot, a field per key: the limit's header (its length,
+-- then code, ttl, words, nparams, params, as doubles), then up to OUTMAX
+-- events (time µs, cost) as doubles. A push adds one event per key, at its
+-- latest time with its summed cost; past OUTMAX the two oldest merge into
+-- one at the later time. A forwarded request is never counted earlier than
+-- it happened, nor less.
+local OUTMAX = 32
+local function outappend(ob, key, hdr, t, c)
+  local v = redis.call('HGET', ob, key)
+  if not v then v = hdr end
+  v = v .. struct.pack('<dd', t, c)
+  local hb = 8 * (1 + struct.unpack('<d', v))
+  if (#v - hb) / 16 > OUTMAX then
+    local t1, c1, t2, c2 = struct.unpack('<dddd', v, hb + 1)
+    v = string.sub(v, 1, hb) .. struct.pack('<dd', max(t1, t2), c1 + c2) .. string.sub(v, hb + 33)
+  end
+  redis.call('HSET', ob, key, v)
+end
+-- outcost returns the cost of an outbox field's events after cutoff (µs).
+local function outcost(v, cutoff)
+  if not v then return 0 end
+  local hb = 8 * (1 + struct.unpack('<d', v))
+  local c = 0
+  for at = hb + 1, #v, 16 do
+    local t, k = struct.unpack('<dd', v, at)
+    if t > cutoff then c = c + k end
+  end
+  return c
+end
+
 local replay = false
-if op == 'S' then
+-- Op 'X' is 'S' for a region that forwards its counts to others (see
+-- outbox): after the identity, the number of remote regions and whether
+-- to return each key's unseen cost; its KEYS end with the outbox of each
+-- remote, then each remote's sealed batch, then the once record.
+local outboxes, sealed, unseen, outttl = nil, nil, false, 0
+if op == 'X' then
+  local rec = table.remove(KEYS)
+  local seq = nextarg()
+  local chunk = nextarg()
+  replay = not once(rec, seq, chunk, nextarg())
+  local nout = nextarg()
+  unseen = nextarg() == 1
+  outboxes, sealed = {}, {}
+  for j = nout, 1, -1 do sealed[j] = table.remove(KEYS) end
+  for j = nout, 1, -1 do outboxes[j] = table.remove(KEYS) end
+  op = 's'
+elseif op == 'S' then
   local rec = table.remove(KEYS)
   local seq = nextarg()
   local chunk = nextarg()
@@ -41,6 +89,14 @@ if op == 's' then
     built[code] = alg
     local P = {}
     for j = 1, np do P[j] = nextarg() end
+    local hdr, cutoff = nil, 0
+    if outboxes then
+      local h = { code, ttl, words, np }
+      for j = 1, np do h[4 + j] = P[j] end
+      hdr = struct.pack('<d', #h) .. struct.pack(dfmt(#h), unpack(h))
+      if unseen then cutoff = nextarg() end
+      outttl = max(outttl, ttl)
+    end
     if alg.fromstored and not anchor then
       -- The time a light bounded-log state is read and written around:
       -- merges carry their own times, so the time argument or the
@@ -93,9 +149,34 @@ if op == 's' then
         raw[key] = save(key, s, ttl, code, P, alg)
       end
       out[#out + 1] = raw[key]
+      if outboxes then
+        if ne > 0 and not replay then
+          local t, c = ts[1], 0
+          for k = 1, ne do
+            if ts[k] > t then t = ts[k] end
+            c = c + cs[k]
+          end
+          for j = 1, #outboxes do outappend(outboxes[j], key, hdr, t, c) end
+        end
+        if unseen then
+          local u = 0
+          for j = 1, #outboxes do
+            u = max(u, outcost(redis.call('HGET', outboxes[j], key), cutoff) +
+              outcost(redis.call('HGET', sealed[j], key), cutoff))
+          end
+          out[#out + 1] = u
+        end
+      end
     end
   end
   if i ~= #KEYS then return redis.error_reply('floodgate: op s got ' .. #KEYS .. ' keys and ' .. i .. ' states') end
+  if outboxes and outttl > 0 then
+    -- An outbox lives as long as the longest-lived key it holds counts
+    -- of: past that, its counts no longer matter anywhere.
+    for j = 1, #outboxes do
+      if redis.call('PTTL', outboxes[j]) < outttl then redis.call('PEXPIRE', outboxes[j], outttl) end
+    end
+  end
   return out
 end
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,6 +147,7 @@ type Arrangement struct {
 	// live nodes through Redis heartbeats (Membership).
 	Nodes      int           `yaml:"nodes"`
 	Membership Membership    `yaml:"membership"`
+	Region     Region        `yaml:"region"`
 	Interval   time.Duration `yaml:"interval"`
 	Deadline   time.Duration `yaml:"deadline"`
 	// SyncDeadline bounds one delayed-sync exchange.
@@ -176,6 +178,29 @@ type Membership struct {
 	Expiry time.Duration `yaml:"expiry"`
 	// Assume is the count a node uses until its first beat is answered.
 	Assume int `yaml:"assume"`
+}
+
+// Region makes the node one of a region's nodes, among regions that share
+// the limits, each with a Redis of its own (distributed.Region and
+// redisstore.Exchange). Name empty: one region.
+type Region struct {
+	Name string `yaml:"name"`
+	// Exchange is how often counts are forwarded to the other regions;
+	// LinkTimeout how long a link may go without counts either way before
+	// the region counts as cut off.
+	Exchange    time.Duration `yaml:"exchange"`
+	LinkTimeout time.Duration `yaml:"link_timeout"`
+	// Others are the other regions: their names and their Redis.
+	Others []OtherRegion `yaml:"others"`
+}
+
+// OtherRegion is another region and its Redis, reached as store: is (its
+// prefix is this store's; its password comes from its address or
+// password_file, never from FLOODGATE_REDIS_PASSWORD, which is this
+// region's).
+type OtherRegion struct {
+	Name  string `yaml:"name"`
+	Store Store  `yaml:"store"`
 }
 
 // Gateway configures the rate-limiting reverse proxy.
@@ -451,6 +476,9 @@ func (c *Config) validateArrangement(at func(string) string) error {
 	if err := c.Arrangement.Membership.validate(at); err != nil {
 		return err
 	}
+	if err := c.validateRegion(at); err != nil {
+		return err
+	}
 	if c.Arrangement.Interval <= 0 {
 		return fmt.Errorf("%s: arrangement.interval must be positive, got %v", at("arrangement.interval"), c.Arrangement.Interval)
 	}
@@ -468,6 +496,52 @@ func (c *Config) validateArrangement(at func(string) string) error {
 	}
 	if c.Arrangement.BreakerCooldown <= 0 {
 		return fmt.Errorf("%s: arrangement.breaker_cooldown must be positive, got %v", at("arrangement.breaker_cooldown"), c.Arrangement.BreakerCooldown)
+	}
+	return nil
+}
+
+// validateRegion checks the region section.
+func (c *Config) validateRegion(at func(string) string) error {
+	r := c.Arrangement.Region
+	if r.Name == "" {
+		if len(r.Others) > 0 {
+			return fmt.Errorf("%s: arrangement.region.others needs arrangement.region.name, this region's name", at("arrangement.region"))
+		}
+		return nil
+	}
+	where := at("arrangement.region") + ": arrangement.region"
+	switch {
+	case c.Store.Type == StoreMemory:
+		return fmt.Errorf("%s: regions share counts through Redis: set store.type", where)
+	case c.Arrangement.Mode == distributed.Centralized:
+		return fmt.Errorf("%s: a region's nodes take mode delayed (or split): a centralized decision is not forwarded to the other regions", where)
+	case c.Arrangement.Nodes != 0:
+		return fmt.Errorf("%s: a region's nodes count each other (nodes: 0): the heartbeats bring the links' times", where)
+	case len(r.Others) == 0:
+		return fmt.Errorf("%s.others lists no other region", where)
+	case r.Exchange <= 0 || r.LinkTimeout < 2*r.Exchange:
+		return fmt.Errorf("%s.exchange must be positive and link_timeout at least two exchanges, got %v and %v", where, r.Exchange, r.LinkTimeout)
+	}
+	names := []string{r.Name}
+	for _, o := range r.Others {
+		if slices.Contains(names, o.Name) {
+			return fmt.Errorf("%s: region %q is named twice", where, o.Name)
+		}
+		names = append(names, o.Name)
+		if o.Store.Type != StoreRedis && o.Store.Type != StoreRedisCluster || len(o.Store.Addrs) == 0 {
+			return fmt.Errorf("%s: region %q: its store needs type redis or redis-cluster and addrs", where, o.Name)
+		}
+		if o.Store.Prefix != "" && o.Store.Prefix != c.Store.Prefix {
+			return fmt.Errorf("%s: region %q: its keys are named as this store's (prefix %q), not %q", where, o.Name, c.Store.Prefix, o.Store.Prefix)
+		}
+		if _, err := o.Store.parse(); err != nil {
+			return fmt.Errorf("%s: region %q: %v", where, o.Name, err)
+		}
+	}
+	for _, n := range names {
+		if n == "" || len(n) > 64 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+			return fmt.Errorf("%s: region %q: 1 to 64 letters, digits, '.', '_' or '-'", where, n)
+		}
 	}
 	return nil
 }

@@ -85,6 +85,15 @@ func TestParseConfigErrors(t *testing.T) {
 		{"arrangement:\n  membership:\n    assume: 0\n", "f.yaml:3: arrangement.membership.assume must be at least 1"},
 		{"arrangement:\n  membership:\n    perod: 1s\n", "f.yaml:3: unknown field perod"},
 		{"store:\n  max_bytes: -1\n", "f.yaml:2: store.max_keys and store.max_bytes must not be negative"},
+		{"arrangement:\n  region:\n    others: [{name: eu}]\n", "f.yaml:3: arrangement.region.others needs arrangement.region.name"},
+		{"arrangement:\n  region:\n    name: us\n", "f.yaml:3: arrangement.region: regions share counts through Redis"},
+		{"store:\n  type: redis\n  addrs: [\"127.0.0.1:6379\"]\narrangement:\n  region:\n    name: us\n", "f.yaml:6: arrangement.region.others lists no other region"},
+		{"store:\n  type: redis\n  addrs: [\"127.0.0.1:6379\"]\narrangement:\n  region:\n    name: us\n    others: [{name: eu, store: {type: redis}}]\n", "f.yaml:6: arrangement.region: region \"eu\": its store needs type redis or redis-cluster and addrs"},
+		{"store:\n  type: redis\n  addrs: [\"127.0.0.1:6379\"]\narrangement:\n  region:\n    name: us\n    others: [{name: us, store: {type: redis, addrs: [\"h:1\"]}}]\n", "f.yaml:6: arrangement.region: region \"us\" is named twice"},
+		{"store:\n  type: redis\n  addrs: [\"127.0.0.1:6379\"]\narrangement:\n  region:\n    name: us\n    others: [{name: eu, store: {type: redis, addrs: [\"h:1\"], prefix: other}}]\n", "f.yaml:6: arrangement.region: region \"eu\": its keys are named as this store's"},
+		{"store:\n  type: redis\n  addrs: [\"127.0.0.1:6379\"]\narrangement:\n  region:\n    name: us\n    link_timeout: 1s\n    others: [{name: eu, store: {type: redis, addrs: [\"h:1\"]}}]\n", "f.yaml:6: arrangement.region.exchange must be positive and link_timeout at least two exchanges"},
+		{"store:\n  type: redis\n  addrs: [\"127.0.0.1:6379\"]\narrangement:\n  mode: centralized\n  region:\n    name: us\n    others: [{name: eu, store: {type: redis, addrs: [\"h:1\"]}}]\n", "f.yaml:7: arrangement.region: a region's nodes take mode delayed"},
+		{"store:\n  type: redis\n  addrs: [\"127.0.0.1:6379\"]\narrangement:\n  region:\n    name: us\n    others: [{name: e/u, store: {type: redis, addrs: [\"h:1\"]}}]\n", "f.yaml:6: arrangement.region: region \"e/u\": 1 to 64 letters"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

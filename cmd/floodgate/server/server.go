@@ -62,6 +62,10 @@ type Server struct {
 	mem   *memstore.Store
 	redis *redisstore.Store
 	node  *distributed.Node
+	// exchange forwards this region's counts to the other regions, and
+	// remotes are their stores (arrangement.region).
+	exchange *redisstore.Exchange
+	remotes  []*redisstore.Store
 
 	handler   http.Handler // API, and admin unless it has its own listener
 	adminH    http.Handler // nil without an admin listener
@@ -269,6 +273,7 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		Arrangement:     a.Mode,
 		Nodes:           a.Nodes,
 		Membership:      a.membership(),
+		Region:          a.region(),
 		Interval:        a.Interval,
 		Deadline:        a.Deadline,
 		SyncDeadline:    a.SyncDeadline,
@@ -287,7 +292,23 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		return nil, err
 	}
 	s.node = node
+	if a.Region.Name != "" {
+		if err := s.buildExchange(ctx, rs); err != nil {
+			node.Close(ctx)
+			rs.Close()
+			return nil, err
+		}
+	}
 	return node, nil
+}
+
+// region returns the node's Region: with a region name, one of
+// 1 + len(Others) regions.
+func (a Arrangement) region() *distributed.Region {
+	if a.Region.Name == "" {
+		return nil
+	}
+	return &distributed.Region{Regions: 1 + len(a.Region.Others), LinkTimeout: a.Region.LinkTimeout}
 }
 
 // membership returns the node's Membership: with nodes: 0 it counts the
@@ -498,6 +519,13 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		s.reportHealth(ctx)
 	}()
+	if s.exchange != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.exchange.Run(ctx)
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -595,6 +623,10 @@ func (s *Server) closeStore(ctx context.Context) error {
 		s.redis.Close()
 		s.redis = nil
 	}
+	for _, r := range s.remotes {
+		r.Close()
+	}
+	s.remotes, s.exchange = nil, nil
 	// Spans still buffered are exported last, store calls included.
 	s.shutdownTracing(ctx)
 	return err

@@ -21,6 +21,9 @@ func (s *Server) connectRedis(ctx context.Context) (*redisstore.Store, error) {
 		return nil, fmt.Errorf("store %s: %w", s.cfg.Store.Address(), err)
 	}
 	o.ConnectLater = true
+	for _, r := range s.cfg.Arrangement.Region.Others {
+		o.Outbox = append(o.Outbox, r.Name)
+	}
 	rs, err := redisstore.New(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", o.Address(), err)
@@ -32,6 +35,36 @@ func (s *Server) connectRedis(ctx context.Context) (*redisstore.Store, error) {
 		s.log.Info("store connected", "store", rs.Address(), "arrangement", s.arrangement())
 	}
 	return rs, nil
+}
+
+// buildExchange connects to the other regions' Redis and makes the
+// exchange that forwards this region's counts to them (run by Serve).
+func (s *Server) buildExchange(ctx context.Context, local *redisstore.Store) error {
+	reg := s.cfg.Arrangement.Region
+	remotes := map[string]*redisstore.Store{}
+	for _, r := range reg.Others {
+		st := r.Store
+		st.Prefix = s.cfg.Store.Prefix
+		// FLOODGATE_REDIS_PASSWORD is this region's: never sent elsewhere.
+		o, err := st.RedisOptions(func(string) string { return "" })
+		if err != nil {
+			return fmt.Errorf("region %s's store %s: %w", r.Name, st.Address(), err)
+		}
+		o.ConnectLater = true
+		rs, err := redisstore.New(ctx, o)
+		if err != nil {
+			return fmt.Errorf("region %s's store %s: %w", r.Name, o.Address(), err)
+		}
+		s.remotes = append(s.remotes, rs)
+		remotes[r.Name] = rs
+	}
+	x, err := redisstore.NewExchange(local, redisstore.ExchangeOptions{Region: reg.Name, Remotes: remotes,
+		Interval: reg.Exchange, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	s.exchange = x
+	return nil
 }
 
 // arrangement names how this node shares counters: "local" for the memory
