@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -117,11 +118,21 @@ func (x *Exchange) Run(ctx context.Context) {
 }
 
 // Step makes one round, now, with every other region whose lease it takes,
-// and returns the rounds' errors joined.
+// each region at the same time (a region that does not answer delays no
+// other), and returns the rounds' errors joined. Steps must not overlap.
 func (x *Exchange) Step(ctx context.Context, now int64) error {
-	var errs []error
-	for _, name := range x.names {
-		err := x.round(ctx, now, name)
+	errs := make([]error, len(x.names))
+	var wg sync.WaitGroup
+	for i, name := range x.names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = x.round(ctx, now, name)
+		}()
+	}
+	wg.Wait()
+	for i, name := range x.names {
+		err := errs[i]
 		switch {
 		case err == nil && x.lastFail[name] != "":
 			x.log.Info("floodgate: counts reach region again", "region", name)
@@ -131,7 +142,7 @@ func (x *Exchange) Step(ctx context.Context, now int64) error {
 			x.lastFail[name] = err.Error()
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("region %s: %w", name, err))
+			errs[i] = fmt.Errorf("region %s: %w", name, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -172,6 +172,7 @@ type scaleCall struct {
 type scaleClient struct {
 	key   string
 	rate  float64
+	mu    sync.Mutex // calls, while the client runs
 	calls []scaleCall
 	err   error
 }
@@ -212,8 +213,23 @@ func (c *scaleClient) run(ctx context.Context, f *scaleFleet, wg *sync.WaitGroup
 			c.err = err
 			continue
 		}
+		c.mu.Lock()
 		c.calls = append(c.calls, scaleCall{sent, time.Now(), out.Allowed})
+		c.mu.Unlock()
 	}
+}
+
+// allowedSoFar counts the client's allowed calls, while it runs.
+func (c *scaleClient) allowedSoFar() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, x := range c.calls {
+		if x.allowed {
+			n++
+		}
+	}
+	return n
 }
 
 // rejected counts the client's rejected calls.
