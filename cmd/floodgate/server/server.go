@@ -59,13 +59,11 @@ type Server struct {
 	// tracing makes OpenTelemetry spans; nil when tracing is off.
 	tracing *tracing.Tracing
 
-	mem   *memstore.Store
-	redis *redisstore.Store
-	node  *distributed.Node
-	// exchange forwards this region's counts to the other regions, and
-	// remotes are their stores (arrangement.region).
-	exchange *redisstore.Exchange
-	remotes  []*redisstore.Store
+	mem      *memstore.Store
+	redis    *redisstore.Store
+	node     *distributed.Node
+	exchange *redisstore.Exchange // to the other regions (arrangement.go)
+	remotes  []*redisstore.Store  // the other regions' stores
 
 	handler   http.Handler // API, and admin unless it has its own listener
 	adminH    http.Handler // nil without an admin listener
@@ -292,33 +290,12 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		return nil, err
 	}
 	s.node = node
-	if a.Region.Name != "" {
-		if err := s.buildExchange(ctx, rs); err != nil {
-			node.Close(ctx)
-			rs.Close()
-			return nil, err
-		}
+	if err := s.buildExchange(ctx, rs); err != nil {
+		node.Close(ctx)
+		rs.Close()
+		return nil, err
 	}
 	return node, nil
-}
-
-// region returns the node's Region: with a region name, one of
-// 1 + len(Others) regions.
-func (a Arrangement) region() *distributed.Region {
-	if a.Region.Name == "" {
-		return nil
-	}
-	return &distributed.Region{Regions: 1 + len(a.Region.Others), LinkTimeout: a.Region.LinkTimeout}
-}
-
-// membership returns the node's Membership: with nodes: 0 it counts the
-// live nodes, else none.
-func (a Arrangement) membership() *distributed.Membership {
-	if a.Nodes != 0 {
-		return nil
-	}
-	m := a.Membership
-	return &distributed.Membership{Group: m.Group, Period: m.Period, Expiry: m.Expiry, Assume: m.Assume}
 }
 
 // Engine returns the server's rule engine.
@@ -519,13 +496,7 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		s.reportHealth(ctx)
 	}()
-	if s.exchange != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.exchange.Run(ctx)
-		}()
-	}
+	s.startExchange(ctx, wg)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -623,10 +594,7 @@ func (s *Server) closeStore(ctx context.Context) error {
 		s.redis.Close()
 		s.redis = nil
 	}
-	for _, r := range s.remotes {
-		r.Close()
-	}
-	s.remotes, s.exchange = nil, nil
+	s.closeRemotes()
 	// Spans still buffered are exported last, store calls included.
 	s.shutdownTracing(ctx)
 	return err

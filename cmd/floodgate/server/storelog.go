@@ -37,36 +37,6 @@ func (s *Server) connectRedis(ctx context.Context) (*redisstore.Store, error) {
 	return rs, nil
 }
 
-// buildExchange connects to the other regions' Redis and makes the
-// exchange that forwards this region's counts to them (run by Serve).
-func (s *Server) buildExchange(ctx context.Context, local *redisstore.Store) error {
-	reg := s.cfg.Arrangement.Region
-	remotes := map[string]*redisstore.Store{}
-	for _, r := range reg.Others {
-		st := r.Store
-		st.Prefix = s.cfg.Store.Prefix
-		// FLOODGATE_REDIS_PASSWORD is this region's: never sent elsewhere.
-		o, err := st.RedisOptions(func(string) string { return "" })
-		if err != nil {
-			return fmt.Errorf("region %s's store %s: %w", r.Name, st.Address(), err)
-		}
-		o.ConnectLater = true
-		rs, err := redisstore.New(ctx, o)
-		if err != nil {
-			return fmt.Errorf("region %s's store %s: %w", r.Name, o.Address(), err)
-		}
-		s.remotes = append(s.remotes, rs)
-		remotes[r.Name] = rs
-	}
-	x, err := redisstore.NewExchange(local, redisstore.ExchangeOptions{Region: reg.Name, Remotes: remotes,
-		Interval: reg.Exchange, Logger: s.log})
-	if err != nil {
-		return err
-	}
-	s.exchange = x
-	return nil
-}
-
 // arrangement names how this node shares counters: "local" for the memory
 // store, else the configured arrangement.
 func (s *Server) arrangement() string {
