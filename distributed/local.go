@@ -215,6 +215,13 @@ func (n *Node) target(s *shard, e *entry, h how, now int64) ([]int64, algorithm.
 				share := (u + int64(parts) - 1) / int64(parts)
 				a.Record(e.split, now, share)
 			}
+		} else if _, ok := e.alg.(splitter); ok {
+			// The request's own parameters, divided as the state was.
+			a, err := n.splitAlg(e.alg, n.count())
+			if err != nil {
+				return nil, nil, err
+			}
+			e.splitAlg = a
 		}
 		return e.split, e.splitAlg, nil
 	default:

@@ -13,10 +13,21 @@ type splitKey struct {
 	parts int
 }
 
-// splitAlg returns alg with its limits divided into parts, cached.
+// splitter is an algorithm whose parameters come with each request
+// (gubernator's), so that its Config does not name its limit: it divides
+// itself.
+type splitter interface {
+	Split(parts int) algorithm.Algorithm
+}
+
+// splitAlg returns alg with its limits divided into parts, cached by
+// Config (a splitter divides itself, uncached).
 func (n *Node) splitAlg(alg algorithm.Algorithm, parts int) (algorithm.Algorithm, error) {
 	if parts <= 1 {
 		return alg, nil
+	}
+	if sp, ok := alg.(splitter); ok {
+		return sp.Split(parts), nil
 	}
 	k := splitKey{alg.Config(), parts}
 	if a, ok := n.algs.Load(k); ok {
@@ -57,10 +68,15 @@ func splitConfig(c algorithm.Config, nodes int) algorithm.Config {
 
 // ownShare returns the share of alg a split node enforces at now: its
 // Nodes-th part, or with Membership the share that follows the live count
-// (shares.go).
+// (shares.go). A splitter's share is its part of the live count at once,
+// without the ramp: its limit comes with each request, so no rule holds
+// where its share was.
 func (n *Node) ownShare(alg algorithm.Algorithm, now int64) (algorithm.Algorithm, error) {
 	if n.mem == nil {
 		return n.splitAlg(alg, n.nodes*n.regions)
+	}
+	if _, ok := alg.(splitter); ok {
+		return n.splitAlg(alg, n.count())
 	}
 	a, err := n.liveShare(alg, now)
 	if err != nil {

@@ -165,8 +165,14 @@ func (s *shard) get(alg algorithm.Algorithm, key string, create bool, now int64)
 			s.reshare(e, sa, now)
 		}
 		e.alg = sa // the share's charge now
-	} else if e != nil && e.alg != alg && e.alg.Config() != alg.Config() {
-		s.rebase(e, alg, now)
+	} else if e != nil && e.alg != alg {
+		if e.alg.Config() != alg.Config() {
+			s.rebase(e, alg, now)
+		}
+		// The request's algorithm decides: of one Config an algorithm whose
+		// parameters come with each request (gubernator's) differs from
+		// request to request, and the pushed events are recorded with it.
+		e.alg = alg
 	}
 	if e == nil && create {
 		e = &entry{alg: alg, key: key}
