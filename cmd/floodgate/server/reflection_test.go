@@ -63,7 +63,8 @@ func reflect(t *testing.T, addr, symbol string) (services []string, file *descri
 // TestGRPCReflection: with grpc.reflection a reflection client lists the
 // listener's services and gets the file describing the RLS service, with
 // ShouldRateLimit in it; without it (the default) the reflection service is
-// UNIMPLEMENTED; and http.reflection is refused.
+// UNIMPLEMENTED; gubernator's service is described as well; and
+// http.reflection is refused.
 func TestGRPCReflection(t *testing.T) {
 	const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
 	r := start(t, testConfig())
@@ -94,6 +95,22 @@ func TestGRPCReflection(t *testing.T) {
 	}
 	if !slices.Contains(methods, "ShouldRateLimit") {
 		t.Errorf("the RLS file's methods %v lack ShouldRateLimit", methods)
+	}
+
+	// gubernator's service is described too, so grpcurl can call it.
+	if _, file, err = reflect(t, r.srv.Addr(ListenerGRPC), "pb.gubernator.V1"); err != nil || file == nil {
+		t.Fatalf("no file describing pb.gubernator.V1: %v", err)
+	}
+	methods = methods[:0]
+	for _, s := range file.GetService() {
+		for _, m := range s.GetMethod() {
+			methods = append(methods, m.GetName())
+		}
+	}
+	for _, m := range []string{"GetRateLimits", "HealthCheck"} {
+		if !slices.Contains(methods, m) {
+			t.Errorf("gubernator's file's methods %v lack %s", methods, m)
+		}
 	}
 
 	if _, err := ParseConfig("f.yaml", []byte("http:\n  reflection: true\n")); err == nil {

@@ -124,12 +124,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Se
 	if s.tracing, err = tracing.New(ctx, cfg.Tracing, cfg.Store.Type, s.arrangement()); err != nil {
 		return nil, err
 	}
+	s.clock = o.clock
 	st, err := s.buildStore(ctx)
 	if err != nil {
 		s.shutdownTracing(ctx)
 		return nil, err
 	}
-	s.store, s.clock = st, o.clock
+	s.store = st
 	engOpts := []rules.EngineOption{rules.WithGlobalShadow(cfg.Shadow)}
 	if o.clock != nil {
 		engOpts = append(engOpts, rules.WithClock(o.clock))
@@ -243,7 +244,9 @@ func (s *Server) buildGRPC(rlsSvc *rls.Service) error {
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	rlsSvc.Register(s.grpc)
-	s.guber.Register(s.grpc)
+	if s.guber != nil {
+		s.guber.Register(s.grpc)
+	}
 	s.registerQuota()
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -282,6 +285,7 @@ func (s *Server) buildStore(ctx context.Context) (store.Store, error) {
 		MaxBytes:        a.MaxBytes,
 		MaxPendingBytes: a.MaxPendingBytes,
 		Shared:          rs,
+		Clock:           s.clock,
 		StoreName:       rs.Address(),
 		Logger:          s.log,
 	})

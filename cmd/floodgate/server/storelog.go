@@ -24,6 +24,9 @@ func (s *Server) connectRedis(ctx context.Context) (*redisstore.Store, error) {
 	for _, r := range s.cfg.Arrangement.Region.Others {
 		o.Outbox = append(o.Outbox, r.Name)
 	}
+	// A clock of WithClock is the decisions' time in Redis too, instead of
+	// Redis's own (tests running beside another system on a virtual clock).
+	o.ClientTime = s.clock != nil
 	rs, err := redisstore.New(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", o.Address(), err)
