@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
+	"github.com/floodgate-dev/floodgate/distributed"
+	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
 // The clock both servers read: frozen at start, moved by the tests.
@@ -45,7 +47,32 @@ type pair struct {
 	guberHTTP, floodHTTP string
 }
 
-func startPair(t *testing.T) *pair {
+// storeKind is where the Floodgate server of a pair keeps its counts.
+type storeKind string
+
+const (
+	onMemory  storeKind = "memory"
+	onRedis   storeKind = "redis"         // one redis-server, centralized
+	onCluster storeKind = "redis-cluster" // a Redis Cluster, centralized
+)
+
+// floodStore configures cfg's store as kind, starting the Redis it needs.
+func floodStore(t *testing.T, cfg *server.Config, kind storeKind) {
+	t.Helper()
+	switch kind {
+	case onRedis:
+		cfg.Store = server.Store{Type: server.StoreRedis, Addrs: []string{redistest.Start(t).Addr()}, Prefix: "fg"}
+	case onCluster:
+		cfg.Store = server.Store{Type: server.StoreRedisCluster, Addrs: redistest.StartCluster(t).Addrs(), Prefix: "fg"}
+	default:
+		return
+	}
+	// Every decision in Redis, as gubernator decides each on its owner.
+	cfg.Arrangement.Mode = distributed.Centralized
+	cfg.Arrangement.Nodes = 1
+}
+
+func startPair(t *testing.T, kind storeKind) *pair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -63,6 +90,7 @@ func startPair(t *testing.T) *pair {
 	cfg := server.DefaultConfig()
 	cfg.HTTP.Addr, cfg.GRPC.Addr, cfg.Gateway.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.ShutdownTimeout = 5 * time.Second
+	floodStore(t, &cfg, kind)
 	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), server.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -154,14 +182,26 @@ func saturated(q *guber.RateLimitReq) bool {
 		(q.Duration == 4 || q.Duration == 5)
 }
 
+// TestDifferential compares gubernator with Floodgate on the memory store,
+// and on Redis (one server, and a Cluster), where the script decides.
 func TestDifferential(t *testing.T) {
-	p := startPair(t)
+	for _, c := range []struct {
+		kind  storeKind
+		seeds int
+	}{{onMemory, 12}, {onRedis, 6}, {onCluster, 4}} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			seeds, steps := c.seeds, 1500
+			if testing.Short() {
+				seeds, steps = 2, 500
+			}
+			differential(t, startPair(t, c.kind), seeds, steps)
+		})
+	}
+}
+
+func differential(t *testing.T, p *pair, seeds, steps int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	seeds, steps := 12, 1500
-	if testing.Short() {
-		seeds, steps = 3, 500
-	}
 	compared, sat := 0, 0
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(uint64(seed), 35))
@@ -221,7 +261,7 @@ func TestDifferential(t *testing.T) {
 // TestFlagsWithoutEffect: GLOBAL, NO_BATCHING and MULTI_REGION change
 // nothing in Floodgate's answers (one node; arrangements decide sharing).
 func TestFlagsWithoutEffect(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, onMemory)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range 20 {

@@ -2,7 +2,9 @@
 // gubernator API to gubernator itself (gubernator-io/gubernator, the
 // version go.mod pins), run in this test process from its own module:
 //
-//   - TestDifferential: a gubernator daemon and a Floodgate server, both
+//   - TestDifferential: a gubernator daemon and a Floodgate server (on the
+//     memory store, on one redis-server and on a Redis Cluster, where
+//     Redis's script decides in the centralized arrangement), both
 //     on loopback and on one frozen clock that the test advances, get the
 //     same generated request sequences through gubernator's own Go client
 //     (DialV1Server): many names and keys, hits (none, negative, over),

@@ -3,6 +3,7 @@ module github.com/floodgate-dev/floodgate/interop/gubernator
 go 1.26.0
 
 require (
+	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/cmd/floodgate v0.0.0-00010101000000-000000000000
 	github.com/gubernator-io/gubernator/v2 v2.13.0
 	github.com/mailgun/holster/v4 v4.19.0
@@ -23,7 +24,6 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
-	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rlsclient v0.0.0-00010101000000-000000000000 // indirect

@@ -14,7 +14,7 @@ import (
 // (compared parsed: protojson varies its spacing), the same gRPC code in
 // error bodies. advertise_address differs (each server's own address).
 func TestHTTPGateway(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, onMemory)
 	do := func(base, method, path, body string) (int, map[string]any) {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
