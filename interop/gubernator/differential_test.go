@@ -1,13 +1,14 @@
 package gubernator
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,25 @@ func freeAddr(t testing.TB) string {
 type pair struct {
 	guber, flood         guber.V1Client
 	guberHTTP, floodHTTP string
+	logs                 *lockedBuffer // Floodgate's log
+}
+
+// lockedBuffer is a log's text, written by the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // storeKind is where the Floodgate server of a pair keeps its counts.
@@ -67,9 +87,12 @@ func floodStore(t *testing.T, cfg *server.Config, kind storeKind) {
 	default:
 		return
 	}
-	// Every decision in Redis, as gubernator decides each on its owner.
+	// Every decision in Redis, as gubernator decides each on its owner: a
+	// slow call is waited for (a busy machine under -race), not answered by
+	// the failure policy from the node's own view.
 	cfg.Arrangement.Mode = distributed.Centralized
 	cfg.Arrangement.Nodes = 1
+	cfg.Arrangement.Deadline, cfg.Arrangement.MaxDeadline = 30*time.Second, 30*time.Second
 }
 
 func startPair(t *testing.T, kind storeKind) *pair {
@@ -91,7 +114,8 @@ func startPair(t *testing.T, kind storeKind) *pair {
 	cfg.HTTP.Addr, cfg.GRPC.Addr, cfg.Gateway.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.ShutdownTimeout = 5 * time.Second
 	floodStore(t, &cfg, kind)
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), server.WithClock(clock.Now))
+	logs := &lockedBuffer{}
+	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), server.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +131,7 @@ func startPair(t *testing.T, kind storeKind) *pair {
 			t.Errorf("floodgate: %v", err)
 		}
 	})
-	p := &pair{guberHTTP: "http://" + d.HTTPListener.Addr().String(), floodHTTP: "http://" + srv.Addr(server.ListenerHTTP)}
+	p := &pair{logs: logs, guberHTTP: "http://" + d.HTTPListener.Addr().String(), floodHTTP: "http://" + srv.Addr(server.ListenerHTTP)}
 	// gubernator's own client, unchanged, for both.
 	if p.guber, err = guber.DialV1Server(gaddr, nil); err != nil {
 		t.Fatal(err)
@@ -245,7 +269,7 @@ func differential(t *testing.T, p *pair, seeds, steps int) {
 					b.ResetTime = a.ResetTime
 				}
 				if a.Status != b.Status || a.Limit != b.Limit || a.Remaining != b.Remaining || a.ResetTime != b.ResetTime || a.Error != b.Error {
-					t.Fatalf("seed %d step %d at %d: %v\n gubernator %v\n floodgate  %v", seed, step, now.UnixMilli(), q, a, b)
+					t.Fatalf("seed %d step %d at %d: %v\n gubernator %v\n floodgate  %v\nFloodgate's log:\n%s", seed, step, now.UnixMilli(), q, a, b, p.logs)
 				}
 				compared++
 			}

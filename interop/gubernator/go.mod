@@ -8,6 +8,7 @@ require (
 	github.com/gubernator-io/gubernator/v2 v2.13.0
 	github.com/mailgun/holster/v4 v4.19.0
 	github.com/sirupsen/logrus v1.9.2
+	golang.org/x/mod v0.41.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -85,7 +86,6 @@ require (
 	go.uber.org/multierr v1.8.0 // indirect
 	go.uber.org/zap v1.21.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
