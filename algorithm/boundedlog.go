@@ -376,6 +376,17 @@ func (a *boundedLog) UsedWords(s []int64) int {
 	return 2 + int(n)
 }
 
+// Used returns the units S counts at now: those of the entries that began
+// within the window, the straddling one left out as decisions leave it
+// (past the limit when a charge overspent it).
+func (a *boundedLog) Used(s []int64, now int64) int64 {
+	c := make([]int64, a.words)
+	copy(c, s)
+	var v logView
+	a.view(c, now, &v)
+	return v.sum
+}
+
 // Peek is Decide without changing the state.
 func (a *boundedLog) Peek(s []int64, now, cost int64) Decision {
 	return a.decide(s, now, cost, false)

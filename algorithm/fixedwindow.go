@@ -88,3 +88,15 @@ func (a *fixedWindow) Record(s []int64, now, cost int64) {
 	}
 	s[1] = addSat(s[1], min(cost, MaxLimit))
 }
+
+// Used returns the units counted in the window now falls in (past the
+// limit when a charge overspent it).
+func (a *fixedWindow) Used(s []int64, now int64) int64 {
+	var c [2]int64
+	copy(c[:], s[:2])
+	a.repair(c[:])
+	if now = clampTime(now); now-c[0]*a.window >= a.window {
+		return 0
+	}
+	return c[1]
+}

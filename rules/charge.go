@@ -139,5 +139,13 @@ func (e *Engine) settle(ctx context.Context, apps []applied, mode settleMode) (R
 			decisions[bidx[k]] = d
 		}
 	}
-	return e.result(apps, decisions), nil
+	res := e.result(apps, decisions, now)
+	for k, b := range batches {
+		a := &apps[bidx[k]]
+		if u, ok := a.lim.alg.(interface{ Used([]int64, int64) int64 }); ok && len(b.State) >= a.lim.alg.Words() {
+			res.Statuses[bidx[k]].Used = u.Used(b.State, now)
+		}
+	}
+	warn(apps, &res, countedBySettle(apps, &res, mode))
+	return res, nil
 }

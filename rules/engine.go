@@ -131,11 +131,13 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 	}
 	decisions := sc.dec[:len(apps)]
 	clear(decisions)
-	id, err := e.decide(ctx, sc, decisions)
+	now := e.clock().UnixNano()
+	id, err := e.decide(ctx, now, sc, decisions)
 	if err != nil {
 		return res, err
 	}
-	res = e.result(apps, decisions)
+	res = e.result(apps, decisions, now)
+	warn(apps, &res, countedByCheck(apps, &res))
 	if res.Allowed && id != (lease.ID{}) {
 		res.Lease = id.String()
 	}
@@ -145,11 +147,10 @@ func (e *Engine) Check(ctx context.Context, req Request) (Result, error) {
 // decide decides sc.reqs in one store call, writing the decisions into
 // decisions by sc.idx, under a lease when concurrency rules are among them
 // (see acquire), which it returns.
-func (e *Engine) decide(ctx context.Context, sc *scratch, decisions []algorithm.Decision) (lease.ID, error) {
+func (e *Engine) decide(ctx context.Context, now int64, sc *scratch, decisions []algorithm.Decision) (lease.ID, error) {
 	if len(sc.reqs) == 0 {
 		return lease.ID{}, nil
 	}
-	now := e.clock().UnixNano()
 	id, err := e.acquire(ctx, now, sc, decisions)
 	if err != nil || id != (lease.ID{}) {
 		return id, err
@@ -213,8 +214,8 @@ func leasing(reqs []store.Request) bool {
 }
 
 // result builds the Result of apps from their decisions (one per app;
-// unlimited and blocking rules' are ignored).
-func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
+// unlimited and blocking rules' are ignored), made at now.
+func (e *Engine) result(apps []applied, decisions []algorithm.Decision, now int64) Result {
 	res := Result{Allowed: true, Tightest: -1}
 	shadowAll := e.shadow
 	res.Statuses = make([]Status, len(apps))
@@ -246,10 +247,15 @@ func (e *Engine) result(apps []applied, decisions []algorithm.Decision) Result {
 		default:
 			limited++
 			st.Algorithm = a.lim.alg.Name()
+			st.Used = max(0, max(st.Decision.Limit, 0)-st.Decision.Remaining)
+			st.WarnAt = float64(a.r.warnPPM) / 1e6
 			if p, ok := a.lim.alg.(interface{ Period(int64) (int64, int64) }); ok {
 				// A calendar rule's window is the period it is in now.
-				start, end := p.Period(e.clock().UnixNano())
+				start, end := p.Period(now)
 				st.Window, st.Calendar = time.Duration(end-start), a.lim.calendar()
+				st.PeriodEnd = time.Unix(0, end)
+			} else if st.Algorithm == algorithm.FixedWindow && st.Decision.ResetAfter > 0 {
+				st.PeriodEnd = time.Unix(0, now+int64(st.Decision.ResetAfter))
 			}
 			if a.costErr != "" {
 				st.Decision.Allowed = false

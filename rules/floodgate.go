@@ -26,7 +26,7 @@ var (
 	topFields  = []string{"domain", "shadow", "rules"}
 	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window", "calendar", "carry_over",
 		"unlimited", "algorithm", "slices", "capacity", "rate", "burst", "tolerance", "max_delay",
-		"overrides", "cost", "shadow", "failure", "charge_after_response", "leases"}
+		"overrides", "cost", "shadow", "failure", "charge_after_response", "leases", "warn_at"}
 	leaseFields    = []string{"ttl", "holders"}
 	overrideFields = []string{"match", "limit", "window", "unlimited"}
 	calendarFields = []string{"period", "zone", "start"}
@@ -180,6 +180,9 @@ func (d *decoder) ruleFields(r *rule, n *yaml.Node, f map[string]field, what str
 	}
 	if v, ok := f["cost"]; ok {
 		r.cost = d.cost(v.value, what)
+	}
+	if v, ok := f["warn_at"]; ok {
+		d.warnAt(r, v, what, unlimited)
 	}
 	return unlimited
 }

@@ -56,7 +56,8 @@ func (e *Engine) Hold(ctx context.Context, req Request, need int64, op lease.Op)
 	}
 	a := &apps[at]
 	sr := store.Request{Algorithm: a.lim.alg, Key: a.key, Cost: need, OnFailure: a.r.failure}
-	d, held, err := hs.Hold(ctx, e.clock().UnixNano(), sr, op)
+	now := e.clock().UnixNano()
+	d, held, err := hs.Hold(ctx, now, sr, op)
 	if errors.Is(err, store.ErrNoHolds) {
 		return e.holdless(ctx, req, need, apps, noLeaseStore)
 	}
@@ -65,7 +66,14 @@ func (e *Engine) Hold(ctx context.Context, req Request, need int64, op lease.Op)
 	}
 	decisions := make([]algorithm.Decision, len(apps))
 	decisions[at] = d
-	return e.result(apps, decisions), held, nil
+	res := e.result(apps, decisions, now)
+	warn(apps, &res, func(i int) int64 {
+		if i == at && d.Allowed {
+			return need
+		}
+		return 0
+	})
+	return res, held, nil
 }
 
 // holdless answers a request that gets no lease: Check decides its need;
@@ -87,7 +95,7 @@ func (e *Engine) holdless(ctx context.Context, req Request, need int64, apps []a
 		for i := range apps {
 			decisions[i] = algorithm.Decision{Allowed: true, Limit: apps[i].lim.limit}
 		}
-		res = e.result(apps, decisions)
+		res = e.result(apps, decisions, e.clock().UnixNano())
 	}
 	res.NoLease = why
 	return res, lease.Held{}, nil

@@ -199,6 +199,10 @@ type Status struct {
 	Limit    int64
 	Window   time.Duration
 	Calendar string
+	// PeriodEnd is when the window the decision fell in ends, for a fixed
+	// window or calendar rule (the count starts afresh then); zero for the
+	// others, whose windows roll.
+	PeriodEnd time.Time
 	// Algorithm names the algorithm that decided; empty when no store was
 	// asked (unlimited).
 	Algorithm algorithm.Name
@@ -222,6 +226,23 @@ type Status struct {
 	// Failure is the rule's failure policy (what a lease holder applies
 	// when it can no longer reach the server).
 	Failure store.FailurePolicy
+	// Used is the units the rule counts for the key after this call: the
+	// decision's limit less what remains, or, where the call read the
+	// key's state (a charge, a usage query) and the algorithm counts units
+	// (the windows), the count itself, above the limit when the key
+	// overspent. 0 for an unlimited or blocking rule.
+	Used int64
+	// Warning reports that the units the rule counts for the key reach its
+	// warning level (warn_at, a fraction of Decision.Limit); always false
+	// for a rule without one.
+	Warning bool
+	// CrossedWarning reports that this call's own units took the key from
+	// below the warning level to it: the one call per crossing that logs
+	// and metrics count.
+	CrossedWarning bool
+	// WarnAt is the rule's warning level, a fraction of the limit; 0 for
+	// none.
+	WarnAt float64
 }
 
 // Message is the sentence that explains a rejection to people: Detail when
@@ -306,6 +327,9 @@ type RuleInfo struct {
 	// Cost describes the cost of a request, e.g. "1" or "header:x-tokens
 	// (default 1)".
 	Cost string `json:"cost"`
+	// WarnAt is the rule's warning level, a fraction of its limit (warn_at);
+	// 0 for none.
+	WarnAt float64 `json:"warn_at,omitempty"`
 	// Overrides describes the overrides, one line each.
 	Overrides []string `json:"overrides"`
 	// Line is the rule's line in its file.

@@ -68,6 +68,9 @@ type rule struct {
 	failure   store.FailurePolicy
 	// late marks a budget charged after the response (charge.go).
 	late bool
+	// warnPPM is the warning level in millionths of the limit (warn_at);
+	// 0 for none.
+	warnPPM int64
 	// limitName and replaces implement envoyproxy/ratelimit's replaces;
 	// limitName is also the name RLS answers report (empty: none).
 	limitName string
@@ -579,6 +582,7 @@ func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 			Line:      r.line,
 
 			ChargeAfterResponse: r.late,
+			WarnAt:              float64(r.warnPPM) / 1e6,
 		}
 		if !r.base.unlimited {
 			info.Algorithm = r.base.algName

@@ -1,12 +1,13 @@
 // Package ruleheader writes the rate-limit response header fields
 // (Retry-After, X-RateLimit-*, RateLimit, RateLimit-Policy; package
-// ratelimitheader) that describe a rule engine's result, for every front
+// ratelimitheader, and RateLimit-Warning for soft limits) that describe a rule engine's result, for every front
 // end of the rule engine: the HTTP middleware, the JSON API and the Envoy
 // Rate Limit Service.
 package ruleheader
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/ratelimitheader"
@@ -25,14 +26,58 @@ import (
 func Fields(res rules.Result) []ratelimitheader.Field {
 	var idx [8]int
 	var lims [8]ratelimitheader.Limit
-	return ratelimitheader.Fields(outcome(res, idx[:0], lims[:0]))
+	fields := ratelimitheader.Fields(outcome(res, idx[:0], lims[:0]))
+	if w := warnings(res); w != "" {
+		fields = append(fields, ratelimitheader.Field{Name: Warning, Value: w})
+	}
+	return fields
 }
 
-// Set sets the fields Fields returns on h, replacing any values they had.
+// Set sets the fields Fields returns on h, replacing any values they had,
+// and removes a RateLimit-Warning field when no rule is in warning.
 func Set(h http.Header, res rules.Result) {
 	var idx [8]int
 	var lims [8]ratelimitheader.Limit
 	ratelimitheader.Set(h, outcome(res, idx[:0], lims[:0]))
+	if w := warnings(res); w != "" {
+		h[canonicalWarning] = []string{w}
+	} else {
+		delete(h, canonicalWarning)
+	}
+}
+
+// Warning is the header field that names the rules in warning (a rule's
+// warn_at level reached), comma-separated, each once: a soft limit crossed
+// before the hard one rejects. It is left out when no rule is in warning.
+const Warning = "RateLimit-Warning"
+
+var canonicalWarning = http.CanonicalHeaderKey(Warning)
+
+// warnings returns the value of the Warning field for res: the rules in
+// warning that are neither shadow nor unlimited, in rule order, each once;
+// empty for none.
+func warnings(res rules.Result) string {
+	var b strings.Builder
+	for i := range res.Statuses {
+		s := &res.Statuses[i]
+		if !s.Warning || s.Shadow || s.Unlimited {
+			continue
+		}
+		dup := false
+		for j := range i {
+			if o := &res.Statuses[j]; o.Warning && !o.Shadow && o.Rule == s.Rule {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(s.Rule)
+		}
+	}
+	return b.String()
 }
 
 // outcome is what the header fields say of res, built in idx (the indexes

@@ -1,6 +1,7 @@
 package ruleheader
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -63,5 +64,42 @@ func TestFieldsOneItemPerRule(t *testing.T) {
 func TestFieldsNothingApplied(t *testing.T) {
 	if f := Fields(rules.Result{Allowed: true, Tightest: -1}); len(f) != 0 {
 		t.Fatalf("fields %v for a request no rule limited", f)
+	}
+}
+
+// TestWarningField: RateLimit-Warning names the enforcing rules in warning,
+// each once, in rule order, and is left out when none is.
+func TestWarningField(t *testing.T) {
+	res := rules.Result{Allowed: true, Tightest: 0, Statuses: []rules.Status{
+		{Rule: "monthly", Limit: 100, Window: time.Hour, Warning: true, Decision: algorithm.Decision{Allowed: true, Remaining: 10}},
+		{Rule: "daily", Limit: 10, Window: time.Hour, Decision: algorithm.Decision{Allowed: true, Remaining: 9}},
+		{Rule: "monthly", Descriptor: 1, Limit: 100, Window: time.Hour, Warning: true, Decision: algorithm.Decision{Allowed: true, Remaining: 5}},
+		{Rule: "dark", Limit: 10, Window: time.Hour, Warning: true, Shadow: true, Decision: algorithm.Decision{Allowed: true, Remaining: 1}},
+		{Rule: "per-tool", Limit: 10, Window: time.Hour, Warning: true, Decision: algorithm.Decision{Allowed: true, Remaining: 1}},
+	}}
+	got := ""
+	for _, f := range Fields(res) {
+		if f.Name == Warning {
+			got = f.Value
+		}
+	}
+	if got != "monthly, per-tool" {
+		t.Fatalf("%s = %q, want %q", Warning, got, "monthly, per-tool")
+	}
+	h := http.Header{}
+	Set(h, res)
+	if h.Get("RateLimit-Warning") != "monthly, per-tool" {
+		t.Fatalf("Set: header %v", h)
+	}
+	res.Statuses = res.Statuses[1:2]
+	h = http.Header{"Ratelimit-Warning": {"stale"}}
+	Set(h, res)
+	for _, f := range Fields(res) {
+		if f.Name == Warning {
+			t.Fatalf("warning field %q with no rule in warning", f.Value)
+		}
+	}
+	if h.Get(Warning) != "" {
+		t.Fatalf("Set left a warning with no rule in warning: %v", h)
 	}
 }
