@@ -143,7 +143,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Se
 	// Requests no rule applies to pass unlimited; they are counted by
 	// domain in metrics and logged at most once a minute with an example.
 	unmatched := rulelog.NewUnmatched(log, time.Minute)
-	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched, tracing: s.tracing}
+	// Keys that reach a rule's warning level are logged once per period.
+	warnings := rulelog.NewWarnings(log)
+	s.check = &observed{engine: s.engine, rec: s.rec, unmatched: unmatched, tracing: s.tracing, warnings: warnings}
 	s.rec.SetStoreFunc(s.storeHealth)
 
 	// From here on the store is open: any failure closes it, in one place.
@@ -205,7 +207,7 @@ func (s *Server) buildGateway(proxies *httplimit.Proxies, unmatched *rulelog.Unm
 	}
 	// The gateway's middleware logs its unmatched requests itself (with
 	// the path), as the middleware does anywhere.
-	gwCheck := &observed{engine: s.engine, rec: s.rec, tracing: s.tracing}
+	gwCheck := &observed{engine: s.engine, rec: s.rec, tracing: s.tracing, warnings: s.check.warnings}
 	mw, err := httprules.Middleware(httprules.Options{Checker: gwCheck, Domain: cfg.Gateway.Domain, Sources: sources, Proxies: proxies, Logger: log,
 		Unmatched: unmatched})
 	if err != nil {
@@ -757,6 +759,8 @@ type observed struct {
 	// unmatched logs requests no rule applied to; nil when the front end
 	// logs them itself.
 	unmatched *rulelog.Unmatched
+	// warnings logs the keys that reach a rule's warning level.
+	warnings *rulelog.Warnings
 }
 
 func (o *observed) Check(ctx context.Context, req rules.Request) (rules.Result, error) {
@@ -777,6 +781,7 @@ func (o *observed) check(ctx context.Context, req rules.Request) (rules.Result, 
 		return res, err
 	}
 	o.rec.Observe(res, time.Since(start))
+	o.warnings.Record(res, "domain", req.Domain)
 	if res.Unmatched != "" && o.unmatched != nil {
 		o.unmatched.Record(req, res)
 	}

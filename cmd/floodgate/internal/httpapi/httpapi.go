@@ -144,6 +144,9 @@ type CheckResponse struct {
 	// send it, with the same descriptors, to /v1/release when the request
 	// ends. Unreleased, the units come back when the lease expires.
 	Lease string `json:"lease,omitempty"`
+	// Warning is true when a rule that is not in shadow mode is in warning
+	// (its warn_at level reached); the RateLimit-Warning header names them.
+	Warning bool `json:"warning,omitempty"`
 }
 
 // Status is one rule's part in a decision.
@@ -161,10 +164,19 @@ type Status struct {
 	Shadow       bool   `json:"shadow"`
 	Unlimited    bool   `json:"unlimited"`
 	Allowed      bool   `json:"allowed"`
+	Used         int64  `json:"used"`
 	Remaining    int64  `json:"remaining"`
 	ResetAfterMS int64  `json:"reset_after_ms"`
 	RetryAfterMS int64  `json:"retry_after_ms"`
 	DelayMS      int64  `json:"delay_ms"`
+	// PeriodEnd is when a fixed window's or calendar period's count starts
+	// afresh (RFC 3339, UTC); left out for rolling windows.
+	PeriodEnd string `json:"period_end,omitempty"`
+	// WarnAt is the rule's warning level (a fraction of the limit) and
+	// Warning whether the key has reached it; both left out for a rule
+	// without one.
+	WarnAt  float64 `json:"warn_at,omitempty"`
+	Warning bool    `json:"warning,omitempty"`
 	// Reason is why the rule rejected, one of algorithm's Reason constants
 	// (over_limit, cost_over_limit, queue_full, bad_cost, blocked,
 	// store_unavailable); Message says the same for people.
@@ -321,6 +333,7 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 		Unlimited: res.Unlimited,
 		Statuses:  make([]Status, len(res.Statuses)),
 		Lease:     res.Lease,
+		Warning:   res.Warning(),
 	}
 	if out.Rejected == nil {
 		out.Rejected = []string{}
@@ -345,12 +358,18 @@ func NewCheckResponse(res rules.Result) CheckResponse {
 			Shadow:        s.Shadow,
 			Unlimited:     s.Unlimited,
 			Allowed:       s.Decision.Allowed,
+			Used:          s.Used,
 			Remaining:     s.Decision.Remaining,
 			ResetAfterMS:  s.Decision.ResetAfter.Milliseconds(),
 			RetryAfterMS:  s.Decision.RetryAfter.Milliseconds(),
 			DelayMS:       s.Decision.Delay.Milliseconds(),
 			Reason:        s.Decision.Reason,
 			Message:       s.Message(),
+			WarnAt:        s.WarnAt,
+			Warning:       s.Warning,
+		}
+		if !s.PeriodEnd.IsZero() {
+			out.Statuses[i].PeriodEnd = s.PeriodEnd.UTC().Format(time.RFC3339Nano)
 		}
 		if !res.Allowed && !s.Shadow && !s.Decision.Allowed && s.Decision.RetryAfter > retry {
 			retry = s.Decision.RetryAfter

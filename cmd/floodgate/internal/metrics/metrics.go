@@ -152,10 +152,12 @@ type Recorder struct {
 	now   func() time.Time
 
 	decisions *prometheus.CounterVec
-	requests  *prometheus.CounterVec
-	latency   prometheus.Histogram
-	reloads   *prometheus.CounterVec
-	lastLoad  prometheus.Gauge
+	// warnings counts the keys that reached a rule's warning level, by rule.
+	warnings *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	latency  prometheus.Histogram
+	reloads  *prometheus.CounterVec
+	lastLoad prometheus.Gauge
 
 	reqAllowed, reqRejected, reqUnmatched, reqError prometheus.Counter
 
@@ -194,6 +196,7 @@ type Recorder struct {
 type ruleStats struct {
 	allowed, rejected, shadow       atomic.Uint64
 	cAllowed, cRejected, cShadowRej prometheus.Counter
+	cWarnings                       prometheus.Counter
 }
 
 // sample is the cumulative counts at one moment, to compute rates from.
@@ -230,7 +233,7 @@ func New(opts ...Option) *Recorder {
 	r.start = r.now()
 	r.lastDecay = r.start
 	r.makeDecisionMetrics()
-	r.reg.MustRegister(r.decisions, r.requests, r.unmatched.vec, r.latency, r.reloads, r.lastLoad,
+	r.reg.MustRegister(r.decisions, r.warnings, r.requests, r.unmatched.vec, r.latency, r.reloads, r.lastLoad,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.reg.MustRegister(&storeCollector{health: r.storeHealth}, buildInfo())
@@ -254,6 +257,10 @@ func (r *Recorder) makeDecisionMetrics() {
 		Buckets: []float64{.000005, .00001, .000025, .00005, .0001, .00025, .0005,
 			.001, .0025, .005, .01, .025, .05, .1, .25, 1},
 	})
+	r.warnings = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_rule_warnings_total",
+		Help: "Keys that reached their rule's warning level (warn_at), by rule: one per call whose units took a key from below the level to it.",
+	}, []string{"rule"})
 	r.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "floodgate_rule_reloads_total",
 		Help: "Rule file reloads by result (success, failure). A failed reload keeps the previous rules.",
@@ -298,6 +305,7 @@ func (r *Recorder) rule(name string) *ruleStats {
 			cAllowed:   r.decisions.WithLabelValues(name, ResultAllowed),
 			cRejected:  r.decisions.WithLabelValues(name, ResultRejected),
 			cShadowRej: r.decisions.WithLabelValues(name, ResultShadowRejected),
+			cWarnings:  r.warnings.WithLabelValues(name),
 		}
 		r.rules[name] = rs
 	}
@@ -336,6 +344,20 @@ func (r *Recorder) Observe(res rules.Result, elapsed time.Duration) {
 			rs.rejected.Add(1)
 			rs.cRejected.Inc()
 			r.top.Add(topKey(st.Rule, st.Key, false), 1)
+		}
+		if st.CrossedWarning {
+			rs.cWarnings.Inc()
+		}
+	}
+}
+
+// ObserveCharge records what a charge (a cost counted after the response)
+// changed in metrics: the keys it took to their rule's warning level.
+// Charges are not decisions, so nothing else is recorded.
+func (r *Recorder) ObserveCharge(res rules.Result) {
+	for i := range res.Statuses {
+		if st := &res.Statuses[i]; st.CrossedWarning {
+			r.rule(st.Rule).cWarnings.Inc()
 		}
 	}
 }

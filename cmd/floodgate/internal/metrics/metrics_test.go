@@ -238,6 +238,7 @@ func TestRulesLoaded(t *testing.T) {
 		`floodgate_decisions_total{result="rejected",rule="login"}`: 0,
 		`floodgate_unmatched_requests_total{domain="shop"}`:         0,
 		`floodgate_unmatched_requests_total{domain="other"}`:        0,
+		`floodgate_rule_warnings_total{rule="login"}`:               0,
 	} {
 		if got, ok := m[k]; !ok || got != v {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
@@ -520,5 +521,26 @@ func BenchmarkCheckWithObserve(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestRuleWarnings: a crossing of a rule's warning level counts once for its
+// rule, on a check or a charge; a status in warning that did not cross
+// counts nothing.
+func TestRuleWarnings(t *testing.T) {
+	r := New()
+	crossed := rules.Result{Allowed: true, Statuses: []rules.Status{
+		{Rule: "monthly", Warning: true, CrossedWarning: true, Decision: algorithm.Decision{Allowed: true}},
+		{Rule: "daily", Warning: true, Decision: algorithm.Decision{Allowed: true}},
+	}}
+	r.Observe(crossed, time.Millisecond)
+	r.ObserveCharge(crossed)
+	m := scrape(t, r)
+	if m[`floodgate_rule_warnings_total{rule="monthly"}`] != 2 || m[`floodgate_rule_warnings_total{rule="daily"}`] != 0 {
+		t.Fatalf("warnings: monthly %v, daily %v; want 2 and 0", m[`floodgate_rule_warnings_total{rule="monthly"}`],
+			m[`floodgate_rule_warnings_total{rule="daily"}`])
+	}
+	if m[`floodgate_requests_total{result="allowed"}`] != 1 {
+		t.Fatalf("a charge counted as a request: %v", m[`floodgate_requests_total{result="allowed"}`])
 	}
 }
