@@ -17,3 +17,9 @@ func (o *observed) Charge(ctx context.Context, req rules.Request) (rules.Result,
 	}
 	return res, err
 }
+
+// Usage reports what keys have used and have left (POST /v1/usage). It
+// counts nothing, so it is not in the decision metrics.
+func (o *observed) Usage(ctx context.Context, req rules.Request) (rules.Result, error) {
+	return o.engine.Usage(ctx, req)
+}

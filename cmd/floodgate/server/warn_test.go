@@ -80,6 +80,16 @@ func TestWarningEveryFrontEnd(t *testing.T) {
 		t.Fatalf("/v1/charge: %d %s", code, body)
 	}
 
+	// /v1/usage through the server: the key's count and warning, counting nothing.
+	for range 2 {
+		code, body := post(t, r.url("/v1/usage"), `{"domain":"llm","descriptors":[{"entries":[{"key":"tenant","value":"acme"}]}],"hits":3}`)
+		var u CheckAnswer
+		if err := json.Unmarshal([]byte(body), &u); code != 200 || err != nil || !u.Warning || len(u.Statuses) != 1 ||
+			u.Statuses[0].Used != 7 || u.Statuses[0].Remaining != 3 || u.Statuses[0].PeriodEnd == "" {
+			t.Fatalf("/v1/usage: %d %s", code, body)
+		}
+	}
+
 	// RLS: the same rule, the header among the response headers.
 	c, _ := rlsClient(t, r.srv.Addr(ListenerGRPC))
 	resp, err := c.ShouldRateLimit(context.Background(), rlsReq("llm", "tenant", "acme"))

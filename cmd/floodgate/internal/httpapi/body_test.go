@@ -106,7 +106,7 @@ func postText(t *testing.T, url, contentType, body string) (int, string) {
 	return resp.StatusCode, string(data)
 }
 
-// TestEveryJSONEndpointChecksItsBody: /v1/charge, /v1/release and /json
+// TestEveryJSONEndpointChecksItsBody: /v1/charge, /v1/release, /v1/usage and /json
 // refuse what /v1/check refuses. A "simple" cross-origin POST (text/plain,
 // form encodings) from a web page gets 415 and changes no counter, and a
 // value that is not UTF-8 gets 400 instead of being merged into U+FFFD.
@@ -122,7 +122,7 @@ func TestEveryJSONEndpointChecksItsBody(t *testing.T) {
 		"multipart/form-data; boundary=x"} {
 		for _, c := range []struct{ url, body string }{
 			{url + "/v1/check", tenant("web")}, {url + "/v1/charge", tenant("web")},
-			{url + "/v1/release", stream}, {envoy, envoyBody},
+			{url + "/v1/release", stream}, {url + "/v1/usage", tenant("web")}, {envoy, envoyBody},
 		} {
 			t.Run(c.url[strings.LastIndex(c.url, "/"):]+" "+ct, func(t *testing.T) {
 				code, got := postText(t, c.url, ct, c.body)

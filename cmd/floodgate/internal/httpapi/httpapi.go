@@ -3,6 +3,7 @@
 //	POST /v1/check   decide a request: {"domain", "descriptors", "hits", "peek"}
 //	POST /v1/charge  count a cost known after the response (charge.go)
 //	POST /v1/release give back what a request held under concurrency rules
+//	POST /v1/usage   what keys have used and have left, counting nothing (usage.go)
 //	GET  /v1/rules   the rules in force
 //
 // A check is
@@ -214,8 +215,9 @@ func New(o Options) (http.Handler, error) {
 	mux.HandleFunc("/v1/check", a.check)
 	mux.HandleFunc("/v1/rules", a.rules)
 	a.handleSettle(mux) // charge.go
+	a.handleUsage(mux)  // usage.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the API has POST /v1/check, /v1/charge, /v1/release and GET /v1/rules", r.URL.Path))
+		Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s: the API has POST /v1/check, /v1/charge, /v1/release, /v1/usage and GET /v1/rules", r.URL.Path))
 	})
 	return mux, nil
 }
