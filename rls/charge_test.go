@@ -8,7 +8,9 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate-dev/floodgate/memstore"
@@ -143,5 +145,56 @@ func TestPeekMixedWithWeights(t *testing.T) {
 		if got := [2]uint32{resp.Statuses[0].LimitRemaining, resp.Statuses[1].LimitRemaining}; got != want {
 			t.Fatalf("call %d: remaining %v, want %v", i, got, want)
 		}
+	}
+}
+
+const pricedRules = `
+domain: ai
+prices:
+  unit: USD cent
+  models:
+    big: {input: 250, output: 1000}
+rules:
+  - name: spend
+    match: {budget: money, tenant: "*"}
+    count_by: [tenant]
+    limit: 100
+    calendar: {period: month}
+    cost: {usage: money}
+    charge_after_response: true
+`
+
+// priced is a descriptor of Envoy's AI gateway stream-done call that gives
+// one kind of tokens of a model, the count as its addend.
+func priced(tenant, model, kind string, addend uint64) *commonv3.RateLimitDescriptor {
+	d := desc("budget", "money", "tenant", tenant, "model", model, "tokens", kind)
+	d.HitsAddend = wrapperspb.UInt64(addend)
+	return d
+}
+
+// TestMoneyBudgetFromTokenDescriptors: the stream-done call's input and
+// output descriptors (different addends, so decided apart) are each priced
+// and rounded up; an unpriced model is INVALID_ARGUMENT; the check with
+// addend 0 then sees what is left.
+func TestMoneyBudgetFromTokenDescriptors(t *testing.T) {
+	c := dialRules(t, pricedRules)
+	ctx := context.Background()
+	// 10,001 input tokens at 250 per million: 2.50025 -> 3; 3,000 output at 1,000: 3.
+	if _, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "ai", Descriptors: []*commonv3.RateLimitDescriptor{
+		priced("acme", "big", "input", 10001), priced("acme", "big", "output", 3000)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "ai", Descriptors: []*commonv3.RateLimitDescriptor{
+		priced("acme", "small", "input", 10)}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an unpriced model: %v, want INVALID_ARGUMENT", err)
+	}
+	d := desc("budget", "money", "tenant", "acme")
+	d.HitsAddend = wrapperspb.UInt64(0)
+	resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "ai", Descriptors: []*commonv3.RateLimitDescriptor{d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := resp.Statuses[0]; st.GetCode() != rlsv3.RateLimitResponse_OK || st.GetLimitRemaining() != 94 {
+		t.Fatalf("check after 3 + 3 cents of 100: %v, want OK with 94 left", st)
 	}
 }

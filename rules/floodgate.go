@@ -23,14 +23,14 @@ var (
 
 // Fields of Floodgate's format.
 var (
-	topFields  = []string{"domain", "shadow", "rules"}
+	topFields  = []string{"domain", "shadow", "prices", "rules"}
 	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window", "calendar", "carry_over",
 		"unlimited", "algorithm", "slices", "capacity", "rate", "burst", "tolerance", "max_delay",
 		"overrides", "cost", "shadow", "failure", "charge_after_response", "leases", "warn_at"}
 	leaseFields    = []string{"ttl", "holders"}
 	overrideFields = []string{"match", "limit", "window", "unlimited"}
 	calendarFields = []string{"period", "zone", "start"}
-	costFields     = []string{"from", "default"}
+	costFields     = []string{"from", "default", "usage"}
 	matchFields    = []string{"exact", "prefix", "glob", "any", "cidr"}
 )
 
@@ -60,6 +60,10 @@ func parseFloodgate(d *decoder, doc *yaml.Node) *Set {
 	if v, ok := f["shadow"]; ok {
 		s.shadow, _ = d.boolean(v.value, "shadow")
 	}
+	if v, ok := f["prices"]; ok {
+		s.prices = d.prices(v.value)
+	}
+	defer d.checkPrices(s, doc)
 	rl, ok := f["rules"]
 	if !ok {
 		return s
@@ -623,6 +627,16 @@ func (d *decoder) cost(n *yaml.Node, what string) cost {
 	f := d.fields(n, what+": cost", costFields...)
 	c := cost{def: 1}
 	if n.Kind != yaml.MappingNode {
+		return c
+	}
+	if v, ok := f["usage"]; ok {
+		c.usage = d.usageCost(v.value, what+": cost usage")
+		if _, from := f["from"]; from {
+			d.errorf(n, "%s: cost takes from or usage, not both", what)
+		}
+		if _, def := f["default"]; def {
+			d.errorf(n, "%s: cost default goes with from; with usage a request without usage counts its hits", what)
+		}
 		return c
 	}
 	if v, ok := f["from"]; ok {

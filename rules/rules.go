@@ -137,6 +137,10 @@ type Request struct {
 	// limited by it instead of by the rules (Envoy's per-descriptor limit
 	// override); a zero Override leaves its descriptor to the rules.
 	Overrides []Override
+	// Usage is what the request used of a language model, for rules that
+	// count money or tokens (cost: {usage: ...}; see TokenUsage). Zero
+	// means none: such rules then count Hits.
+	Usage TokenUsage
 	// Peek asks whether allowance is left without counting anything: each
 	// rule reports what a request of cost 1 would get, and Remaining is
 	// what is left now. RLS asks it with a descriptor hits_addend of 0.

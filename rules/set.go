@@ -41,6 +41,10 @@ type Set struct {
 	more []*Set
 	// overrides holds the rules built for request Overrides.
 	overrides overrideTable
+	// prices is the file's price table (prices.go); nil for none.
+	prices *priceTable
+	// usage reports that a rule counts usage (cost: {usage: ...}).
+	usage bool
 }
 
 // rule is one compiled rule. In the envoyproxy/ratelimit format it is one
@@ -109,6 +113,8 @@ type cost struct {
 	fixed int64  // 0: not fixed
 	from  string // entry key to read the cost from
 	def   int64  // cost when the entry is missing
+	// usage is what the rule counts of a request's usage (prices.go).
+	usage usageKind
 }
 
 // Domain returns the set's domain; for a directory, the domain of its first
@@ -378,6 +384,11 @@ func validateRequest(req *Request) error {
 	if req.Hits < 0 || req.Hits > maxLimit {
 		return fmt.Errorf("%w: hits must be between 0 and %d; got %d", ErrInvalidRequest, int64(maxLimit), req.Hits)
 	}
+	if u := req.Usage; u.InputTokens < 0 || u.OutputTokens < 0 || u.CachedInputTokens < 0 ||
+		u.InputTokens > maxLimit || u.OutputTokens > maxLimit || u.CachedInputTokens > maxLimit {
+		return fmt.Errorf("%w: usage: token counts must be between 0 and %d; got input %d, output %d, cached input %d",
+			ErrInvalidRequest, int64(maxLimit), u.InputTokens, u.OutputTokens, u.CachedInputTokens)
+	}
 	if n := len(req.Overrides); n > 0 && n != len(req.Descriptors) {
 		return fmt.Errorf("%w: %d overrides for %d descriptors; give one per descriptor or none", ErrInvalidRequest, n, len(req.Descriptors))
 	}
@@ -443,7 +454,11 @@ func (s *Set) resolve(req Request, out []applied) ([]applied, error) {
 			out = s.apply(out, r, i, d, hits)
 		}
 	}
-	return s.applyOverrides(req, hits, out)
+	out, err := s.applyOverrides(req, hits, out)
+	if err != nil || !s.usage {
+		return out, err
+	}
+	return s.usageCosts(&req, hits, out)
 }
 
 // overridden reports whether descriptor i of req carries an Override.
@@ -474,7 +489,9 @@ func (s *Set) apply(out []applied, r *rule, i int, d Descriptor, hits int64) []a
 		return out
 	}
 	for j := range out {
-		if out[j].r == r && out[j].key == key {
+		// A rule that counts usage sees each descriptor: descriptors that
+		// give tokens are summed into one cost (usageCosts).
+		if out[j].r == r && out[j].key == key && r.cost.usage == usageNone {
 			return out
 		}
 	}
@@ -607,6 +624,11 @@ func (s *Set) appendRules(out []RuleInfo) []RuleInfo {
 			info.Cost = strconv.FormatInt(r.cost.fixed, 10)
 		case r.cost.from != "":
 			info.Cost = fmt.Sprintf("%s (default %d)", r.cost.from, r.cost.def)
+		case r.cost.usage != usageNone:
+			info.Cost = "usage: " + usageName(r.cost.usage)
+			if r.cost.usage == usageMoney && s.prices != nil && s.prices.unit != "" {
+				info.Cost += " (" + s.prices.unit + ")"
+			}
 		default:
 			info.Cost = "hits (1 per request)"
 		}

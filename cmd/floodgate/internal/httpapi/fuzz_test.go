@@ -40,6 +40,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}],"limit":{"requests_per_unit":2,"unit":"minute","unit_multiplier":3}}]}`))
 	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}],"limit":{"requests_per_unit":2,"unit":"YEAR","unit_multiplier":99}}]}`))
 	f.Add([]byte(`{"hits":1.5}`))
+	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}]}],"usage":{"model":"m","input_tokens":5,"output_tokens":-1}}`))
+	f.Add([]byte(`{"descriptors":[{"entries":[{"key":"client","value":"acme"}]}],"usage":{"model":"m","cached_input_tokens":99999999999}}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(``))

@@ -1,6 +1,6 @@
 // Package httpapi is Floodgate's JSON API over HTTP:
 //
-//	POST /v1/check   decide a request: {"domain", "descriptors", "hits", "peek"}
+//	POST /v1/check   decide a request: {"domain", "descriptors", "hits", "peek", "usage"}
 //	POST /v1/charge  count a cost known after the response (charge.go)
 //	POST /v1/release give back what a request held under concurrency rules
 //	POST /v1/usage   what keys have used and have left, counting nothing (usage.go)
@@ -77,6 +77,19 @@ type CheckRequest struct {
 	// Lease, in a /v1/release body only, is the lease the answer to the
 	// check carried.
 	Lease string `json:"lease,omitempty"`
+	// Usage is what the request used of a language model, for rules that
+	// count money or tokens (cost: {usage: ...}); see rules.TokenUsage.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is a request's use of a language model: the model (priced in the
+// rule file) and its token counts. input_tokens are those not read from
+// the provider's cache, cached_input_tokens those read from it.
+type Usage struct {
+	Model             string `json:"model"`
+	InputTokens       int64  `json:"input_tokens,omitempty"`
+	OutputTokens      int64  `json:"output_tokens,omitempty"`
+	CachedInputTokens int64  `json:"cached_input_tokens,omitempty"`
 }
 
 // Descriptor is one descriptor of a CheckRequest.
@@ -294,6 +307,9 @@ func (in *CheckRequest) toRequest() (rules.Request, error) {
 		return rules.Request{}, fmt.Errorf("hits: %d is out of range 0..%d (0 means 1)", in.Hits, rules.Max().Limit)
 	}
 	req := rules.Request{Domain: in.Domain, Hits: in.Hits, Peek: in.Peek, Descriptors: make([]rules.Descriptor, len(in.Descriptors))}
+	if u := in.Usage; u != nil {
+		req.Usage = rules.TokenUsage{Model: u.Model, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens}
+	}
 	for i, d := range in.Descriptors {
 		if len(d.Entries) == 0 {
 			return rules.Request{}, fmt.Errorf("descriptors[%d]: no entries", i)
