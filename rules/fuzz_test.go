@@ -22,7 +22,6 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(plans))
 	f.Add([]byte(pricedRules))
 	f.Add([]byte(warned))
-	f.Add([]byte(usageRules))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse("fuzz.yaml", data)
 		if err != nil {
