@@ -15,8 +15,9 @@ import (
 // The direct forwarder sends a bodiless request to a plain-HTTP upstream
 // over a pooled HTTP/1.1 connection from the handler's own goroutine,
 // instead of through net/http's Transport (which hands each request to a
-// writer goroutine and each response back from a reader goroutine). It
-// halves the gateway's own CPU cost per request (BENCHMARKS.md, "Gateway").
+// writer goroutine and each response back from a reader goroutine), so
+// the gateway, limiting included, spends less CPU per request than a bare
+// httputil.ReverseProxy that limits nothing (BENCHMARKS.md, "Gateway").
 // Everything else — request bodies (sent while the response may already
 // be arriving), upgrades, Expect, https upstreams — goes through
 // httputil.ReverseProxy.
