@@ -28,6 +28,18 @@
 //	    window: 1m
 //	    charge_after_response: true
 //
+// A budget in money prices the input and output descriptors by their model
+// (docs/budgets.md): a rule file's prices table and a rule such as
+//
+//	rules:
+//	  - name: monthly-spend
+//	    match: {tenant: "*", model: "*", tokens: "*"}
+//	    count_by: [tenant]
+//	    limit: 5000
+//	    calendar: {period: month, zone: America/New_York}
+//	    cost: {usage: money}
+//	    charge_after_response: true
+//
 // A tenant that spends past a budget is in debt: its requests are rejected
 // with 429 until the tokens that took it over have left the window, so it
 // overspends by at most the answers it had in flight. Every answer the

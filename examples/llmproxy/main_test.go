@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -62,8 +63,10 @@ func dialBudget(t *testing.T, addr string) *Budget {
 // answer, streaming when asked; it records the request bodies it got.
 type model struct {
 	input, output int64
-	mu            sync.Mutex
-	bodies        []map[string]any
+	// delay is how long an answer takes.
+	delay  time.Duration
+	mu     sync.Mutex
+	bodies []map[string]any
 }
 
 func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -72,6 +75,7 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.bodies = append(m.bodies, body)
 	m.mu.Unlock()
+	time.Sleep(m.delay)
 	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, m.input, m.output, m.input+m.output)
 	if body["stream"] != true {
 		w.Header().Set("Content-Type", "application/json")
