@@ -169,18 +169,18 @@ func (x *Exchange) round(ctx context.Context, now int64, name string) error {
 		return fmt.Errorf("reading the outbox's tags: %w", err)
 	}
 	slices.Sort(tags)
-	for _, tag := range tags {
-		// A batch sealed in an earlier round that did not reach the
-		// region goes first; then what queued since, until nothing is
-		// left (at most a few times: counts keep arriving).
-		for range maxSealsPerRound {
-			more, err := x.forward(ctx, now, name, r, tag)
-			if err != nil {
-				return err
-			}
-			if !more {
-				break
-			}
+	// Seal every slot's outbox (or take the batch sealed before and not
+	// acknowledged), send every sealed batch in one pipeline (one round
+	// trip to the region, however many slots), then drop them here. A pass
+	// that sent batches sealed in an earlier round (the region did not
+	// answer then) is followed by one for what queued since.
+	for range maxPassesPerRound {
+		again, err := x.pass(ctx, now, name, r, tags)
+		if err != nil {
+			return err
+		}
+		if !again {
+			break
 		}
 	}
 	// Every batch sealed in this round reached the region.
@@ -193,48 +193,82 @@ func (x *Exchange) round(ctx context.Context, now int64, name string) error {
 	return err
 }
 
-// maxSealsPerRound bounds the batches of one slot a round forwards.
-const maxSealsPerRound = 4
+// maxPassesPerRound bounds the passes over the slots a round makes.
+const maxPassesPerRound = 4
 
-// forward seals the outbox of tag for region name (or takes the batch
-// sealed before and not yet acknowledged), sends the sealed batch to r and
-// drops it here once r applied every part of it. It reports whether it
-// forwarded a batch.
-func (x *Exchange) forward(ctx context.Context, now int64, name string, r *Store, tag string) (bool, error) {
+// pass seals and sends every slot's batch for region name, in one
+// pipeline to r, and drops what r applied. It reports whether it sent a
+// batch sealed in an earlier round.
+func (x *Exchange) pass(ctx context.Context, now int64, name string, r *Store, tags []string) (bool, error) {
+	l := x.local
+	var calls []call
+	var sent []sealedBatch
+	old := false
+	for _, tag := range tags {
+		c, seq, ok, fresh, err := x.prepare(ctx, now, name, r, tag)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			calls = append(calls, c...)
+			sent = append(sent, sealedBatch{tag, seq})
+			old = old || !fresh
+		}
+	}
+	if len(calls) > 0 {
+		// The other region's Timeout bounds the round trip, longer for a
+		// big batch (after a long cut).
+		rctx, cancel := context.WithTimeout(ctx, r.timeout*time.Duration(1+len(calls)/64))
+		_, err := r.exec(rctx, calls)
+		cancel()
+		if err != nil {
+			return false, err
+		}
+	}
+	for _, b := range sent {
+		if _, err := l.script(ctx, now, []string{l.sealedKey(b.tag, name), l.xstateKey(b.tag, name)}, "ack", itoa(b.seq)); err != nil {
+			return false, err
+		}
+	}
+	return old, nil
+}
+
+// sealedBatch is a slot's sealed batch sent in a round.
+type sealedBatch struct {
+	tag string
+	seq int64
+}
+
+// prepare seals the outbox of tag for region name (or takes the batch
+// sealed before and not yet acknowledged) and returns the calls that send
+// it to r, with its number; ok is false when the slot has nothing to send,
+// fresh true when the batch was sealed just now.
+func (x *Exchange) prepare(ctx context.Context, now int64, name string, r *Store, tag string) (calls []call, seq int64, ok, fresh bool, err error) {
 	l := x.local
 	res, err := l.script(ctx, now, []string{l.outboxKey(tag, name), l.sealedKey(tag, name), l.xstateKey(tag, name)}, "seal", x.epoch)
 	if err != nil {
-		return false, err
+		return nil, 0, false, false, err
 	}
 	v, err := res.ToArray()
-	if err != nil || len(v) != 3 {
-		return false, fmt.Errorf("sealing the outbox: %v", err)
+	if err != nil || len(v) != 4 {
+		return nil, 0, false, false, fmt.Errorf("sealing the outbox: %v", err)
 	}
-	seq, _ := v[0].AsInt64()
+	seq, _ = v[0].AsInt64()
 	has, _ := v[1].AsInt64()
 	epoch, _ := v[2].ToString()
+	justSealed, _ := v[3].AsInt64()
 	if has != 1 {
-		return false, nil
+		return nil, 0, false, false, nil
 	}
 	fields, err := x.sealed(ctx, l.sealedKey(tag, name))
 	if err != nil {
-		return false, err
+		return nil, 0, false, false, err
 	}
-	origin := x.o.Region + "/" + tag + "/" + epoch
-	calls, err := forwardCalls(r, r.now(now), origin, uint64(seq), fields)
+	calls, err = forwardCalls(r, r.now(now), x.o.Region+"/"+tag+"/"+epoch, uint64(seq), fields)
 	if err != nil {
-		return false, fmt.Errorf("sealed batch %d of slot %s: %w", seq, tag, err)
+		return nil, 0, false, false, fmt.Errorf("sealed batch %d of slot %s: %w", seq, tag, err)
 	}
-	// The other region's Timeout bounds the round trip, longer for a big
-	// batch (after a long cut).
-	rctx, cancel := context.WithTimeout(ctx, r.timeout*time.Duration(1+len(calls)/64))
-	_, err = r.exec(rctx, calls)
-	cancel()
-	if err != nil {
-		return false, err
-	}
-	_, err = l.script(ctx, now, []string{l.sealedKey(tag, name), l.xstateKey(tag, name)}, "ack", itoa(seq))
-	return err == nil, err
+	return calls, seq, true, justSealed == 1, nil
 }
 
 // sealed reads a sealed batch (which does not change) as its keys and

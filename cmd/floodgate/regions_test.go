@@ -334,22 +334,24 @@ arrangement:
 	delta := 2*interval + exchange + maxDelay
 	find := linkTimeout + period
 	bound := int(1.05*float64(limit) + g.rate*(delta+find).Seconds())
-	var steadyDuring, steadyOutside int
+	var steadyBefore, steadyDuring, steadyAfter int
 	for _, c := range s.calls {
 		switch {
 		case c.allowed:
-		case !c.sent.Before(cutFrom) && c.sent.Before(cutTo.Add(find+delta)):
+		case c.sent.Before(cutFrom):
+			steadyBefore++
+		case c.sent.Before(cutTo.Add(find + delta)):
 			steadyDuring++
 		default:
-			steadyOutside++
+			steadyAfter++
 		}
 	}
 	t.Logf("limit %d per %v, exchange %v, sync %v, heartbeat %v, link timeout %v, delays %v; b cut off for %v",
 		limit, window, exchange, interval, period, linkTimeout, map[bool]any{true: delays, false: "none"}[proxy != ""], cutFor)
 	t.Logf("greedy 30/60/10 per s: busiest window %d to %d (bound %d = 1.05 L + %.0f/s x %v); counts before the cut %v (%d accepted), at its end %v (%d accepted), after %v (%d accepted)",
 		sure, may, bound, g.rate, delta+find, before, beforeAllowed, countsAtMend, atMend, after, allowed(greedy))
-	t.Logf("steady %.1f/s (80%% of its limit): %d calls, rejected %d during the cut (and %v after it), %d outside it",
-		s.rate, len(s.calls), steadyDuring, find+delta, steadyOutside)
+	t.Logf("steady %.1f/s (80%% of its limit): %d calls, rejected %d before the cut, %d during it (and %v after it), %d after",
+		s.rate, len(s.calls), steadyBefore, steadyDuring, find+delta, steadyAfter)
 	if sure > bound {
 		t.Errorf("greedy client: %d accepted within one window across regions, above %d", sure, bound)
 	}

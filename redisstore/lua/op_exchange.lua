@@ -3,7 +3,7 @@
 --   'seal'  KEYS outbox, sealed, state; ARGV[4] an epoch to keep if the
 --           state has none. Unless a sealed batch waits, the outbox becomes
 --           the sealed batch and the state's seq grows by one. Returns
---           {seq, 1 if a sealed batch waits, epoch}.
+--           {seq, 1 if a sealed batch waits, epoch, 1 if sealed just now}.
 --   'ack'   KEYS sealed, state; ARGV[4] the seq sent. Drops the sealed
 --           batch if it is still that seq's. Returns 1 if it did.
 --   'lease' KEYS lease; ARGV[4] the holder, ARGV[5] its ttl in ms. Takes or
@@ -17,11 +17,11 @@ if op == 'x' then
     redis.call('HSETNX', state, 'epoch', ARGV[4])
     local epoch = redis.call('HGET', state, 'epoch')
     local seq = tonumber(redis.call('HGET', state, 'seq')) or 0
-    if redis.call('EXISTS', sealedkey) == 1 then return { seq, 1, epoch } end
-    if redis.call('EXISTS', outbox) == 0 then return { seq, 0, epoch } end
+    if redis.call('EXISTS', sealedkey) == 1 then return { seq, 1, epoch, 0 } end
+    if redis.call('EXISTS', outbox) == 0 then return { seq, 0, epoch, 0 } end
     redis.call('RENAME', outbox, sealedkey)
     seq = redis.call('HINCRBY', state, 'seq', 1)
-    return { seq, 1, epoch }
+    return { seq, 1, epoch, 1 }
   elseif what == 'ack' then
     local sealedkey, state = KEYS[1], KEYS[2]
     if tonumber(redis.call('HGET', state, 'seq')) ~= tonumber(ARGV[4]) then return 0 end
