@@ -128,6 +128,25 @@ func TestChartRenders(t *testing.T) {
 			t.Errorf("the chart's rules: %v", err)
 		}
 	})
+	t.Run("an arrangement with a region", func(t *testing.T) {
+		if a := serveConfig(t, objects(t, nil, "store.mode=redis", "autoscaling.enabled=true")).Arrangement; a != nil {
+			t.Errorf("an HPA without arrangement renders arrangement %v: want serve's defaults (nodes: 0, live)", a)
+		}
+		values := filepath.Join(t.TempDir(), "region.yaml")
+		err := os.WriteFile(values, []byte(`store: {mode: redis}
+arrangement:
+  region:
+    name: us
+    others: [{name: eu, store: {type: redis, addrs: ["redis.eu.internal:6379"]}}]
+`), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := serveConfig(t, objects(t, []string{values})).Arrangement
+		if dig(a, "region", "name") != "us" || dig(a, "region", "others", 0, "store", "addrs", 0) != "redis.eu.internal:6379" {
+			t.Errorf("arrangement %v: want the region as given", a)
+		}
+	})
 	t.Run("redis with auth, PDB, HPA, ServiceMonitor, NetworkPolicy", func(t *testing.T) {
 		objs := objects(t, nil, "store.mode=redis", "podDisruptionBudget.enabled=true", "autoscaling.enabled=true",
 			"serviceMonitor.enabled=true", "networkPolicy.enabled=true", "networkPolicy.clientPodLabels.app=envoy",
@@ -357,6 +376,7 @@ func TestChartRenders(t *testing.T) {
 		{"envoy-ratelimit on the memory store", []string{"mode=envoy-ratelimit", "admin.token.existingSecret="}, "mode envoy-ratelimit counts in Redis"},
 		{"envoy-ratelimit with optional client certificates", []string{"mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=", "tls.existingSecret=s", "tls.clientAuth=optional"}, "tls.clientAuth optional"},
 		{"envoy-ratelimit with an admin token", []string{"mode=envoy-ratelimit", "store.mode=redis"}, "admin.token is mode floodgate's"},
+		{"envoy-ratelimit with an arrangement", []string{"mode=envoy-ratelimit", "store.mode=redis", "admin.token.existingSecret=", "arrangement.mode=split"}, "arrangement is mode floodgate's"},
 		{"tracing without an endpoint", []string{"tracing.enabled=true"}, "needs tracing.endpoint"},
 		{"an unknown tracing protocol", []string{"tracing.enabled=true", "tracing.endpoint=http://c:4318", "tracing.protocol=zipkin"}, `tracing.protocol "zipkin"`},
 		{"an unknown client certificate mode", []string{"tls.existingSecret=s", "tls.clientAuth=maybe"}, `tls.clientAuth "maybe"`},
@@ -419,7 +439,8 @@ func TestManifestsMatchChart(t *testing.T) {
 
 // serveFile is what the chart's serve configuration file sets.
 type serveFile struct {
-	HTTP, GRPC struct{ TLS map[string]string }
+	HTTP, GRPC  struct{ TLS map[string]string }
+	Arrangement map[string]any
 	Admin      struct {
 		Addr     string
 		TokenEnv string `yaml:"token_env"`

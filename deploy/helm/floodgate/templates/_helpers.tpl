@@ -28,6 +28,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.admin.token.existingSecret }}
 {{- fail "admin.token is mode floodgate's: mode envoy-ratelimit serves its metrics on admin.port without a token; set admin.token.existingSecret to \"\" (networkPolicy.adminFrom says who reaches the port)" }}
 {{- end }}
+{{- if .Values.arrangement }}
+{{- fail "arrangement is mode floodgate's: envoyproxy/ratelimit has no arrangement (every decision is a Redis call); leave arrangement empty" }}
+{{- end }}
 {{- end }}
 {{- if not (has .Values.store.mode (list "memory" "redis")) }}
 {{- fail (printf "store.mode %q: want memory or redis" .Values.store.mode) }}
