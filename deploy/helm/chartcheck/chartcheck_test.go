@@ -441,7 +441,7 @@ func TestManifestsMatchChart(t *testing.T) {
 type serveFile struct {
 	HTTP, GRPC  struct{ TLS map[string]string }
 	Arrangement map[string]any
-	Admin      struct {
+	Admin       struct {
 		Addr     string
 		TokenEnv string `yaml:"token_env"`
 		TLS      map[string]string
