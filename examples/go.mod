@@ -6,6 +6,7 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/floodgate-dev/floodgate v0.0.0-00010101000000-000000000000
 	github.com/floodgate-dev/floodgate/cmd/floodgate v0.0.0-00010101000000-000000000000
+	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -19,7 +20,6 @@ require (
 	github.com/floodgate-dev/floodgate/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rls v0.0.0-00010101000000-000000000000 // indirect
 	github.com/floodgate-dev/floodgate/rlsclient v0.0.0-00010101000000-000000000000 // indirect
-	github.com/floodgate-dev/floodgate/rules v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
