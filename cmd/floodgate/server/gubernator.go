@@ -34,11 +34,12 @@ func (s *Server) buildGubernator() {
 		Clock:     s.clock,
 		OnFailure: policy,
 		Ready:     s.Ready,
-		Peers:     1,
 		Advertise: func() string { return s.Addr(ListenerGRPC) },
 	}
-	if s.redis != nil {
-		o.Peers = s.cfg.Arrangement.Nodes
+	if s.node != nil {
+		// The node count its shares are computed with: live with
+		// arrangement.nodes 0.
+		o.Peers = func() int { return s.node.Health().Nodes }
 	}
 	s.guber = gubernator.New(o)
 }

@@ -122,7 +122,53 @@ func TestGubernatorAPIOnRedis(t *testing.T) {
 			if err != nil || resp[0].Remaining != 8 {
 				t.Fatalf("server 0 after both servers' hits: %v %v, want remaining 8", resp, err)
 			}
+			if n := peerCount(t, srv[0]); n != 2 {
+				t.Errorf("HealthCheck's peer_count %d, want arrangement.nodes 2", n)
+			}
 		})
+	}
+}
+
+// peerCount returns the server's HealthCheck peer_count.
+func peerCount(t *testing.T, r *running) int32 {
+	t.Helper()
+	conn, err := grpc.NewClient(r.srv.Addr(ListenerGRPC), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := gubernatorpb.NewV1Client(conn).HealthCheck(ctx, &gubernatorpb.HealthCheckReq{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.PeerCount
+}
+
+// TestGubernatorPeerCountLive: with arrangement.nodes 0, HealthCheck's
+// peer_count is the live count of the nodes sharing the Redis store.
+func TestGubernatorPeerCountLive(t *testing.T) {
+	rd := redistest.Start(t)
+	var srv [3]*running
+	for i := range srv {
+		cfg := testConfig()
+		cfg.Store = Store{Type: StoreRedis, Addrs: []string{rd.Addr()}, Prefix: "fgpeers"}
+		cfg.Arrangement.Nodes = 0
+		cfg.Arrangement.Membership.Period = 100 * time.Millisecond
+		cfg.Arrangement.Membership.Expiry = 500 * time.Millisecond
+		srv[i] = start(t, cfg)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n := peerCount(t, srv[0])
+		if n == 3 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peer_count %d a minute after three nodes started, want 3", n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -47,9 +47,9 @@ type Options struct {
 	// Ready reports whether the server can decide, and why not; nil means
 	// always ready.
 	Ready func(ctx context.Context) (bool, string)
-	// Peers is HealthCheckResp.peer_count: the limiter nodes sharing the
-	// counts (1 for the memory store).
-	Peers int
+	// Peers returns HealthCheckResp.peer_count: the limiter nodes sharing
+	// the counts. Nil means 1 (the memory store).
+	Peers func() int
 	// Advertise returns HealthCheckResp.advertise_address: the gRPC
 	// listener's address.
 	Advertise func() string
@@ -226,7 +226,11 @@ func (s *Service) HealthCheck(ctx context.Context, _ *gubernatorpb.HealthCheckRe
 	if !ok {
 		return nil, status.Error(codes.Unavailable, why)
 	}
-	return &gubernatorpb.HealthCheckResp{Status: Healthy, PeerCount: int32(max(s.o.Peers, 1)), AdvertiseAddress: s.o.Advertise()}, nil
+	peers := 1
+	if s.o.Peers != nil {
+		peers = max(s.o.Peers(), 1)
+	}
+	return &gubernatorpb.HealthCheckResp{Status: Healthy, PeerCount: int32(peers), AdvertiseAddress: s.o.Advertise()}, nil
 }
 
 // LiveCheck answers while the server runs.
