@@ -87,3 +87,28 @@ func TestSplitDividesTheRequestsLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSplitDividesTheRequestsLimit: a split node counting the live
+// nodes divides each gubernator request's limit by the count it sees.
+func TestLiveSplitDividesTheRequestsLimit(t *testing.T) {
+	clk := disttest.NewClock()
+	shared := newFaultStore()
+	nodes := make([]*Node, 4)
+	for k := range nodes {
+		nodes[k] = mustNode(t, Options{Arrangement: Split, Shared: shared, Clock: clk.Now, ManualSync: true,
+			Membership: &Membership{Period: time.Second}})
+	}
+	beatAll(t, clk, nodes...)
+	beatAll(t, clk, nodes...)
+	wantCount(t, nodes, 4, "four nodes")
+	for _, c := range []struct{ limit, share int64 }{{100, 25}, {8, 2}} {
+		a := gubernator.New(gubernator.Params{Limit: c.limit, Duration: 60_000})
+		d, err := nodes[0].DecideOne(ctx, clk.NS(), store.Request{Algorithm: a, Key: "k", Cost: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Limit != c.share {
+			t.Fatalf("limit %d over 4 live nodes: the node enforces %d, want %d", c.limit, d.Limit, c.share)
+		}
+	}
+}
