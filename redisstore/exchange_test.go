@@ -284,3 +284,35 @@ func TestExchangeAfterLocalWipe(t *testing.T) {
 		t.Fatalf("b counts %d after a's wipe, want 4", got)
 	}
 }
+
+// TestOutboxKeepsACutsSpread: a key pushed once a second for 100 s while
+// its region forwards nothing (more pushes than an outbox field keeps
+// events) reaches the other region with its counts still spread over the
+// 100 s: at the end, a minute's window there holds the last minute's 60
+// requests and a few merged into later ones, not the whole 100.
+func TestOutboxKeepsACutsSpread(t *testing.T) {
+	r := newRegionRig(t)
+	ctx := context.Background()
+	minute := mustAlg(t, algorithm.Config{Algorithm: algorithm.SlidingLog, Limit: 1000, Window: time.Minute})
+	for i := range 100 {
+		at := r.base + int64(i)*int64(time.Second)
+		r.seq++
+		b := []store.SyncBatch{{Algorithm: minute, Key: "spread", Events: []store.Event{{Time: at, Cost: 1}}}}
+		if err := r.stores["a"].SyncOnce(ctx, at, store.SyncID{Origin: "node-a", Seq: r.seq, Remember: time.Hour}, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := r.base + 99*int64(time.Second)
+	if err := r.exchange("a", "x", r.remotes("a")).Step(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	b := []store.SyncBatch{{Algorithm: minute, Key: "spread"}}
+	if err := r.stores["b"].Sync(ctx, end, b); err != nil {
+		t.Fatal(err)
+	}
+	got := usedOf(minute, b[0].State, end)
+	t.Logf("b counts %d of the 100 requests in the minute up to the last (60 happened in it)", got)
+	if got < 60 || got > 66 {
+		t.Errorf("b counts %d in the last minute, want 60 to 66: the forwarded counts lost their spread", got)
+	}
+}

@@ -19,18 +19,30 @@ end
 -- region and hash slot, a field per key: the limit's header (its length,
 -- then code, ttl, words, nparams, params, as doubles), then up to OUTMAX
 -- events (time µs, cost) as doubles. A push adds one event per key, at its
--- latest time with its summed cost; past OUTMAX the two oldest merge into
--- one at the later time. A forwarded request is never counted earlier than
--- it happened, nor less.
+-- latest time with its summed cost; past OUTMAX the two neighbouring events
+-- whose merge moves the least cost by the least time merge into one at the
+-- later of their times, so a long cut's counts keep their spread over it. A forwarded request is never
+-- counted earlier than it happened, nor less.
 local OUTMAX = 32
 local function outappend(ob, key, hdr, t, c)
   local v = redis.call('HGET', ob, key)
   if not v then v = hdr end
   v = v .. struct.pack('<dd', t, c)
   local hb = 8 * (1 + struct.unpack('<d', v))
-  if (#v - hb) / 16 > OUTMAX then
-    local t1, c1, t2, c2 = struct.unpack('<dddd', v, hb + 1)
-    v = string.sub(v, 1, hb) .. struct.pack('<dd', max(t1, t2), c1 + c2) .. string.sub(v, hb + 33)
+  local n = (#v - hb) / 16
+  if n > OUTMAX then
+    -- The pair whose merge moves the least cost by the least time.
+    local best, shift = 1, nil
+    local prev, pc = struct.unpack('<dd', v, hb + 1)
+    for j = 2, n do
+      local tj, cj = struct.unpack('<dd', v, hb + (j - 1) * 16 + 1)
+      local s = tj > prev and pc * (tj - prev) or cj * (prev - tj)
+      if shift == nil or s < shift then best, shift = j - 1, s end
+      prev, pc = tj, cj
+    end
+    local at = hb + (best - 1) * 16
+    local t1, c1, t2, c2 = struct.unpack('<dddd', v, at + 1)
+    v = string.sub(v, 1, at) .. struct.pack('<dd', max(t1, t2), c1 + c2) .. string.sub(v, at + 33)
   end
   redis.call('HSET', ob, key, v)
 end
