@@ -39,6 +39,13 @@ func Set(h http.Header, res rules.Result) {
 	var idx [8]int
 	var lims [8]ratelimitheader.Limit
 	ratelimitheader.Set(h, outcome(res, idx[:0], lims[:0]))
+	SetWarning(h, res)
+}
+
+// SetWarning sets only the Warning field for res on h, or removes it when
+// no rule is in warning: for answers that are not decisions (a charge),
+// which carry no rate-limit fields.
+func SetWarning(h http.Header, res rules.Result) {
 	if w := warnings(res); w != "" {
 		h[canonicalWarning] = []string{w}
 	} else {

@@ -74,10 +74,17 @@ func TestWarningEveryFrontEnd(t *testing.T) {
 		h.Get("RateLimit-Warning") != "monthly" {
 		t.Fatalf("5 of 10 at warn_at 0.5: %+v, RateLimit-Warning %q", out, h.Get("RateLimit-Warning"))
 	}
-	// A charge past the level crosses nothing more; the key stays in warning.
-	if code, body := post(t, r.url("/v1/charge"), `{"domain":"llm","descriptors":[{"entries":[{"key":"tenant","value":"acme"}]}],"hits":2}`); code != 200 ||
-		!strings.Contains(body, `"warning":true`) {
-		t.Fatalf("/v1/charge: %d %s", code, body)
+	// A charge past the level crosses nothing more; the key stays in
+	// warning, in the answer's field and header.
+	cresp, err := http.Post(r.url("/v1/charge"), "application/json",
+		strings.NewReader(`{"domain":"llm","descriptors":[{"entries":[{"key":"tenant","value":"acme"}]}],"hits":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cbody, _ := io.ReadAll(cresp.Body)
+	cresp.Body.Close()
+	if cresp.StatusCode != 200 || !strings.Contains(string(cbody), `"warning":true`) || cresp.Header.Get("RateLimit-Warning") != "monthly" {
+		t.Fatalf("/v1/charge: %d %s, RateLimit-Warning %q", cresp.StatusCode, cbody, cresp.Header.Get("RateLimit-Warning"))
 	}
 
 	// /v1/usage through the server: the key's count and warning, counting nothing.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/floodgate-dev/floodgate/rules"
+	"github.com/floodgate-dev/floodgate/rules/ruleheader"
 )
 
 // Charger counts a cost known after the response. *rules.Engine
@@ -41,7 +42,8 @@ const notHeld = "the lease holds nothing for these descriptors: it was not retur
 //	                  is counted on every rule that applies (but concurrency
 //	                  rules), without deciding and even past the limit, and
 //	                  the answer is a CheckResponse that is always allowed,
-//	                  each status saying what is left (see rules.Engine.Charge).
+//	                  each status saying what is left (see rules.Engine.Charge),
+//	                  with RateLimit-Warning naming the rules in warning.
 //	POST /v1/release  the body of the /v1/check that was allowed, with the
 //	                  "lease" its answer carried; gives back what that
 //	                  lease holds under concurrency rules, so those rules
@@ -71,6 +73,7 @@ func (a *api) handleSettle(mux *http.ServeMux) {
 		if a.failed(w, "charge", err) {
 			return
 		}
+		ruleheader.SetWarning(w.Header(), res)
 		writeJSON(w, http.StatusOK, NewCheckResponse(res))
 	})
 	mux.HandleFunc("/v1/release", func(w http.ResponseWriter, r *http.Request) {
