@@ -393,8 +393,8 @@ func override(i int, lo *commonv3.RateLimitDescriptor_RateLimitOverride) (rules.
 	if m := lo.GetUnitMultiplier(); m != nil {
 		mult = int64(m.GetValue())
 	}
-	o, err := rules.UnitOverride(int64(lo.GetRequestsPerUnit()), lo.GetUnit().String(), mult)
-	if err != nil {
+	var o rules.Override
+	if err := o.SetUnits(int64(lo.GetRequestsPerUnit()), lo.GetUnit().String(), mult); err != nil {
 		return o, status.Errorf(codes.InvalidArgument, "descriptor %d limit override: %v", i, err)
 	}
 	return o, nil

@@ -167,23 +167,24 @@ type Override struct {
 	Window time.Duration
 }
 
-// UnitOverride builds an Override from Envoy's terms: requestsPerUnit per
-// multiplier units: second, minute, hour, day, week, month (30 days) or
-// year (365 days), in any case. Its errors start
-// with the name of the field that is wrong (requests_per_unit, unit,
-// unit_multiplier), for the caller to prefix with where the field is.
-func UnitOverride(requestsPerUnit int64, unit string, multiplier int64) (Override, error) {
+// SetUnits sets o from Envoy's terms: requestsPerUnit per multiplier
+// units: second, minute, hour, day, week, month (30 days) or year (365
+// days), in any case. Its errors start with the name of the field that is
+// wrong (requests_per_unit, unit, unit_multiplier), for the caller to
+// prefix with where the field is; o is unchanged then.
+func (o *Override) SetUnits(requestsPerUnit int64, unit string, multiplier int64) error {
 	w, ok := unitWindow(unit)
 	switch {
 	case !ok:
-		return Override{}, fmt.Errorf("unit: %q is not second, minute, hour, day, week, month or year", unit)
+		return fmt.Errorf("unit: %q is not second, minute, hour, day, week, month or year", unit)
 	case requestsPerUnit < 0 || requestsPerUnit > maxLimit:
-		return Override{}, fmt.Errorf("requests_per_unit: %d is out of range 0..%d", requestsPerUnit, int64(maxLimit))
+		return fmt.Errorf("requests_per_unit: %d is out of range 0..%d", requestsPerUnit, int64(maxLimit))
 	case multiplier < 1 || multiplier > int64(maxWindow/w):
-		return Override{}, fmt.Errorf("unit_multiplier: %d %ss is not a window from 1 unit to %s",
+		return fmt.Errorf("unit_multiplier: %d %ss is not a window from 1 unit to %s",
 			multiplier, strings.ToLower(unit), window.Format(maxWindow))
 	}
-	return Override{Limit: requestsPerUnit, Window: time.Duration(multiplier) * w}, nil
+	*o = Override{Limit: requestsPerUnit, Window: time.Duration(multiplier) * w}
+	return nil
 }
 
 // Status is the outcome of one rule that applied to a request.

@@ -117,8 +117,8 @@ func (l *LimitOverride) override(where string) (rules.Override, error) {
 	if mult == 0 {
 		mult = 1
 	}
-	o, err := rules.UnitOverride(l.RequestsPerUnit, l.Unit, mult)
-	if err != nil {
+	var o rules.Override
+	if err := o.SetUnits(l.RequestsPerUnit, l.Unit, mult); err != nil {
 		return o, fmt.Errorf("%s.%v", where, err)
 	}
 	return o, nil
