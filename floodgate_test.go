@@ -135,7 +135,11 @@ func TestAllowAllocatesNothingForKnownKey(t *testing.T) {
 }
 
 func TestWaitSleepsForTheDelay(t *testing.T) {
-	lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.LeakyBucket, Limit: 20, Window: time.Second})
+	// The limiter's clock stands still, so however slowly the machine runs
+	// the three requests arrive at one instant; Wait sleeps in real time.
+	clock, _ := fixedClock(time.Unix(1000, 0))
+	lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.LeakyBucket, Limit: 20, Window: time.Second},
+		floodgate.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +150,9 @@ func TestWaitSleepsForTheDelay(t *testing.T) {
 			t.Fatalf("Wait: %+v, %v", last, err)
 		}
 	}
-	// Three requests at 20/s: the third is let through about 100ms after
-	// the first. Wait must not return before its delay has passed.
+	// Three requests at 20/s at one instant: the third is let through
+	// 100ms after the first. Wait must not return before its delay has
+	// passed.
 	if last.Delay <= 0 {
 		t.Fatalf("third request has no delay: %+v", last)
 	}
