@@ -107,9 +107,13 @@ func Watch(ctx context.Context, path string, e *rules.Engine, o Options) error {
 	// put it in force: an edit made before the watch, after the caller
 	// loaded the rules, would otherwise be taken for the rules in force
 	// and never reloaded.
+	// A file already broken here is reported now: its sum is the last one
+	// seen, so the same content would never be reported later.
 	r.last, _ = contentSum(abs, r.isDir)
 	if set, err := rules.Load(path); err == nil {
 		e.Swap(set)
+	} else {
+		r.failed("watch started", err)
 	}
 	if watchReady != nil {
 		watchReady()

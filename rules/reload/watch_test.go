@@ -435,3 +435,26 @@ func nextReload(t *testing.T, heard <-chan Reload) Reload {
 		return Reload{}
 	}
 }
+
+// TestWatchReportsAFileBrokenAtStart: a file that is already broken when
+// the watch starts is reported then, and the rules in force stay. Its sum
+// is the last one seen, so writing the same broken content again is no
+// change: without the report at start it would never be reported.
+func TestWatchReportsAFileBrokenAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, limitFile(3, ""))
+	set, _ := rules.Load(path)
+	e := rules.NewEngine(set, memstore.New(memstore.Options{}))
+	broken := limitFile(3, "  - name: broken\n    limit: many\n")
+	writeFile(t, path, broken)
+	heard := make(chan Reload, 8)
+	_, stop := startWatchWith(t, path, e, Options{OnReload: func(r Reload) { heard <- r }})
+	defer stop()
+	r := nextReload(t, heard)
+	if r.Err == nil || r.Trigger != "watch started" || !strings.Contains(r.Err.Error(), "limit must be a whole number") {
+		t.Fatalf("hook got %+v, want the parse error at the watch's start", r)
+	}
+	if e.Set() != set {
+		t.Fatal("a broken file replaced the rules in force")
+	}
+}
