@@ -56,12 +56,8 @@ const notHeld = "the lease holds nothing for these descriptors: it was not retur
 // An engine that cannot charge or release answers 501.
 func (a *api) handleSettle(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/charge", func(w http.ResponseWriter, r *http.Request) {
-		req, lease, ok := a.decode(w, r)
+		req, ok := a.decodeNoLease(w, r)
 		if !ok {
-			return
-		}
-		if lease != "" {
-			Error(w, http.StatusBadRequest, "lease: only /v1/release takes a lease")
 			return
 		}
 		c, ok := a.o.Engine.(Charger)
@@ -115,6 +111,17 @@ func (a *api) failed(w http.ResponseWriter, what string, err error) bool {
 		Error(w, http.StatusServiceUnavailable, "the limiter could not "+what+": "+err.Error())
 	}
 	return true
+}
+
+// decodeNoLease is decode for the endpoints that take no lease: a body
+// with one is answered 400.
+func (a *api) decodeNoLease(w http.ResponseWriter, r *http.Request) (rules.Request, bool) {
+	req, lease, ok := a.decode(w, r)
+	if ok && lease != "" {
+		Error(w, http.StatusBadRequest, "lease: only /v1/release takes a lease")
+		return req, false
+	}
+	return req, ok
 }
 
 // decode reads a POSTed CheckRequest body into a rules.Request and its

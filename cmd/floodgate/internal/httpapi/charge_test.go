@@ -124,3 +124,19 @@ func TestReleaseOverTheWire(t *testing.T) {
 		t.Errorf("release with a malformed lease: %d, want 400", code)
 	}
 }
+
+// TestOnlyReleaseTakesALease: a lease in the body of /v1/check,
+// /v1/charge or /v1/usage is answered 400 naming the lease, and nothing is
+// counted.
+func TestOnlyReleaseTakesALease(t *testing.T) {
+	url := settleServer(t)
+	body := `{"descriptors":[{"entries":[{"key":"tenant","value":"t1"}]}],"hits":5,"lease":"0123456789ab0123456789ab"}`
+	for _, path := range []string{"/v1/check", "/v1/charge", "/v1/usage"} {
+		if code, m := post(t, url+path, body); code != 400 || !strings.Contains(fmt.Sprint(m["error"]), "only /v1/release takes a lease") {
+			t.Errorf("%s with a lease: %d %v, want 400 naming the lease", path, code, m)
+		}
+	}
+	if _, m := post(t, url+"/v1/usage", `{"descriptors":[{"entries":[{"key":"tenant","value":"t1"}]}]}`); remaining(m) != 1000 {
+		t.Fatalf("after the refused requests: %v, want nothing counted", m)
+	}
+}

@@ -26,12 +26,8 @@ type Usager interface {
 // An engine that cannot report usage answers 501.
 func (a *api) handleUsage(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/usage", func(w http.ResponseWriter, r *http.Request) {
-		req, lease, ok := a.decode(w, r)
+		req, ok := a.decodeNoLease(w, r)
 		if !ok {
-			return
-		}
-		if lease != "" {
-			Error(w, http.StatusBadRequest, "lease: only /v1/release takes a lease")
 			return
 		}
 		u, ok := a.o.Engine.(Usager)
