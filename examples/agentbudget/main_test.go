@@ -163,8 +163,11 @@ func TestAgentBudgets(t *testing.T) {
 	for agent, tl := range got {
 		busy += tl.busy
 		answered += tl.ok
-		if tl.ok != 20 || tl.firstWarn != 16 || tl.warned != 5 {
-			t.Errorf("agent %s: %d calls answered (want 20), warned from call %d on, %d times (want 16, 5)", agent, tl.ok, tl.firstWarn, tl.warned)
+		// The server warns on the 16th to the 20th call it decides; an
+		// agent's two tools call at once, so an answer can be tallied one
+		// place before the call decided ahead of it.
+		if tl.ok != 20 || tl.firstWarn < 15 || tl.firstWarn > 16 || tl.warned != 5 {
+			t.Errorf("agent %s: %d calls answered (want 20), warned from call %d on, %d times (want 16 or 15, 5)", agent, tl.ok, tl.firstWarn, tl.warned)
 		}
 	}
 	ctx := context.Background()
