@@ -2,6 +2,8 @@ package envoycompat
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"crypto/tls"
-	"crypto/x509"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"

@@ -25,6 +25,20 @@ import (
 // test ends.
 func runServer(t *testing.T, m, env map[string]string, tweak ...func(*Settings)) *Server {
 	t.Helper()
+	srv, cancel, done := launch(t, m, env, tweak...)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return srv
+}
+
+// launch parses the environment m with env laid over it, builds the server
+// and runs it until cancel; done receives what Run returned.
+func launch(t *testing.T, m, env map[string]string, tweak ...func(*Settings)) (*Server, context.CancelFunc, chan error) {
+	t.Helper()
 	for k, v := range env {
 		m[k] = v
 	}
@@ -36,26 +50,29 @@ func runServer(t *testing.T, m, env map[string]string, tweak ...func(*Settings))
 		f(&set)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := New(ctx, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(ctx, set, slog.New(slog.DiscardHandler))
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return srv
+	return srv, cancel, done
 }
 
 // startServer runs the compatibility server on loopback ports with a
 // runtime directory holding rules, as envoyproxy/ratelimit's environment
 // would configure it.
 func startServer(t *testing.T, rules string, env map[string]string, tweak ...func(*Settings)) (*Server, string) {
+	t.Helper()
+	m, dir := compatEnv(t, rules)
+	return runServer(t, m, env, tweak...), dir
+}
+
+// compatEnv writes rules into a new runtime directory and returns the
+// environment that points the server at it, on loopback ports, with the
+// test's Redis and a key prefix of the test's name.
+func compatEnv(t *testing.T, rules string) (map[string]string, string) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
@@ -65,13 +82,11 @@ func startServer(t *testing.T, rules string, env map[string]string, tweak ...fun
 	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]string{
+	return map[string]string{
 		"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit",
 		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": t.Name() + ":",
 		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
-	}
-	srv := runServer(t, m, env, tweak...)
-	return srv, dir
+	}, dir
 }
 
 func post(t *testing.T, url, contentType, body string) (int, string) {

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/hex"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -205,33 +202,7 @@ func (s *stoppable) stop(t *testing.T) {
 // startStoppable runs the server as startServer does, until stop.
 func startStoppable(t *testing.T, rules string, env map[string]string) *stoppable {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, "ratelimit", "config")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "test.yaml"), []byte(rules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]string{
-		"RUNTIME_ROOT": root, "RUNTIME_SUBDIRECTORY": "ratelimit",
-		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": redisSrv.Addr(), "CACHE_KEY_PREFIX": t.Name() + ":",
-		"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
-	}
-	for k, v := range env {
-		m[k] = v
-	}
-	set, err := ParseSettings(mapLookup(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := New(ctx, set, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	s := &stoppable{srv: srv, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- srv.Run(ctx) }()
-	return s
+	m, _ := compatEnv(t, rules)
+	srv, cancel, done := launch(t, m, env)
+	return &stoppable{srv: srv, cancel: cancel, done: done}
 }
