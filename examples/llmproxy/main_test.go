@@ -30,6 +30,13 @@ import (
 // Budget asking it over RLS.
 func startServer(t *testing.T, rules string) *Budget {
 	t.Helper()
+	return dialBudget(t, runFloodgate(t, rules).Addr(server.ListenerGRPC))
+}
+
+// runFloodgate runs a real floodgate server with rules on loopback ports
+// until the test ends.
+func runFloodgate(t *testing.T, rules string) *server.Server {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "budget.yaml")
 	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
@@ -37,7 +44,7 @@ func startServer(t *testing.T, rules string) *Budget {
 	cfg := server.DefaultConfig()
 	cfg.HTTP.Addr, cfg.GRPC.Addr, cfg.Rules = "127.0.0.1:0", "127.0.0.1:0", path
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := server.New(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +54,7 @@ func startServer(t *testing.T, rules string) *Budget {
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return dialBudget(t, srv.Addr(server.ListenerGRPC))
+	return srv
 }
 
 func dialBudget(t *testing.T, addr string) *Budget {

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -102,23 +100,7 @@ func runClient(t *testing.T, dir, proxy, tenant, mode, model string, n int) []cl
 // RLS and the base URL of its JSON API.
 func startMoneyServer(t *testing.T, rules string) (*Budget, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "budget.yaml")
-	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := server.DefaultConfig()
-	cfg.HTTP.Addr, cfg.GRPC.Addr, cfg.Rules = "127.0.0.1:0", "127.0.0.1:0", path
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	srv := runFloodgate(t, rules)
 	return dialBudget(t, srv.Addr(server.ListenerGRPC)), "http://" + srv.Addr(server.ListenerHTTP)
 }
 
