@@ -2,79 +2,18 @@ package redisstore_test
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/algorithm"
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/internal/testkit/disttest"
+	"github.com/floodgate-dev/floodgate/internal/testkit/netcut"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
-
-// link is a TCP proxy on loopback standing for the network between two
-// regions: cut closes its connections and refuses new ones until mend.
-type link struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	down     bool
-	conns    []net.Conn
-}
-
-func newLink(t *testing.T, upstream string) *link {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &link{ln: ln, upstream: upstream}
-	t.Cleanup(func() { ln.Close(); l.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			l.mu.Lock()
-			down := l.down
-			l.mu.Unlock()
-			if down {
-				c.Close()
-				continue
-			}
-			u, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			l.mu.Lock()
-			l.conns = append(l.conns, c, u)
-			l.mu.Unlock()
-			go func() { io.Copy(u, c); u.Close() }()
-			go func() { io.Copy(c, u); c.Close() }()
-		}
-	}()
-	return l
-}
-
-func (l *link) addr() string { return l.ln.Addr().String() }
-
-func (l *link) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.down = true
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
-}
-
-func (l *link) mend() { l.mu.Lock(); l.down = false; l.mu.Unlock() }
 
 // region is one region of the test: its Redis, its nodes and its exchange
 // with the others, which reaches them through links.
@@ -84,7 +23,7 @@ type region struct {
 	local    *redisstore.Store
 	nodes    []*distributed.Node
 	exchange *redisstore.Exchange
-	links    []*link // to the other regions' Redis
+	links    []*netcut.Link // to the other regions' Redis
 }
 
 func regionStore(t *testing.T, addr string, outbox []string, timeout time.Duration) *redisstore.Store {
@@ -109,9 +48,9 @@ func newRegions(t *testing.T, clk *disttest.Clock, names []string, nodesEach int
 		remotes := map[string]*redisstore.Store{}
 		for _, o := range rs {
 			if o != r {
-				l := newLink(t, o.srv.Addr())
+				l := netcut.New(t, o.srv.Addr())
 				r.links = append(r.links, l)
-				remotes[o.name] = regionStore(t, l.addr(), nil, 500*time.Millisecond)
+				remotes[o.name] = regionStore(t, l.Addr(), nil, 500*time.Millisecond)
 			}
 		}
 		x, err := redisstore.NewExchange(r.local, redisstore.ExchangeOptions{Region: r.name, Remotes: remotes, Holder: r.name})
@@ -168,17 +107,17 @@ func TestRegionsShareOneLimit(t *testing.T) {
 		clk.Set(now)
 		if now == cutFrom {
 			for _, l := range rs[2].links {
-				l.cut()
+				l.Cut()
 			}
 			for _, r := range rs[:2] {
-				r.links[1].cut() // a's and b's link to c: their second
+				r.links[1].Cut() // a's and b's link to c: their second
 			}
 		}
 		if now == cutTo && !cutDone {
 			cutDone = true
 			for _, r := range rs {
 				for _, l := range r.links {
-					l.mend()
+					l.Mend()
 				}
 			}
 		}

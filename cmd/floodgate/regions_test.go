@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/testkit/netcut"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
@@ -28,68 +28,12 @@ import (
 // with minute windows.
 
 // regionLink is the network from one region's nodes to another's Redis.
+// Both *netcut.Link and *proxyLink are one.
 type regionLink interface {
-	addr() string
-	cut()
-	mend()
+	Addr() string
+	Cut()
+	Mend()
 }
-
-// tcpLink is a TCP proxy: cut closes its connections and refuses new ones
-// until mend.
-type tcpLink struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func newTCPLink(t *testing.T, upstream string) *tcpLink {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &tcpLink{ln: ln}
-	t.Cleanup(func() { ln.Close(); l.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			l.mu.Lock()
-			down := l.down
-			l.mu.Unlock()
-			u, err := net.Dial("tcp", upstream)
-			if down || err != nil {
-				c.Close()
-				if u != nil {
-					u.Close()
-				}
-				continue
-			}
-			l.mu.Lock()
-			l.conns = append(l.conns, c, u)
-			l.mu.Unlock()
-			go func() { io.Copy(u, c); u.Close() }()
-			go func() { io.Copy(c, u); c.Close() }()
-		}
-	}()
-	return l
-}
-
-func (l *tcpLink) addr() string { return l.ln.Addr().String() }
-
-func (l *tcpLink) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.down = true
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
-}
-
-func (l *tcpLink) mend() { l.mu.Lock(); l.down = false; l.mu.Unlock() }
 
 // proxyLink is a redis-latency-rig process.
 type proxyLink struct {
@@ -122,9 +66,14 @@ func newProxyLink(t *testing.T, bin, upstream string, latency time.Duration) *pr
 	}
 }
 
-func (l *proxyLink) addr() string { return l.listen }
-func (l *proxyLink) cut()         { l.cmd.Process.Signal(syscall.SIGSTOP) }
-func (l *proxyLink) mend()        { l.cmd.Process.Signal(syscall.SIGCONT) }
+// Addr is the proxy's listening address.
+func (l *proxyLink) Addr() string { return l.listen }
+
+// Cut stops the proxy process: what is sent is neither delivered nor refused.
+func (l *proxyLink) Cut() { l.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Mend lets the proxy process run again.
+func (l *proxyLink) Mend() { l.cmd.Process.Signal(syscall.SIGCONT) }
 
 // peekLedger returns what node n counts for key on the ledger rule.
 func peekLedger(t *testing.T, n *scaleNode, key string) int64 {
@@ -224,7 +173,7 @@ rules:
 				continue
 			}
 			if proxy == "" {
-				links[from+to] = newTCPLink(t, redis[to].Addr())
+				links[from+to] = netcut.New(t, redis[to].Addr())
 				continue
 			}
 			d := delays[min(from, to)+max(from, to)]
@@ -237,7 +186,7 @@ rules:
 		var others strings.Builder
 		for _, o := range names {
 			if o != n {
-				fmt.Fprintf(&others, "      - {name: %s, store: {type: redis, addrs: [%s]}}\n", o, links[n+o].addr())
+				fmt.Fprintf(&others, "      - {name: %s, store: {type: redis, addrs: [%s]}}\n", o, links[n+o].Addr())
 			}
 		}
 		config := fmt.Sprintf(`http: {addr: "127.0.0.1:0"}
@@ -290,13 +239,13 @@ arrangement:
 	beforeAllowed, before := allowed(greedy), counts("greedy")
 	cutFrom := time.Now()
 	for _, o := range []string{"a", "c"} {
-		links["b"+o].cut()
-		links[o+"b"].cut()
+		links["b"+o].Cut()
+		links[o+"b"].Cut()
 	}
 	time.Sleep(cutFor)
 	atMend, countsAtMend := allowed(greedy), counts("greedy")
 	for _, l := range links {
-		l.mend()
+		l.Mend()
 	}
 	cutTo := time.Now()
 	time.Sleep(window)
