@@ -2,11 +2,7 @@ package envoyratelimit
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +13,7 @@ import (
 	"github.com/envoyproxy/ratelimit/src/config"
 	"github.com/envoyproxy/ratelimit/src/settings"
 	"github.com/envoyproxy/ratelimit/src/stats"
+	"github.com/floodgate-dev/floodgate/internal/testkit/modproxy"
 	gostats "github.com/lyft/gostats"
 	"golang.org/x/mod/semver"
 )
@@ -90,38 +87,10 @@ func versionDifferences(t testing.TB) []knownDifference {
 	return out
 }
 
-// moduleInfo is what `go list -m -json` says of a module.
-type moduleInfo struct {
-	Path, Version, Time string
-	Dir                 string
-	Replace             *moduleInfo
-	Error               *struct{ Err string }
-}
-
-// goList runs `go list -m -json args...` in dir with env added.
-func goList(ctx context.Context, dir string, env []string, args ...string) (moduleInfo, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-m", "-json"}, args...)...)
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var m moduleInfo
-	if err != nil {
-		return m, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	if err := json.Unmarshal(out, &m); err != nil {
-		return m, err
-	}
-	if m.Error != nil {
-		return m, errors.New(m.Error.Err)
-	}
-	return m, nil
-}
-
 // referenceVersion names the reference running here: the version go.mod
 // pins, or the directory a replace points to.
 func referenceVersion(t testing.TB) string {
-	m, err := goList(context.Background(), ".", nil, referenceModule)
+	m, err := modproxy.List(context.Background(), ".", nil, referenceModule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,45 +107,22 @@ func referenceVersion(t testing.TB) string {
 // answers (as a file:// proxy: the newest version downloaded), and when
 // neither can, the test is skipped, saying why.
 func TestReferenceVersionIsNewest(t *testing.T) {
-	pinned, err := goList(context.Background(), ".", nil, referenceModule)
+	pinned, err := modproxy.List(context.Background(), ".", nil, referenceModule)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pinned.Replace != nil {
 		t.Skipf("the reference is replaced by %s: this run is held to those sources, not to a version of the proxy", pinned.Replace.Path)
 	}
-	// Asked from an empty module, so that no requirement of this one
-	// answers instead of the proxy.
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module probe\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	env := []string{"GOFLAGS=-mod=mod", "GOWORK=off"}
-	latest, err := goList(ctx, dir, env, referenceModule+"@latest")
-	source := "the module proxy (" + goEnv("GOPROXY") + ")"
+	latest, source, err := modproxy.Newest(ctx, t.TempDir(), referenceModule)
 	if err != nil {
-		proxyErr := err
-		cache := filepath.Join(goEnv("GOMODCACHE"), "cache", "download")
-		latest, err = goList(ctx, dir, append(env, "GOPROXY=file://"+cache, "GONOSUMDB="+referenceModule, "GOSUMDB=off"), referenceModule+"@latest")
-		if err != nil {
-			t.Skipf("neither the module proxy (%v) nor the module cache (%v) names a version of %s", proxyErr, err, referenceModule)
-		}
-		source = fmt.Sprintf("the module cache %s (the proxy is unreachable: %v)", cache, proxyErr)
+		t.Skip(err)
 	}
 	t.Logf("%s serves %s %s (%s); go.mod pins %s", source, referenceModule, latest.Version, latest.Time, pinned.Version)
 	if semver.Compare(latest.Version, pinned.Version) > 0 {
 		t.Errorf("%s serves %s %s, newer than the %s go.mod pins: move the pin (go get %s@%s), run the tests and update docs/migration-envoy-ratelimit.md's figures",
 			source, referenceModule, latest.Version, pinned.Version, referenceModule, latest.Version)
 	}
-}
-
-// goEnv is `go env name`.
-func goEnv(name string) string {
-	out, err := exec.Command("go", "env", name).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
 }

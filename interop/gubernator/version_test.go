@@ -2,57 +2,17 @@ package gubernator
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/floodgate-dev/floodgate/internal/testkit/modproxy"
 	"golang.org/x/mod/semver"
 )
 
 // referenceModule is gubernator's module path.
 const referenceModule = "github.com/gubernator-io/gubernator/v2"
-
-// moduleInfo is what `go list -m -json` says of a module.
-type moduleInfo struct {
-	Path, Version, Time, GoVersion string
-	Error                          *struct{ Err string }
-}
-
-// goList runs `go list -m -json args...` in dir with env added.
-func goList(ctx context.Context, dir string, env []string, args ...string) (moduleInfo, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-m", "-json"}, args...)...)
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var m moduleInfo
-	if err != nil {
-		return m, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	if err := json.Unmarshal(out, &m); err != nil {
-		return m, err
-	}
-	if m.Error != nil {
-		return m, errors.New(m.Error.Err)
-	}
-	return m, nil
-}
-
-// goEnv is `go env name`.
-func goEnv(name string) string {
-	out, err := exec.Command("go", "env", name).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // TestReferenceVersionIsNewest names the newest gubernator the Go module
 // proxy serves and fails when it is newer than the version go.mod pins
@@ -63,29 +23,15 @@ func goEnv(name string) string {
 // module cache answers (the newest version downloaded); when neither can,
 // the test is skipped, saying why.
 func TestReferenceVersionIsNewest(t *testing.T) {
-	pinned, err := goList(context.Background(), ".", []string{"GOWORK=off"}, referenceModule)
+	pinned, err := modproxy.List(context.Background(), ".", []string{"GOWORK=off"}, referenceModule)
 	if err != nil {
-		t.Fatal(err)
-	}
-	// Asked from an empty module, so that no requirement of this one
-	// answers instead of the proxy.
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module probe\n\ngo 1.26\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	env := []string{"GOFLAGS=-mod=mod", "GOWORK=off"}
-	latest, err := goList(ctx, dir, env, referenceModule+"@latest")
-	source := "the module proxy (" + goEnv("GOPROXY") + ")"
+	latest, source, err := modproxy.Newest(ctx, t.TempDir(), referenceModule)
 	if err != nil {
-		proxyErr := err
-		cache := filepath.Join(goEnv("GOMODCACHE"), "cache", "download")
-		latest, err = goList(ctx, dir, append(env, "GOPROXY=file://"+cache, "GONOSUMDB="+referenceModule, "GOSUMDB=off"), referenceModule+"@latest")
-		if err != nil {
-			t.Skipf("neither the module proxy (%v) nor the module cache (%v) names a version of %s", proxyErr, err, referenceModule)
-		}
-		source = fmt.Sprintf("the module cache %s (the proxy is unreachable: %v)", cache, proxyErr)
+		t.Skip(err)
 	}
 	t.Logf("%s serves %s %s (%s, go %s); go.mod pins %s", source, referenceModule, latest.Version, latest.Time, latest.GoVersion, pinned.Version)
 	if semver.Compare(latest.Version, pinned.Version) <= 0 {
