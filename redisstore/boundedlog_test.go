@@ -248,9 +248,9 @@ func storedForm(t *testing.T, key string) string {
 	}
 	form := "doubles"
 	switch {
-	case len(raw)%8 == 5 && raw[len(raw)-1] == 'c':
+	case len(raw)%8 == 5 && (raw[len(raw)-1] == 'c' || raw[len(raw)-1] == 'C'):
 		return "merged" // a merged state's 32-bit fields
-	case len(raw)%8 == 1 && raw[len(raw)-1] == 'm':
+	case len(raw)%8 == 1 && (raw[len(raw)-1] == 'm' || raw[len(raw)-1] == 'M'):
 		return "merged doubles" // a merged state's doubles without the zeros
 	case strings.HasPrefix(raw, "-"):
 		form = "light"
@@ -756,7 +756,7 @@ func blForm(t *testing.T, s *Store, a algorithm.Algorithm, k, rk string, now int
 	switch {
 	case err != nil || raw == "":
 		return "none"
-	case raw[len(raw)-1] == 'c' || raw[len(raw)-1] == 'm':
+	case strings.ContainsRune("cmCM", rune(raw[len(raw)-1])) && len(raw)%8 != 0:
 		return "merged"
 	case raw[0] >= '1' && raw[0] <= '9' && len(raw)%8 != 0:
 		return "short"

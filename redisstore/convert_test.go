@@ -41,6 +41,14 @@ func TestDifferentialLimitChanges(t *testing.T) {
 			{Algorithm: algorithm.TokenBucket, Limit: 4, Window: time.Second},
 			{Algorithm: algorithm.TokenBucket, Limit: 40, Window: time.Second, Capacity: 10, Rate: 25},
 		},
+		"bounded-log": {
+			{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
+			{Algorithm: algorithm.BoundedLog, Limit: 300, Window: time.Second},
+		},
+		"bounded-log, one m": {
+			{Algorithm: algorithm.BoundedLog, Limit: 40, Window: time.Second, Tolerance: 0.1},
+			{Algorithm: algorithm.BoundedLog, Limit: 45, Window: time.Second, Tolerance: 0.1},
+		},
 		"leaky-bucket": {
 			{Algorithm: algorithm.LeakyBucket, Limit: 5, Window: time.Second},
 			{Algorithm: algorithm.LeakyBucket, Limit: 20, Window: time.Second, MaxDelay: 2 * time.Second},
@@ -102,5 +110,57 @@ func TestSlidingCountsSaturate(t *testing.T) {
 	}
 	if d := small.Peek(b[0].State, t0, 1); d.Allowed {
 		t.Fatalf("65,536 units read under a limit of 8: %+v", d)
+	}
+}
+
+// TestBoundedLogLimitChangeKeepsCount changes a bounded-log limit of one
+// Counter (600 per minute, then 100, then 1,000; entry sizes 30, 5 and 50)
+// under a key's feet on the memory store, one Redis and a Redis Cluster: a
+// lowered limit applies at once to the count so far, a raised one admits at
+// once exactly what it allows beyond it, and a single entry holding more
+// units than the new entry size (10 units, then m = 5) is counted in full.
+func TestBoundedLogLimitChangeKeepsCount(t *testing.T) {
+	ctx := context.Background()
+	alg := func(limit int64) algorithm.Algorithm {
+		return mustAlg(t, algorithm.Config{Algorithm: algorithm.BoundedLog, Limit: limit, Window: time.Minute, Counter: "plan"})
+	}
+	a600, a100, a1000 := alg(600), alg(100), alg(1000)
+	stores := map[string]store.Store{
+		"memory":  memstore.New(memstore.Options{}),
+		"redis":   newStore(t, Options{ClientTime: true}),
+		"cluster": newClusterStore(t),
+	}
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			ms := int64(time.Millisecond)
+			admit := func(a algorithm.Algorithm, key string, at, cost int64, n int) int {
+				got := 0
+				for range n {
+					d, err := st.DecideOne(ctx, at, store.Request{Algorithm: a, Key: key, Cost: cost})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.Allowed {
+						got++
+					}
+				}
+				return got
+			}
+			if got := admit(a600, "k", t0, 1, 400); got != 400 {
+				t.Fatalf("600/min: %d of 400 admitted", got)
+			}
+			if got := admit(a100, "k", t0+ms, 1, 5); got != 0 {
+				t.Fatalf("lowered to 100 with 400 counted: %d of 5 admitted, want 0", got)
+			}
+			if got := admit(a1000, "k", t0+2*ms, 1, 700); got != 600 {
+				t.Fatalf("raised to 1,000 with 400 counted: %d of 700 admitted, want 600", got)
+			}
+			if got := admit(a600, "one", t0, 10, 1); got != 1 {
+				t.Fatal("a request of 10 under 600/min was not admitted")
+			}
+			if got := admit(a100, "one", t0+ms, 1, 100); got != 90 {
+				t.Fatalf("lowered to 100 (m = 5) with one entry of 10: %d admitted, want 90", got)
+			}
+		})
 	}
 }

@@ -155,13 +155,19 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 // limit deciding on it changes to another of the same
 // algorithm.Config.Identity: every algorithm whose state's meaning does
 // not depend on its limit in the script (the windows: the script keeps a
-// sliding window's counts unpacked), and the buckets, whose states carry
-// their emission interval and are converted when another one reads them.
-func converts(name algorithm.Name) bool {
-	switch name {
+// sliding window's counts unpacked), the buckets, whose states carry
+// their emission interval, and bounded-log, whose states that depend on
+// their entry size carry it (see code 8's tostored); the script converts
+// a state another limit wrote when it reads it. A bounded-log with holds
+// keeps a counter per limit: its holds follow the log, whose length
+// depends on the limit.
+func converts(c algorithm.Config) bool {
+	switch c.Algorithm {
 	case algorithm.FixedWindow, algorithm.WeightedWindow, algorithm.SlidingWindow,
 		algorithm.TokenBucket, algorithm.GCRA, algorithm.LeakyBucket:
 		return true
+	case algorithm.BoundedLog:
+		return c.Holds == 0
 	}
 	return false
 }
@@ -171,7 +177,7 @@ func converts(name algorithm.Name) bool {
 // Counter share each key), else its whole Config.
 func counterOf(a algorithm.Algorithm) algorithm.Config {
 	c := a.Config()
-	if converts(c.Algorithm) {
+	if converts(c) {
 		return c.Identity()
 	}
 	return c

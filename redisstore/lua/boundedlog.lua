@@ -213,7 +213,56 @@ if code == 8 then
         end
       end
     end
-    ring = { record = ring_record, expand = bl_expand, pack = bl_pack }
+    -- bl_convert is Go's boundedLog.convert: it returns the state s that
+    -- a bounded-log of params Pf wrote (padded to Pf's words) as a state
+    -- of P (words long) at now, keeping every entry and its count: what
+    -- no decision counts any more is dropped, an open entry holding more
+    -- than P's m is split, and when more entries are left than P has room
+    -- for beside the ones Decide opens, the closed entries whose first
+    -- times are closest are combined, each combination counted from its
+    -- newer part's first time (an overcount until it leaves the window,
+    -- never an undercount).
+    local function bl_convert(Pf, s, P, words, now)
+      local out = {}
+      for j = 1, words do out[j] = 0 end
+      if not bl_hdr(Pf, s) then return out end
+      local wide = bl_expand(Pf, s, 2 + 3 * Pf[4])
+      local n = wide[1]
+      if n == 0 then return out end
+      local limit, W, m, size = P[1], P[2], P[3], P[4]
+      local es = {}
+      local cut = max(clamp(now), wide[3 + 3 * (n - 1) + 1]) - W
+      for i = 0, n - 1 do
+        local o = 3 + 3 * i
+        -- Drop the entries that ended at or before the cut, and the
+        -- straddler (it is never counted again).
+        if #es > 0 or wide[o] > cut then es[#es + 1] = { wide[o], wide[o + 1], wide[o + 2] } end
+      end
+      if #es == 0 then return out end
+      local nw = es[#es]
+      if nw[3] > m then
+        nw[3] = nw[3] - m
+        es[#es + 1] = { nw[2], nw[2], m }
+      end
+      local keep = size - idiv(limit - 1, m) - 2
+      while #es > keep do
+        local best = 1
+        for i = 2, #es - 2 do
+          if es[i + 1][1] - es[i][1] < es[best + 1][1] - es[best][1] then best = i end
+        end
+        es[best + 1][3] = addsat(es[best][3], es[best + 1][3])
+        table.remove(es, best)
+      end
+      local r = { #es, 0 }
+      for i = 1, #es do
+        local o = 3 * i
+        r[o], r[o + 1], r[o + 2] = es[i][1], es[i][2], es[i][3]
+      end
+      for j = #r + 1, words do r[j] = 0 end
+      bl_pack(P, r, out, words)
+      return out
+    end
+    ring = { record = ring_record, expand = bl_expand, pack = bl_pack, convert = bl_convert }
     return ring
   end
   local lightform, lightread = lightfns()
@@ -246,7 +295,7 @@ if code == 8 then
       local j = min(UCHUNK, k - i)
       parts[#parts + 1] = struct.pack('<' .. string.rep('I4', j), unpack(w, 3 + i, 2 + i + j))
     end
-    parts[#parts + 1] = 'c'
+    parts[#parts + 1] = struct.pack('<dd', m, size) .. 'C'
     return table.concat(parts)
   end
   -- frommergedc returns the state words of a value mergedc wrote, or nil.
@@ -274,6 +323,33 @@ if code == 8 then
     end
     return s
   end
+  -- A state whose meaning depends on the entry size m it was written with
+  -- (closed entries of the doubles form hold m units each, the merged
+  -- forms keep m - count) is stored with that m and the capacity in
+  -- entries: the merged forms put them as two doubles before their last
+  -- byte, now 'M' and 'C' ('m' and 'c' are read as the reader's own), and
+  -- the doubles of two or more entries end with -(TRAIL + m) and -(TRAIL +
+  -- size), which no state word is (a deficit is above -2^32). A limit of
+  -- the same counter with another m or size converts such a state when it
+  -- reads it (see fromstored); one-entry and light states mean the same
+  -- under any m, and are split when their entry holds more than the
+  -- reader's m.
+  local TRAIL = 281474976710656 -- 2^48
+  -- packed returns words 1..used of s as doubles.
+  local function packed(s, used)
+    local parts, i = {}, 0
+    while i < used do
+      local k = min(255, used - i)
+      parts[#parts + 1] = struct.pack('<' .. string.rep('d', k), unpack(s, i + 1, i + k))
+      i = i + k
+    end
+    return table.concat(parts)
+  end
+  -- heavy returns words 1..used of s as doubles followed by the writer's
+  -- m and size.
+  local function heavy(P, s, used)
+    return packed(s, used) .. struct.pack('<dd', -TRAIL - P[3], -TRAIL - P[4])
+  end
   -- tostored returns the stored form of s (used words) when it has a
   -- shorter one than its doubles: merged, short8 or blint; else nil.
   local function tostored(P, s, used, ttl, at)
@@ -284,12 +360,12 @@ if code == 8 then
       -- Merged: the header, the newest time, n firsts, then the n - 1
       -- deficits and n - 1 gaps without the zeros between the regions.
       local size = P[4]
-      if n < 1 or n > size or 3 * n >= used or 3 * n > 255 then return nil end
+      if n < 1 or n > size or 3 * n >= used or 3 * n > 255 then return heavy(P, s, used) end
       -- Anything nonzero outside those (no script writes it) keeps the
       -- full form.
       local dlo, glo = 3 + size, 3 + 2 * size
       for j = 3 + n, used do
-        if s[j] ~= 0 and (j < dlo or j > dlo + n - 2) and (j < glo or j > glo + n - 2) then return nil end
+        if s[j] ~= 0 and (j < dlo or j > dlo + n - 2) and (j < glo or j > glo + n - 2) then return heavy(P, s, used) end
       end
       -- The short merged form 'c' (see mergedc) when every field fits.
       local c = mergedc(P, s, n)
@@ -297,16 +373,53 @@ if code == 8 then
       local w = { s[1], s[2] }
       for i = 1, n do w[2 + i] = s[2 + i] end
       for i = 0, n - 2 do w[3 + n + i], w[2 + 2 * n + i] = s[dlo + i], s[glo + i] end
-      return struct.pack('<' .. string.rep('d', 3 * n), unpack(w, 1, 3 * n)) .. 'm'
+      return struct.pack('<' .. string.rep('d', 3 * n), unpack(w, 1, 3 * n)) .. struct.pack('<dd', P[3], P[4]) .. 'M'
     end
-    return lightform(P[2], P[3], n, c, s[2], s[3], s[2 + n], used, ttl, at)
+    local light = lightform(P[2], P[3], n, c, s[2], s[3], s[2 + n], used, ttl, at)
+    if light or n < 2 then return light end
+    -- Doubles of two or more entries, whose closed entries hold m units
+    -- each: followed by the writer's m and size (see withparams).
+    return heavy(P, s, used)
   end
-  -- fromstored returns the state words of a value tostored wrote, or nil.
-  local function fromstored(P, v, at, words)
-    if #v % 8 == 5 and string.byte(v, #v) == 99 then -- 'c': short merged
+  -- withparams returns the params of a writer whose m and size a value
+  -- carries (P's limit and window, which the forms do not depend on), or
+  -- nil when they are not those of any bounded-log.
+  local function withparams(P, m, size)
+    if m < 1 or m > MAXLIMIT or m ~= floor(m) or size < 4 or size > 33554432 or size ~= floor(size) then return nil end
+    return { P[1], P[2], m, size }
+  end
+  -- readstored returns the state words of a value tostored wrote, in the
+  -- layout of the params that wrote it, and those params when the value
+  -- carries them (else it is in P's); or nil.
+  local function readstored(P, v, at, words)
+    local len, last = #v, string.byte(v, #v)
+    if (len % 8 == 5 and last == 67) or (len % 8 == 1 and last == 77) then -- 'C', 'M': with params
+      local m, size = struct.unpack('<dd', v, len - 16)
+      local Pf = withparams(P, m, size)
+      if not Pf then return nil end
+      local s = readstored(Pf, string.sub(v, 1, len - 17) .. string.char(last + 32), at, 2 + 3 * size)
+      if not s then return nil end
+      return s, Pf
+    end
+    if len % 8 == 0 and len >= 32 then -- doubles with params, or nil
+      local a, b = struct.unpack('<dd', v, len - 15)
+      if a > -TRAIL or b > -TRAIL then return nil end
+      local Pf = withparams(P, -TRAIL - a, -TRAIL - b)
+      local k = len / 8 - 2
+      if not Pf or k > 2 + 3 * Pf[4] then return nil end
+      local s, pos = {}, 1
+      while #s < k do
+        local vals = { struct.unpack('<' .. string.rep('d', min(255, k - #s)), v, pos) }
+        pos = table.remove(vals)
+        for j = 1, #vals do s[#s + 1] = vals[j] end
+      end
+      for j = k + 1, 2 + 3 * Pf[4] do s[j] = 0 end
+      return s, Pf
+    end
+    if len % 8 == 5 and last == 99 then -- 'c': short merged
       return frommergedc(P, v, words)
     end
-    if #v % 8 == 1 and string.byte(v, #v) == 109 then -- 'm': merged
+    if len % 8 == 1 and last == 109 then -- 'm': merged
       local k = (#v - 1) / 8
       local n = k / 3
       if n < 1 or n > P[4] or n ~= floor(n) then return nil end
@@ -328,6 +441,24 @@ if code == 8 then
     local n, c, t, f1, f2 = lightread(P[2], P[3], v, at)
     if not n then return nil end
     return { MARK + c * CUNIT + n, t, f1, f2 }
+  end
+  -- fromstored returns the state words of a value tostored wrote in P's
+  -- layout and true when it converted them (the caller stores them): a
+  -- state written under another m or size, or one whose only counted
+  -- entry holds more than m units; or nil. now is the time to convert at
+  -- (0: the state's newest).
+  local function fromstored(P, v, at, words, now)
+    local s, Pf = readstored(P, v, at, words)
+    if not s then return nil end
+    if Pf then
+      if Pf[3] == P[3] and Pf[4] == P[4] then return s end
+      return ringfns().convert(Pf, s, P, words, now), true
+    end
+    local n, open, merged = bl_hdr(P, s)
+    if n and n >= 1 and n <= 2 and not merged and open > P[3] and (#s < words or n == 1) then
+      return ringfns().convert(P, s, P, words, now), true
+    end
+    return s
   end
   return {
     -- decide is Go's view, decide and append in one function (one closure
@@ -450,9 +581,10 @@ if code == 8 then
     end,
     -- fix runs on a freshly loaded state, which load did not pad: it pads
     -- the words Decide reads (all of them for a merged key), clears a
-    -- state no bounded-log wrote, and converts the ring form, returning
-    -- true so the caller stores the converted state.
-    fix = function(P, s, words)
+    -- state no bounded-log wrote, and converts the ring form and a single
+    -- entry of more than m units (at now, see fromstored), returning true
+    -- so the caller stores the converted state.
+    fix = function(P, s, words, now)
       for j = #s + 1, 2 do s[j] = 0 end
       local h = s[1]
       if h ~= 0 and h < MARK then
@@ -462,10 +594,17 @@ if code == 8 then
         ringfns().pack(P, r, s, words)
         return true
       end
-      local n, _, merged = bl_hdr(P, s)
+      local n, open, merged = bl_hdr(P, s)
       if not n then
         for j = 1, #s do s[j] = 0 end
         return false
+      end
+      if n == 1 and open > P[3] then
+        -- One entry of more than m units: written under a larger m.
+        for j = #s + 1, words do s[j] = 0 end
+        local c = ringfns().convert(P, s, P, words, now)
+        for j = 1, words do s[j] = c[j] end
+        return true
       end
       local upto = 2 + n
       if merged then upto = words end

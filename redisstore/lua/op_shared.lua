@@ -99,6 +99,7 @@ if op == 'i' then
       -- (decide above), which reads the key afresh: nothing was written.
       local limit, W, m, size = P[1], P[2], P[3], P[4]
       local lightform, lightread = lightfns()
+      local BLTRAIL = 281474976710656 -- code 8's TRAIL
       for _ = 1, count do
         i = i + 1
         local key, cost = KEYS[i], keycost()
@@ -109,6 +110,13 @@ if op == 'i' then
         elseif v and v ~= '' then
           n = nil
           local len = #v
+          if len == 48 then
+            -- Two entries' doubles and the m and size they were written
+            -- with (see code 8's tostored): inline when they are this
+            -- limit's, else converted on the generic path.
+            local a, b = struct.unpack('<dd', v, 33)
+            if a == -BLTRAIL - m and b == -BLTRAIL - size then len = 32 end
+          end
           if len == 24 or len == 32 then
             local h
             if len == 24 then
@@ -128,6 +136,9 @@ if op == 'i' then
             n, c, t, f1, f2 = lightread(W, m, v, at)
             f2 = f2 or f1
           end
+          -- An entry of more than m units was written under a larger m:
+          -- the generic path splits it.
+          if n and c > m then n = nil end
         end
         local o = #out
         if n then
@@ -191,8 +202,8 @@ if op == 'i' then
               if used == 2 and T == 0 then used = 1 end
               local st = lightform(W, m, n, open, T, f1, fl, used, ttl, at)
               if st then
-              elseif used == 4 then
-                st = struct.pack('<dddd', h, T, f1, f2)
+              elseif n == 2 then
+                st = struct.pack('<dddd', h, T, f1, f2) .. struct.pack('<dd', -BLTRAIL - m, -BLTRAIL - size)
               elseif used == 3 then
                 st = struct.pack('<ddd', h, T, f1)
               elseif used == 2 then

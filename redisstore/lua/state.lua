@@ -111,9 +111,10 @@ local function load(key, words, code, P, alg)
   if v == nil then v = redis.call('GET', key) end
   local s = {}
   if not v then v = '' end
-  if alg.fromstored and #v > 0 and (#v <= 20 or #v % 8 == 1 or #v % 8 == 5) then
-    local st = alg.fromstored(P, v, anchor, words)
+  if alg.fromstored and #v > 0 and (#v <= 20 or #v % 8 == 1 or #v % 8 == 5 or #v >= 32 and #v % 8 == 0) then
+    local st, conv = alg.fromstored(P, v, anchor, words, now)
     if st then
+      if conv then converted[key] = true end
       if op == 's' then raw[key] = packwords(st) end
       return st, nil, #st < words -- an integer form is valid; fix checks a merged one
     end
@@ -193,7 +194,7 @@ end
 local function loadfixed(key, words, code, ttl, P, alg)
   local s, err, valid = load(key, words, code, P, alg)
   if not s then return nil, redis.error_reply(err) end
-  if alg.fix and not valid and alg.fix(P, s, words) then raw[key] = save(key, s, ttl, code, P, alg) end
+  if alg.fix and not valid and alg.fix(P, s, words, now) then raw[key] = save(key, s, ttl, code, P, alg) end
   if converted[key] then
     converted[key] = nil
     if op ~= 'p' then raw[key] = save(key, s, ttl, code, P, alg) end
