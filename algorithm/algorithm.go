@@ -183,7 +183,10 @@ type Config struct {
 	// rule engine gives each rule's limits the rule's name; a Limiter, a
 	// name derived from the limit it was made with, so that SetLimit keeps
 	// its keys' counts. Empty: limits that differ in any parameter count
-	// apart.
+	// apart. A Counter that starts with {name} is one of a group of
+	// counters whose keys a Redis store keeps in one Cluster hash slot
+	// (see redisstore), so that a request passing several is decided in
+	// one atomic call.
 	Counter string
 	// Calendar, when set, makes a fixed window's windows calendar periods
 	// (a day, week, month or year in a time zone) instead of Window, which

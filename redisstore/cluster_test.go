@@ -242,3 +242,58 @@ func TestClusterSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterHashGroup: limits whose Counters start with one {group} keep
+// every key in one slot, whatever the limit and key (SlotsPerLimit does not
+// spread them), under names apart from each other's and from ungrouped
+// limits'; a request over three of them is decided in one call, so a
+// rejection on one counts on none.
+func TestClusterHashGroup(t *testing.T) {
+	c := sharedCluster(t)
+	s := newStore(t, Options{Addrs: c.Addrs()[:1], Cluster: true, ClientTime: true, SlotsPerLimit: 8})
+	ctx := context.Background()
+	alg := func(counter string, limit int64) algorithm.Algorithm {
+		return mustAlg(t, algorithm.Config{Algorithm: algorithm.FixedWindow, Limit: limit, Window: time.Minute, Counter: counter})
+	}
+	org, team, user := alg("{acme}org", 100), alg("{acme}team", 40), alg("{acme}user", 2)
+	names := map[string]bool{}
+	slots := map[uint16]bool{}
+	for _, a := range []algorithm.Algorithm{org, team, user, alg("org", 100)} {
+		for i := range 20 {
+			k, err := s.Key(a, fmt.Sprint("member-", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names[k] {
+				t.Fatalf("two counters share the key %s", k)
+			}
+			names[k] = true
+			if a.Config().Counter != "org" {
+				slots[slot(k)] = true
+			}
+		}
+	}
+	if len(slots) != 1 {
+		t.Fatalf("a group's keys fall in %d slots", len(slots))
+	}
+	reqs := []store.Request{{Algorithm: org, Key: "o"}, {Algorithm: team, Key: "t"}, {Algorithm: user, Key: "u"}}
+	for i := range reqs {
+		reqs[i].Cost = 1
+	}
+	out := make([]algorithm.Decision, 3)
+	for i := range 3 {
+		if err := s.Decide(ctx, t0, reqs, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[2].Allowed != (i < 2) {
+			t.Fatalf("request %d: user allowed %v", i, out[2].Allowed)
+		}
+	}
+	// The third was rejected by the user's limit and counted nowhere.
+	if err := s.Decide(ctx, t0, reqs[:2], out[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Remaining != 97 || out[1].Remaining != 37 {
+		t.Fatalf("after 2 allowed and 1 rejected, then 1 more: org %d left, team %d, want 97 and 37", out[0].Remaining, out[1].Remaining)
+	}
+}

@@ -55,9 +55,17 @@ func (s *Store) key(sp *spec, key string) string {
 	b.Grow(len(s.prefix) + len(sp.tag) + 5 + len(key))
 	b.WriteString(s.prefix)
 	b.WriteString(":{")
-	if sp.perKey {
+	switch {
+	case sp.perKey:
 		b.WriteString(keyTag(key))
-	} else {
+	case sp.group != "":
+		b.WriteString(sp.group)
+		b.WriteString("}:")
+		b.WriteString(sp.tag)
+		b.WriteByte(':')
+		writeKey(&b, key)
+		return b.String()
+	default:
 		b.WriteString(sp.tag)
 	}
 	if s.spread > 1 && !sp.perKey {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,7 @@ type spec struct {
 	limit    int64  // Decision.Limit
 	ttlMS    int64  // PX of a written key; 0: no expiry
 	tag      string // hash tag shared by the limit's keys
+	group    string // hash tag of its Counter's group, before tag (see hashGroup)
 	perKey   bool   // each key is its own hash tag (keyTag) instead
 	timeIdx  []bool // per Lua word: holds a time in microseconds
 	header   []string
@@ -143,6 +145,9 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 		sp.ttlMS = int64((p.IdleAfter+ttlSlack)+time.Millisecond-1) / int64(time.Millisecond)
 	}
 	sp.tag = configTag(counterOf(a))
+	if g, ok := hashGroup(a.Config().Counter); ok {
+		sp.group = configTag(g)
+	}
 	sp.header = append(sp.header,
 		itoa(int64(sp.code)), itoa(sp.ttlMS), itoa(int64(sp.luaWords)), itoa(int64(len(sp.params))))
 	for _, p := range sp.params {
@@ -183,10 +188,27 @@ func counterOf(a algorithm.Algorithm) algorithm.Config {
 	return c
 }
 
+// hashGroup returns the group of a Counter that starts with {name}: name.
+// Every key of the counters of one group is kept in one Cluster hash slot
+// (its name's hash is the key's hash tag, the counter's tag following it),
+// so that a request that passes several of them, an organisation's, a
+// team's and a user's budgets, is decided in one atomic script call: on
+// all of them or on none. The group's keys are then served by one primary.
+func hashGroup(counter string) (string, bool) {
+	if len(counter) < 3 || counter[0] != '{' {
+		return "", false
+	}
+	end := strings.IndexByte(counter, '}')
+	if end < 2 {
+		return "", false
+	}
+	return counter[1:end], true
+}
+
 // configTag returns a short hash of every field of c: the identity of a
 // counter (see counterOf), shared by all its keys as their Redis Cluster
-// hash tag.
-func configTag(c algorithm.Config) string {
+// hash tag; or of a group's name (see hashGroup).
+func configTag(c any) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%#v", c)
 	const hexdigits = "0123456789abcdef"

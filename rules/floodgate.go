@@ -26,7 +26,7 @@ var (
 	topFields  = []string{"domain", "shadow", "prices", "rules"}
 	ruleFields = []string{"name", "description", "match", "count_by", "limit", "window", "calendar", "carry_over",
 		"unlimited", "algorithm", "slices", "capacity", "rate", "burst", "tolerance", "max_delay",
-		"overrides", "cost", "shadow", "failure", "charge_after_response", "leases", "warn_at"}
+		"overrides", "cost", "shadow", "failure", "charge_after_response", "leases", "warn_at", "hash_tag"}
 	leaseFields    = []string{"ttl", "holders"}
 	overrideFields = []string{"match", "limit", "window", "unlimited"}
 	calendarFields = []string{"period", "zone", "start"}
@@ -111,6 +111,16 @@ func (d *decoder) rule(n *yaml.Node, index int) *rule {
 	// The rule's limits, its overrides' included, count in one counter, so
 	// that a changed limit (a reload) or a key's other plan keeps its count.
 	cfg.Counter = r.id
+	if v, ok := f["hash_tag"]; ok {
+		// Rules of one hash tag keep their keys in one Redis Cluster slot,
+		// so that a request passing several is counted on all or none.
+		if tag, ok := d.str(v.value, what+": hash_tag"); ok {
+			if !validName.MatchString(tag) {
+				d.errorf(v.value, "%s: hash_tag %q must start with a letter or digit and hold only letters, digits and _ . : - (at most 64)", what, clip(tag))
+			}
+			cfg.Counter = "{" + tag + "}" + r.id
+		}
+	}
 	if v, ok := f["leases"]; ok {
 		d.ruleLeases(&cfg, v.value, what+": leases")
 	}

@@ -217,7 +217,7 @@ func member(org string, team, user int) rules.Request {
 // (a request is only refused when a level it needs is full). Memory store,
 // a real Redis and a real Redis Cluster.
 func TestHierarchyAllOrNone(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { checkHierarchy(t, memstore.New(memstore.Options{}), true) })
+	t.Run("memory", func(t *testing.T) { checkHierarchy(t, hierarchy, memstore.New(memstore.Options{}), true) })
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)
 		rs, err := redisstore.New(context.Background(), redisstore.Options{Addrs: []string{srv.Addr()}, ClientTime: true, Timeout: 10 * time.Second})
@@ -225,32 +225,43 @@ func TestHierarchyAllOrNone(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rs.Close() })
-		checkHierarchy(t, rs, true)
+		checkHierarchy(t, hierarchy, rs, true)
 	})
-	t.Run("redis-cluster", func(t *testing.T) {
-		// The three levels' keys fall in three slots. The store decides
-		// across slots in two rounds (check all, then count slot by slot),
-		// so a request that another exhausts a level between the rounds is
-		// rejected while the other levels keep its count: an overcount,
-		// never past a limit (docs/redis.md). Sequential requests stay
-		// exact.
-		cl := redistest.StartCluster(t)
+	cl := redistest.StartCluster(t)
+	cluster := func(t *testing.T) store.Store {
 		rs, err := redisstore.New(context.Background(), redisstore.Options{Addrs: cl.Addrs()[:1], Cluster: true, ClientTime: true, Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rs.Close() })
-		checkHierarchy(t, rs, false)
+		return rs
+	}
+	t.Run("redis-cluster, hash_tag", func(t *testing.T) {
+		// The three rules share a hash tag: every level's keys are in one
+		// slot, decided in one script call, exactly as on one server.
+		checkHierarchy(t, taggedHierarchy, cluster(t), true)
+	})
+	t.Run("redis-cluster", func(t *testing.T) {
+		// Without one the three levels' keys fall in three slots. The
+		// store decides across slots in two rounds (check all, then count
+		// slot by slot), so a request that another exhausts a level
+		// between the rounds is rejected while the other levels keep its
+		// count: an overcount, never past a limit (docs/redis.md).
+		// Sequential requests stay exact.
+		checkHierarchy(t, hierarchy, cluster(t), false)
 	})
 }
+
+// taggedHierarchy is hierarchy with its rules under one hash tag.
+var taggedHierarchy = strings.ReplaceAll(hierarchy, "    calendar:", "    hash_tag: llm-budgets\n    calendar:")
 
 // checkHierarchy runs the test on st; exact is false for a store that may
 // count a concurrently rejected request on some levels (Redis Cluster
 // across slots), where each level must count at least what it allowed and
 // never past its limit.
-func checkHierarchy(t *testing.T, st store.Store, exact bool) {
+func checkHierarchy(t *testing.T, file string, st store.Store, exact bool) {
 	c := newEngClock()
-	e := rules.NewEngine(mustRules(t, hierarchy), st, rules.WithClock(c.now))
+	e := rules.NewEngine(mustRules(t, file), st, rules.WithClock(c.now))
 	ctx := context.Background()
 	used := func(req rules.Request) [3]int64 {
 		t.Helper()
