@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-dev/floodgate"
 	"github.com/floodgate-dev/floodgate/algorithm"
+	"github.com/floodgate-dev/floodgate/redisstore"
 	"github.com/floodgate-dev/floodgate/store"
 )
 
@@ -30,64 +31,72 @@ func allowedOf(t *testing.T, lim *floodgate.Limiter, key string, n int) int {
 // counts (store.CountKeeper) a lowered limit applies at once to the count
 // so far and a raised one admits at once what it allows beyond it; in one
 // that does not, the replaced limit also applies until its window is over.
-// The promise holds across the change in both.
+// The promise holds across the change in both, for a fixed window and a
+// bounded log.
 func TestSetLimit(t *testing.T) {
-	for name, mk := range leaseStores(t) {
-		t.Run(name, func(t *testing.T) {
-			now, advance := fixedClock(time.Unix(1_764_000_000, 0))
-			st := mk(t)
-			lim, err := floodgate.New(floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 10, Window: time.Second},
-				floodgate.WithStore(st), floodgate.WithClock(now))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur, err := algorithm.New(lim.Limit())
-			if err != nil {
-				t.Fatal(err)
-			}
-			keeper, _ := st.(store.CountKeeper)
-			keeps := keeper != nil && keeper.KeepsCounts(cur)
-			if got := allowedOf(t, lim, "k", 6); got != 6 {
-				t.Fatalf("before SetLimit: %d of 6 allowed", got)
-			}
-			if err := lim.SetLimit(floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 3, Window: time.Second}); err != nil {
-				t.Fatal(err)
-			}
-			if got := lim.Limit().Limit; got != 3 {
-				t.Fatalf("Limit().Limit = %d after SetLimit(3)", got)
-			}
-			// 6 are counted: a store that keeps the count rejects at once;
-			// one that counts the new limit from zero passes 3 (both
-			// limits allow them), not 3+10.
-			want := 3
-			if keeps {
-				want = 0
-			}
-			if got := allowedOf(t, lim, "k", 10); got != want {
-				t.Fatalf("right after lowering to 3: %d allowed, want %d", got, want)
-			}
-			advance(2 * time.Second) // the old limit's state has gone idle
-			if got := allowedOf(t, lim, "k", 10); got != 3 {
-				t.Fatalf("a window later: %d allowed, want the new limit 3", got)
-			}
-			// Raising with 3 counted: a store that keeps the count admits
-			// the 17 beyond them at once; in another, the old limit (3)
-			// still holds within its window.
-			if err := lim.SetLimit(floodgate.Limit{Algorithm: algorithm.FixedWindow, Limit: 20, Window: time.Second}); err != nil {
-				t.Fatal(err)
-			}
-			want = 0
-			if keeps {
-				want = 17
-			}
-			if got := allowedOf(t, lim, "k", 30); got != want {
-				t.Fatalf("right after raising to 20: %d allowed, want %d", got, want)
-			}
-			advance(2 * time.Second)
-			if got := allowedOf(t, lim, "k", 30); got != 20 {
-				t.Fatalf("a window after raising to 20: %d allowed, want 20", got)
-			}
-		})
+	for _, alg := range []algorithm.Name{algorithm.FixedWindow, algorithm.BoundedLog} {
+		for name, mk := range leaseStores(t) {
+			t.Run(string(alg)+"/"+name, func(t *testing.T) { checkSetLimit(t, alg, mk(t)) })
+		}
+	}
+}
+
+// checkSetLimit runs TestSetLimit with algorithm alg on st.
+func checkSetLimit(t *testing.T, alg algorithm.Name, st store.Store) {
+	now, advance := fixedClock(time.Unix(1_764_000_000, 0))
+	lim, err := floodgate.New(floodgate.Limit{Algorithm: alg, Limit: 10, Window: time.Second},
+		floodgate.WithStore(st), floodgate.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := algorithm.New(lim.Limit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keeper, _ := st.(store.CountKeeper)
+	keeps := keeper != nil && keeper.KeepsCounts(cur)
+	if _, ok := st.(*redisstore.Store); ok && !keeps {
+		t.Fatalf("the Redis store does not keep %s counts", alg)
+	}
+	if got := allowedOf(t, lim, "k", 6); got != 6 {
+		t.Fatalf("before SetLimit: %d of 6 allowed", got)
+	}
+	if err := lim.SetLimit(floodgate.Limit{Algorithm: alg, Limit: 3, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lim.Limit().Limit; got != 3 {
+		t.Fatalf("Limit().Limit = %d after SetLimit(3)", got)
+	}
+	// 6 are counted: a store that keeps the count rejects at once;
+	// one that counts the new limit from zero passes 3 (both
+	// limits allow them), not 3+10.
+	want := 3
+	if keeps {
+		want = 0
+	}
+	if got := allowedOf(t, lim, "k", 10); got != want {
+		t.Fatalf("right after lowering to 3: %d allowed, want %d", got, want)
+	}
+	advance(2 * time.Second) // the old limit's state has gone idle
+	if got := allowedOf(t, lim, "k", 10); got != 3 {
+		t.Fatalf("a window later: %d allowed, want the new limit 3", got)
+	}
+	// Raising with 3 counted: a store that keeps the count admits
+	// the 17 beyond them at once; in another, the old limit (3)
+	// still holds within its window.
+	if err := lim.SetLimit(floodgate.Limit{Algorithm: alg, Limit: 20, Window: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	want = 0
+	if keeps {
+		want = 17
+	}
+	if got := allowedOf(t, lim, "k", 30); got != want {
+		t.Fatalf("right after raising to 20: %d allowed, want %d", got, want)
+	}
+	advance(2 * time.Second)
+	if got := allowedOf(t, lim, "k", 30); got != 20 {
+		t.Fatalf("a window after raising to 20: %d allowed, want 20", got)
 	}
 }
 
