@@ -137,7 +137,7 @@ func (s *Store) decideCall(op string, at int64, reqs []store.Request, rs []reque
 }
 
 var reasons = [...]algorithm.Reason{"", algorithm.ReasonOverLimit, algorithm.ReasonCostOverLimit,
-	algorithm.ReasonQueueFull, algorithm.ReasonBadCost, gubernator.ReasonBadPeriod}
+	algorithm.ReasonQueueFull, algorithm.ReasonBadCost, gubernator.ReasonBadPeriod, gubernator.ReasonNeverFits, gubernator.ReasonScheduled}
 
 // decisions parses a 'd' or 'p' reply into out[idx...].
 func decisions(r rueidis.RedisResult, rs []request, idx []int, out []algorithm.Decision) error {

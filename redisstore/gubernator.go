@@ -38,7 +38,8 @@ func gubernatorSpec(a gubernatorAlg, slack time.Duration) *spec {
 	sp := &spec{
 		code: codeGubernator,
 		params: []int64{flag(p.Leaky), p.Limit, p.Duration, p.Burst, p.Behavior, p.CreatedAt,
-			p.Period.Now, p.Period.End, p.Period.Length, flag(p.Period.Invalid)},
+			p.Period.Now, p.Period.End, p.Period.Length, flag(p.Period.Invalid),
+			int64(p.Version), p.MaxWait, p.WaitCeiling},
 		luaWords: a.Words(),
 		goWords:  a.Words(),
 		limit:    p.Limit,

@@ -21,10 +21,15 @@ import (
 // (calendar periods of every duration number, invalid ones included),
 // created_at absent, equal to now or skewed either way. Extreme requests
 // use the bounds' ends: rates far below one per millisecond, bursts far
-// above the limit, created_at years apart.
-func gubRequest(rng *rand.Rand, now int64, extreme bool) (gubernator.Params, int64) {
+// above the limit, created_at years apart. As v2.21.0 (V221), half of
+// the leaky bucket requests carry a max_wait (with the behaviours and hits
+// gubernator accepts with it) and a wait ceiling.
+func gubRequest(rng *rand.Rand, now int64, extreme bool, v gubernator.Version) (gubernator.Params, int64) {
 	pick := func(v ...int64) int64 { return v[rng.IntN(len(v))] }
-	var p gubernator.Params
+	p := gubernator.Params{Version: v}
+	if rng.IntN(5) == 0 && (v == gubernator.V221 || rng.IntN(2) == 0) {
+		return gubFlow(rng, now, v)
+	}
 	p.Leaky = rng.IntN(2) == 0
 	p.Limit = pick(0, 1, 2, 3, 5, 10, 100)
 	p.Duration = pick(0, 1, 7, 100, 1000, 5000, 60000)
@@ -63,14 +68,53 @@ func gubRequest(rng *rand.Rand, now int64, extreme bool) (gubernator.Params, int
 	}
 	if p.Behavior&gubernator.Gregorian != 0 {
 		p.Duration = rng.Int64N(7) // 3 (weeks) and 6 name no period
-		p.Period = gubernator.PeriodAt(time.Unix(0, now).UTC(), p.Duration)
+		p.Period = gubernator.PeriodAt(time.Unix(0, now).UTC(), p.Duration, v)
 	}
 	hits := pick(0, 1, 1, 1, 2, 3, -1, p.Limit, p.Limit+1, p.Limit*2)
 	if extreme && rng.IntN(5) == 0 {
 		hits = pick(algorithm.MaxLimit, -algorithm.MaxLimit)
 	}
+	if v == gubernator.V221 && p.Leaky && rng.IntN(2) == 0 {
+		p.MaxWait = pick(1, 100, 1000, 6000, 60_000, 600_000)
+		p.WaitCeiling = pick(300_000, 300_000, 1000, 0)
+		const global = 2
+		p.Behavior &^= global | gubernator.Gregorian | gubernator.ResetRemaining | gubernator.DrainOverLimit
+		hits = max(hits, 0)
+		if rng.IntN(3) > 0 {
+			hits = pick(1, 1, 2, 3, p.Limit, p.Burst+1)
+		}
+	}
 	return p, hits
 }
+
+// gubFlow draws a request of a steady flow on a key of its own (marked by
+// gubFlowDuration): as v2.21.0 half are leaky bucket requests that book
+// ahead into debt with max_wait, or plain ones meeting the debt; the others
+// are token bucket requests around an empty bucket, whose stored status
+// and limit changes matter.
+func gubFlow(rng *rand.Rand, now int64, v gubernator.Version) (gubernator.Params, int64) {
+	pick := func(v ...int64) int64 { return v[rng.IntN(len(v))] }
+	p := gubernator.Params{Version: v, Duration: gubFlowDuration}
+	if rng.IntN(3) == 0 {
+		p.CreatedAt = now/1e6 + pick(-5000, 5000, 0)
+	}
+	if v == gubernator.V213 || rng.IntN(2) == 0 {
+		p.Limit = pick(3, 3, 3, 5, 1)
+		p.Behavior = pick(0, 0, 0, gubernator.DrainOverLimit, gubernator.ResetRemaining)
+		return p, pick(0, 0, 1, 1, 2, -1)
+	}
+	p.Leaky, p.Limit, p.Burst = true, 10, pick(0, 3, 10)
+	p.MaxWait, p.WaitCeiling = pick(0, 6000, 60_000, 120_000, 600_000), 300_000
+	if p.MaxWait > 0 {
+		return p, pick(0, 1, 1, 2, 4, 11)
+	}
+	p.Behavior = pick(0, 0, gubernator.DrainOverLimit, gubernator.ResetRemaining)
+	return p, pick(0, 1, 3, -2)
+}
+
+// gubFlowDuration marks the requests of gubRequest's steady flows, which
+// gubDiff sends to a key of their own.
+const gubFlowDuration = 60_001
 
 // gubRef holds the Go algorithm's state per key: what Redis must hold.
 type gubRef map[string][]int64
@@ -102,15 +146,24 @@ func TestGubernatorDifferential(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			s := st.new(t)
-			var n, over, bad, satur int
+			var c [6]int
 			for seed := range seeds {
-				extreme := seed%3 == 2
-				c := gubDiff(t, s, uint64(seed), extreme)
-				n, over, bad, satur = n+c[0], over+c[1], bad+c[2], satur+c[3]
+				// Seeds 0-2 as v2.21.0, 3-5 as v2.13.0, and so on; every
+				// third extreme.
+				extreme, v := seed%3 == 2, gubernator.V221
+				if seed/3%2 == 1 {
+					v = gubernator.V213
+				}
+				for i, k := range gubDiff(t, s, uint64(seed), extreme, v) {
+					c[i] += k
+				}
 			}
-			t.Logf("%d decisions equal: %d over the limit, %d with a period gubernator cannot compute, %d with a saturated or overflowed answer", n, over, bad, satur)
-			if over == 0 || bad == 0 || satur == 0 {
-				t.Errorf("the sequences missed a case: %d over, %d bad periods, %d saturated", over, bad, satur)
+			t.Logf("%d decisions equal: %d over the limit, %d with a period gubernator cannot compute, %d with a saturated or overflowed answer, %d scheduled, %d never fitting",
+				c[0], c[1], c[2], c[3], c[4], c[5])
+			for i, what := range []string{"over the limit", "bad periods", "saturated", "scheduled", "never fitting"} {
+				if c[i+1] == 0 {
+					t.Errorf("the sequences missed a case: no %s", what)
+				}
 			}
 		})
 	}
@@ -119,17 +172,26 @@ func TestGubernatorDifferential(t *testing.T) {
 // gubDiff runs one seed's sequence and returns how many decisions it
 // compared, how many were over the limit, had a bad period, and had a
 // saturated reset or an overflowed remaining.
-func gubDiff(t *testing.T, s *Store, seed uint64, extreme bool) [4]int {
+func gubDiff(t *testing.T, s *Store, seed uint64, extreme bool, v gubernator.Version) [6]int {
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 35))
-	keys := []string{"a_b", "a_b", "c", "name_unique key \xff"}
+	keys := []string{"a_b", "a_b", "c", "name_unique key \xff", "leaky flow", "token flow"}
+	keyFor := func(p gubernator.Params) string {
+		switch {
+		case p.Duration == gubFlowDuration && p.Leaky:
+			return keys[4]
+		case p.Duration == gubFlowDuration:
+			return keys[5]
+		}
+		return keys[rng.IntN(4)]
+	}
 	for i := range keys {
-		keys[i] = fmt.Sprint(seed, extreme, keys[i]) // no state of an earlier seed
+		keys[i] = fmt.Sprint(seed, extreme, v, keys[i]) // no state of an earlier seed
 	}
 	ref := gubRef{}
 	now := t0 + int64(seed)*int64(time.Hour)
-	var counts [4]int
+	var counts [6]int
 	check := func(step int, what string, p gubernator.Params, hits int64, got, want algorithm.Decision) {
 		t.Helper()
 		counts[0]++
@@ -141,6 +203,12 @@ func gubDiff(t *testing.T, s *Store, seed uint64, extreme bool) [4]int {
 		}
 		if want.Remaining == math.MinInt64 || want.ResetAfter.Abs() >= time.Duration(1<<43)*time.Millisecond {
 			counts[3]++
+		}
+		switch want.Reason {
+		case gubernator.ReasonScheduled:
+			counts[4]++
+		case gubernator.ReasonNeverFits:
+			counts[5]++
 		}
 		if got != want {
 			t.Fatalf("seed %d step %d (%s) at %d ms, %+v hits %d:\nredis %+v\ngo    %+v", seed, step, what, now/1e6, p, hits, got, want)
@@ -157,8 +225,8 @@ func gubDiff(t *testing.T, s *Store, seed uint64, extreme bool) [4]int {
 		}
 		switch r := rng.IntN(10); {
 		case r < 5: // one request alone
-			p, hits := gubRequest(rng, now, extreme)
-			key := keys[rng.IntN(len(keys))]
+			p, hits := gubRequest(rng, now, extreme, v)
+			key := keyFor(p)
 			a := gubernator.New(p)
 			want := a.Decide(ref.state(key), now, hits)
 			got, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: key, Cost: hits})
@@ -166,15 +234,16 @@ func gubDiff(t *testing.T, s *Store, seed uint64, extreme bool) [4]int {
 				t.Fatalf("seed %d step %d: DecideOne: %v", seed, step, err)
 			}
 			check(step, "alone", p, hits, got, want)
+			gubSameState(t, s, key, ref.state(key), fmt.Sprintf("seed %d step %d, after %+v hits %d", seed, step, p, hits))
 		case r < 8: // one call of several, keys repeated
 			n := 1 + rng.IntN(5)
 			reqs := make([]store.Request, n)
 			want := make([]algorithm.Decision, n)
 			params := make([]gubernator.Params, n)
 			for i := range reqs {
-				p, hits := gubRequest(rng, now, extreme)
+				p, hits := gubRequest(rng, now, extreme, v)
 				a := gubernator.New(p)
-				reqs[i] = store.Request{Algorithm: a, Key: keys[rng.IntN(len(keys))], Cost: hits}
+				reqs[i] = store.Request{Algorithm: a, Key: keyFor(p), Cost: hits}
 				want[i] = a.Decide(ref.state(reqs[i].Key), now, hits)
 				params[i] = p
 			}
@@ -186,9 +255,9 @@ func gubDiff(t *testing.T, s *Store, seed uint64, extreme bool) [4]int {
 				check(step, fmt.Sprintf("call of %d, #%d", n, i), params[i], reqs[i].Cost, got[i], want[i])
 			}
 		default: // hits forwarded by GLOBAL peers, merged
-			p, _ := gubRequest(rng, now, extreme)
+			p, _ := gubRequest(rng, now, extreme, v)
 			a := gubernator.New(p)
-			key := keys[rng.IntN(len(keys))]
+			key := keyFor(p)
 			var evs []store.Event
 			for range rng.IntN(4) {
 				evs = append(evs, store.Event{Time: now - rng.Int64N(5000)*1e6, Cost: rng.Int64N(4)})
@@ -236,12 +305,15 @@ func TestGubernatorOverflow(t *testing.T) {
 	const lim = algorithm.MaxLimit
 	// created_at is the decisions' time: the states do not expire.
 	ms := t0 / 1e6
-	leaky := gubernator.Params{Leaky: true, Limit: lim, Duration: 1, Burst: lim, CreatedAt: ms}
+	leaky := gubernator.Params{Leaky: true, Limit: lim, Duration: 1, Burst: lim, CreatedAt: ms, Version: gubernator.V213}
 	later := leaky
 	later.CreatedAt += 2147483648 // leaks just under 2^63 units: with the burst, over
-	slow := gubernator.Params{Leaky: true, Limit: 1, Duration: gubernator.MaxDuration, Burst: lim, CreatedAt: ms}
+	slow := gubernator.Params{Leaky: true, Limit: 1, Duration: gubernator.MaxDuration, Burst: lim, CreatedAt: ms, Version: gubernator.V213}
 	month := gubernator.Params{Leaky: true, Limit: 3, Duration: 4, Behavior: gubernator.Gregorian, CreatedAt: ms,
-		Period: gubernator.PeriodAt(time.UnixMilli(ms).UTC(), 4)}
+		Period: gubernator.PeriodAt(time.UnixMilli(ms).UTC(), 4, gubernator.V213), Version: gubernator.V213}
+	// As v2.21.0: a booking whose wait saturates, and a debt far ahead.
+	booked := gubernator.Params{Leaky: true, Limit: 1, Duration: gubernator.MaxDuration, Burst: lim, CreatedAt: ms,
+		MaxWait: 1 << 62, WaitCeiling: 1 << 62}
 	steps := []struct {
 		p    gubernator.Params
 		hits int64
@@ -249,12 +321,16 @@ func TestGubernatorOverflow(t *testing.T) {
 		{leaky, 1}, {later, 5}, {later, -lim}, {later, 0}, {leaky, lim},
 		{slow, lim}, {slow, 1}, {slow, -1},
 		{month, 1}, {month, 2}, {month, 5},
+		{booked, lim}, {booked, lim}, {booked, lim}, {booked, 0},
 	}
 	ref := gubRef{}
 	now := t0
 	sawMin := false
 	for i, st := range steps {
 		key := fmt.Sprintf("k%d", i/5)
+		if st.p.MaxWait > 0 {
+			key = "booked"
+		}
 		a := gubernator.New(st.p)
 		want := a.Decide(ref.state(key), now, st.hits)
 		sawMin = sawMin || want.Remaining == math.MinInt64

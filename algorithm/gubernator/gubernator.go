@@ -1,7 +1,8 @@
 // Package gubernator is gubernator's token and leaky buckets as one
 // algorithm.Algorithm whose parameters come with each request (New), the
 // decision behind the gubernator API of `floodgate serve`. Its arithmetic
-// mirrors gubernator v2.13.0's algorithms.go, quirks included; the
+// mirrors gubernator's algorithms.go and interval.go, quirks included, as
+// released in v2.21.0 (V221, the default) or v2.13.0 (V213); the
 // interop/gubernator module holds it equal to gubernator itself.
 package gubernator
 
@@ -22,6 +23,16 @@ const Name algorithm.Name = "gubernator"
 // gubernator supports.
 const ReasonBadPeriod algorithm.Reason = "bad_period"
 
+// Reasons of V221's answers to a request with MaxWait: ReasonScheduled is
+// gubernator's SCHEDULED (hits booked ahead: the decision's RetryAfter is
+// when to act), ReasonNeverFits its NEVER_FITS (more hits than the burst:
+// nothing charged). A refused MaxWait request is ReasonOverLimit with the
+// wait it would have needed as RetryAfter.
+const (
+	ReasonScheduled algorithm.Reason = "scheduled"
+	ReasonNeverFits algorithm.Reason = "never_fits"
+)
+
 // Gubernator's behaviour flags that change a decision (its Behavior enum;
 // the others, BATCHING, NO_BATCHING, GLOBAL and MULTI_REGION, change where
 // gubernator decides, not how).
@@ -29,6 +40,22 @@ const (
 	Gregorian      = 4
 	ResetRemaining = 8
 	DrainOverLimit = 32
+)
+
+// Version is the gubernator release whose answers a decision gives.
+type Version uint8
+
+// The versions New answers as.
+const (
+	// V221 is gubernator v2.21.0 (the zero Version): a stored OVER_LIMIT
+	// status is cleared once the bucket has room, a leaky bucket credits
+	// its leak as a fraction on every request and shifts its balance by a
+	// change of burst, calendar weeks are periods, months and years have
+	// their true length, and a leaky bucket request's MaxWait books hits
+	// ahead (StatusScheduled, ReasonNeverFits).
+	V221 Version = iota
+	// V213 is gubernator v2.13.0.
+	V213
 )
 
 // Bounds on a gubernator request's numbers. Inside them every integer the
@@ -68,59 +95,18 @@ type Params struct {
 	// Period is the calendar period of a DURATION_IS_GREGORIAN request, as
 	// PeriodAt computes it from the clock; ignored without the flag.
 	Period Period
-}
-
-// Period is a DURATION_IS_GREGORIAN request's calendar period,
-// read from a clock as gubernator reads it.
-type Period struct {
-	// Now is the clock's reading, in Unix milliseconds.
-	Now int64
-	// End is the period's last millisecond (gubernator's
-	// GregorianExpiration).
-	End int64
-	// Length is gubernator's GregorianDuration: the period's length in
-	// milliseconds for minutes, hours and days; for months and years the
-	// value gubernator computes (the period's end in nanoseconds less its
-	// start in milliseconds), which makes a leaky bucket leak nothing.
-	Length int64
-	// Invalid is set when Duration names no period gubernator supports
-	// (weeks, or a number above 5); a decision that needs the period then
-	// fails with ReasonBadPeriod.
-	Invalid bool
-}
-
-// PeriodAt returns the calendar period that duration names at
-// now, in now's location, as gubernator's GregorianExpiration and
-// GregorianDuration compute it.
-func PeriodAt(now time.Time, duration int64) Period {
-	p := Period{Now: now.UnixNano() / 1e6}
-	y, m, d := now.Date()
-	loc := now.Location()
-	var end time.Time
-	switch duration {
-	case 0:
-		end = now.Truncate(time.Minute).Add(time.Minute - time.Nanosecond)
-		p.Length = 60000
-	case 1:
-		end = time.Date(y, m, d, now.Hour(), 0, 0, 0, loc).Add(time.Hour - time.Nanosecond)
-		p.Length = 3_600_000
-	case 2:
-		end = time.Date(y, m, d, 23, 59, 59, int(time.Second-time.Nanosecond), loc)
-		p.Length = 86_400_000
-	case 4:
-		begin := time.Date(y, m, 1, 0, 0, 0, 0, loc)
-		end = begin.AddDate(0, 1, 0).Add(-time.Nanosecond)
-		p.Length = end.UnixNano() - begin.UnixNano()/1e6
-	case 5:
-		begin := time.Date(y, time.January, 1, 0, 0, 0, 0, loc)
-		end = begin.AddDate(1, 0, 0).Add(-time.Nanosecond)
-		p.Length = end.UnixNano() - begin.UnixNano()/1e6
-	default: // 3 (weeks) and anything else
-		p.Invalid = true
-		return p
-	}
-	p.End = end.UnixNano() / 1e6
-	return p
+	// Version is the gubernator release whose answers to give.
+	Version Version
+	// MaxWait is V221's max_wait, in milliseconds: with a leaky bucket, hits
+	// that fit within min(MaxWait, WaitCeiling) are booked ahead
+	// (ReasonScheduled), charged now; hits above the burst never fit
+	// (ReasonNeverFits). 0 is without; V213 ignores it. Such a request is
+	// timed by the decision's clock, not CreatedAt, and the caller has
+	// refused what gubernator refuses with it (validateMaxWait).
+	MaxWait int64
+	// WaitCeiling is the server's cap on a booked wait, in milliseconds
+	// (gubernator's GUBER_SCHEDULE_MAX_WAIT).
+	WaitCeiling int64
 }
 
 // gubernator is gubernator's token and leaky buckets for one request's
@@ -224,11 +210,16 @@ func (g *gubernator) decide(s []int64, now, hits, behavior, createdAt int64) alg
 	if s[gubKind] != gubToken && s[gubKind] != gubLeaky || s[gubExpire] < nowMS {
 		clear(s)
 	}
-	r := gubReq{p: &g.p, behavior: behavior, createdAt: createdAt, hits: hits}
-	if g.p.Leaky {
+	r := gubReq{p: &g.p, behavior: behavior, createdAt: createdAt, hits: hits, now: nowMS}
+	switch {
+	case g.p.Leaky && g.p.Version == V213:
 		return r.leaky(s)
+	case g.p.Leaky:
+		return r.leaky221(s)
+	case g.p.Version == V213:
+		return r.token(s)
 	}
-	return r.token(s)
+	return r.token221(s)
 }
 
 // gubReq is one decision's request.
@@ -237,6 +228,7 @@ type gubReq struct {
 	behavior  int64
 	createdAt int64
 	hits      int64
+	now       int64 // the decision's time, in milliseconds
 }
 
 func (r *gubReq) has(flag int64) bool { return r.behavior&flag != 0 }
@@ -258,7 +250,7 @@ func (r *gubReq) badPeriod() algorithm.Decision {
 	return algorithm.Decision{Allowed: true, Limit: r.p.Limit, Reason: ReasonBadPeriod}
 }
 
-// token is gubernator's tokenBucket.
+// token is gubernator v2.13.0's tokenBucket.
 func (r *gubReq) token(s []int64) algorithm.Decision {
 	p := r.p
 	if s[gubKind] != 0 && r.has(ResetRemaining) {
@@ -308,7 +300,69 @@ func (r *gubReq) token(s []int64) algorithm.Decision {
 	return r.answer(over, p.Limit, remaining, reset)
 }
 
-// newToken is gubernator's tokenBucketNewItem on an empty state.
+// token221 is gubernator v2.21.0's tokenBucket: token's arithmetic, but the
+// stored OVER_LIMIT status is answered only while the bucket is empty, and
+// cleared by any request that finds room.
+func (r *gubReq) token221(s []int64) algorithm.Decision {
+	p := r.p
+	if s[gubKind] != 0 && r.has(ResetRemaining) {
+		clear(s)
+		return r.answer(false, p.Limit, p.Limit, 0)
+	}
+	if s[gubKind] != gubToken {
+		clear(s)
+		return r.newToken(s)
+	}
+	if s[gubLimit] != p.Limit {
+		s[gubRemaining] = min(max(s[gubRemaining]+p.Limit-s[gubLimit], 0), gubernatorMaxRemaining)
+		s[gubLimit] = p.Limit
+	}
+	reset := s[gubExpire]
+	if s[gubDuration] != p.Duration {
+		expire := s[gubTime] + p.Duration
+		if r.has(Gregorian) {
+			if p.Period.Invalid {
+				return r.badPeriod()
+			}
+			expire = p.Period.End
+		}
+		if expire <= r.createdAt {
+			expire = r.createdAt + p.Duration
+			s[gubTime] = r.createdAt
+			s[gubRemaining] = s[gubLimit]
+		}
+		s[gubExpire], s[gubDuration], reset = expire, p.Duration, expire
+	}
+	remaining := s[gubRemaining]
+	switch {
+	case r.hits == 0:
+		if remaining != 0 {
+			s[gubStatus] = 0
+		}
+		return r.answer(remaining == 0 && s[gubStatus] == 1, p.Limit, remaining, reset)
+	case remaining == 0 && r.hits > 0:
+		s[gubStatus] = 1
+		return r.answer(true, p.Limit, remaining, reset)
+	}
+	s[gubStatus] = 0
+	over := false
+	switch {
+	case remaining == r.hits:
+		s[gubRemaining], remaining = 0, 0
+	case r.hits > remaining:
+		over = true
+		if r.has(DrainOverLimit) {
+			s[gubRemaining], remaining = 0, 0
+		}
+	default:
+		s[gubRemaining] = min(s[gubRemaining]-r.hits, gubernatorMaxRemaining)
+		remaining = s[gubRemaining]
+	}
+	return r.answer(over, p.Limit, remaining, reset)
+}
+
+// newToken is gubernator's tokenBucketNewItem on an empty state (the same
+// in both versions).
 func (r *gubReq) newToken(s []int64) algorithm.Decision {
 	p := r.p
 	expire := r.createdAt + p.Duration
@@ -325,94 +379,6 @@ func (r *gubReq) newToken(s []int64) algorithm.Decision {
 	s[gubKind], s[gubExpire], s[gubLimit], s[gubDuration] = gubToken, expire, p.Limit, p.Duration
 	s[gubRemaining], s[gubTime], s[gubStatus] = min(remaining, gubernatorMaxRemaining), r.createdAt, 0
 	return r.answer(over, p.Limit, remaining, expire)
-}
-
-// leaky is gubernator's leakyBucket.
-func (r *gubReq) leaky(s []int64) algorithm.Decision {
-	p := r.p
-	burst := p.Burst
-	if burst == 0 {
-		burst = p.Limit
-	}
-	if s[gubKind] != gubLeaky {
-		clear(s)
-		return r.newLeaky(s, burst)
-	}
-	rem := math.Float64frombits(uint64(s[gubRemaining]))
-	if r.has(ResetRemaining) {
-		rem = float64(burst)
-	}
-	if s[gubBurst] != burst {
-		if burst > truncFloat(rem) {
-			rem = float64(burst)
-		}
-		s[gubBurst] = burst
-	}
-	s[gubLimit], s[gubDuration] = p.Limit, p.Duration
-	defer func() { s[gubRemaining] = int64(math.Float64bits(rem)) }()
-	duration := p.Duration
-	rate := float64(duration) / float64(p.Limit)
-	if r.has(Gregorian) {
-		if p.Period.Invalid {
-			return r.badPeriod()
-		}
-		rate = float64(p.Period.Length) / float64(p.Limit)
-		duration = p.Period.End - p.Period.Now
-	}
-	if r.hits != 0 {
-		s[gubExpire] = r.createdAt + duration
-	}
-	elapsed := r.createdAt - s[gubTime]
-	leak := float64(elapsed) / rate
-	if truncFloat(leak) > 0 {
-		rem += leak
-		s[gubTime] = r.createdAt
-	}
-	if truncFloat(rem) > burst {
-		rem = float64(burst)
-	}
-	limit, irate := p.Limit, truncFloat(rate)
-	reset := func(remaining int64) int64 { return r.createdAt + mulSat(limit-remaining, irate) }
-	remaining := truncFloat(rem)
-	switch {
-	case remaining == 0 && r.hits > 0:
-		return r.answer(true, limit, remaining, reset(remaining))
-	case remaining == r.hits:
-		rem = 0
-		return r.answer(false, limit, 0, reset(0))
-	case r.hits > remaining:
-		at := reset(remaining)
-		if r.has(DrainOverLimit) {
-			rem, remaining = 0, 0
-		}
-		return r.answer(true, limit, remaining, at)
-	case r.hits == 0:
-		return r.answer(false, limit, remaining, reset(remaining))
-	}
-	rem -= float64(r.hits)
-	remaining = truncFloat(rem)
-	return r.answer(false, limit, remaining, reset(remaining))
-}
-
-// newLeaky is gubernator's leakyBucketNewItem on an empty state.
-func (r *gubReq) newLeaky(s []int64, burst int64) algorithm.Decision {
-	p := r.p
-	duration := p.Duration
-	rate := float64(duration) / float64(p.Limit)
-	if r.has(Gregorian) {
-		if p.Period.Invalid {
-			return r.badPeriod()
-		}
-		duration = p.Period.End - p.Period.Now
-	}
-	irate := truncFloat(rate)
-	remaining, over := burst-r.hits, false
-	if r.hits > burst {
-		remaining, over = 0, true
-	}
-	s[gubKind], s[gubExpire], s[gubLimit], s[gubDuration] = gubLeaky, r.createdAt+duration, p.Limit, duration
-	s[gubRemaining], s[gubTime], s[gubBurst] = int64(math.Float64bits(float64(remaining))), r.createdAt, burst
-	return r.answer(over, p.Limit, remaining, r.createdAt+mulSat(p.Limit-remaining, irate))
 }
 
 // truncFloat is Go's int64(x) on amd64, where gubernator is built: x

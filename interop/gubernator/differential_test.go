@@ -47,6 +47,17 @@ type pair struct {
 	guber, flood         guber.V1Client
 	guberHTTP, floodHTTP string
 	logs                 *lockedBuffer // Floodgate's log
+	ext                  *external     // the reference, when not in this process
+}
+
+// advance moves both servers' clock by d.
+func (p *pair) advance(t testing.TB, d time.Duration) {
+	clock.Advance(d)
+	if p.ext != nil {
+		if err := p.ext.advance(d); err != nil {
+			t.Fatalf("gubernator's clock: %v", err)
+		}
+	}
 }
 
 // lockedBuffer is a log's text, written by the server's goroutines.
@@ -99,23 +110,35 @@ func startPair(t *testing.T, kind storeKind) *pair {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	gaddr := freeAddr(t)
-	d, err := guber.SpawnDaemon(ctx, guber.DaemonConfig{
-		GRPCListenAddress: gaddr, HTTPListenAddress: freeAddr(t), AdvertiseAddress: gaddr,
-		InstanceID: "reference", Logger: logrus.WithField("instance", "reference"),
-	})
-	if err != nil {
-		t.Fatal(err)
+	p := &pair{logs: &lockedBuffer{}}
+	gaddr := ""
+	if path := os.Getenv(envReference); path != "" {
+		p.ext = startExternal(t, path)
+		gaddr, p.guberHTTP = p.ext.grpc, "http://"+p.ext.http
+		// Its clock starts where this process's is now.
+		if err := p.ext.advance(clock.Now().Sub(start)); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		gaddr = freeAddr(t)
+		d, err := guber.SpawnDaemon(ctx, guber.DaemonConfig{
+			GRPCListenAddress: gaddr, HTTPListenAddress: freeAddr(t), AdvertiseAddress: gaddr,
+			InstanceID: "reference", Logger: logrus.WithField("instance", "reference"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Close)
+		d.SetPeers([]guber.PeerInfo{{GRPCAddress: gaddr, HTTPAddress: d.HTTPListener.Addr().String()}})
+		p.guberHTTP = "http://" + d.HTTPListener.Addr().String()
 	}
-	t.Cleanup(d.Close)
-	d.SetPeers([]guber.PeerInfo{{GRPCAddress: gaddr, HTTPAddress: d.HTTPListener.Addr().String()}})
 
 	cfg := server.DefaultConfig()
+	cfg.Gubernator.Version = floodVersion()
 	cfg.HTTP.Addr, cfg.GRPC.Addr, cfg.Gateway.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.ShutdownTimeout = 5 * time.Second
 	floodStore(t, &cfg, kind)
-	logs := &lockedBuffer{}
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), server.WithClock(clock.Now))
+	srv, err := server.New(ctx, cfg, slog.New(slog.NewTextHandler(p.logs, nil)), server.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +154,7 @@ func startPair(t *testing.T, kind storeKind) *pair {
 			t.Errorf("floodgate: %v", err)
 		}
 	})
-	p := &pair{logs: logs, guberHTTP: "http://" + d.HTTPListener.Addr().String(), floodHTTP: "http://" + srv.Addr(server.ListenerHTTP)}
+	p.floodHTTP = "http://" + srv.Addr(server.ListenerHTTP)
 	// gubernator's own client, unchanged, for both.
 	if p.guber, err = guber.DialV1Server(gaddr, nil); err != nil {
 		t.Fatal(err)
@@ -146,8 +169,13 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // genReq returns a request of the kinds users send: a few names and keys
 // (including names and keys that join to the same key), parameters that
-// change from request to request, every behaviour but GLOBAL.
+// change from request to request, every behaviour but GLOBAL, max_wait
+// (v2.21.0's field: v2.13.0 ignores it) alone or with what gubernator
+// refuses with it, and steady flows on keys of their own (genFlow).
 func genReq(r *rand.Rand, now time.Time, keys int) *guber.RateLimitReq {
+	if r.IntN(6) == 0 {
+		return genFlow(r, now)
+	}
 	q := &guber.RateLimitReq{
 		Name:      pick(r, "a", "b", "a_b"),
 		UniqueKey: fmt.Sprintf("k%d", r.IntN(keys)),
@@ -178,7 +206,7 @@ func genReq(r *rand.Rand, now time.Time, keys int) *guber.RateLimitReq {
 		}
 	}
 	if b&guber.Behavior_DURATION_IS_GREGORIAN != 0 {
-		q.Duration = int64(r.IntN(7)) // 3 (weeks) and 6 are errors
+		q.Duration = int64(r.IntN(7)) // 6 is an error; 3 (weeks) too in v2.13.0
 		if r.IntN(3) > 0 {
 			q.Duration = pick(r, int64(0), 1, 2)
 		}
@@ -194,15 +222,51 @@ func genReq(r *rand.Rand, now time.Time, keys int) *guber.RateLimitReq {
 		}
 		q.CreatedAt = &ca
 	}
+	if r.IntN(5) == 0 {
+		setMaxWait(q, pick(r, int64(1), 100, 1000, 6000, 60_000, 600_000, -1))
+		if r.IntN(3) > 0 { // what gubernator accepts with max_wait
+			q.Algorithm = guber.Algorithm_LEAKY_BUCKET
+			q.Limit = max(q.Limit, 1)
+			q.Behavior &^= guber.Behavior_DURATION_IS_GREGORIAN | guber.Behavior_RESET_REMAINING | guber.Behavior_DRAIN_OVER_LIMIT
+			q.Hits = max(q.Hits, 0)
+			if q.Behavior&guber.Behavior_DURATION_IS_GREGORIAN == 0 && q.Duration < 1000 {
+				q.Duration = 1000
+			}
+		}
+	}
+	return q
+}
+
+// genFlow returns a request of a steady flow on a key of its own: a
+// leaky bucket that books ahead with max_wait, with plain requests meeting
+// its debt, or a token bucket around empty, whose stored status and limit
+// changes matter.
+func genFlow(r *rand.Rand, now time.Time) *guber.RateLimitReq {
+	q := &guber.RateLimitReq{Name: "flow", UniqueKey: "token", Limit: pick(r, int64(3), 3, 5, 1), Duration: 60_000,
+		Hits: pick(r, int64(0), 0, 1, 1, 2, -1), Behavior: pick(r, guber.Behavior(0), 0, 0, guber.Behavior_DRAIN_OVER_LIMIT, guber.Behavior_RESET_REMAINING)}
+	if r.IntN(2) == 0 {
+		q.UniqueKey, q.Algorithm, q.Limit, q.Burst = "leaky", guber.Algorithm_LEAKY_BUCKET, 10, pick(r, int64(0), 3, 10)
+		if r.IntN(3) == 0 { // 714.29 ms a token: leaks land a hair under whole tokens
+			q.UniqueKey, q.Limit, q.Duration = "leaky14", 14, 10_000
+		}
+		if mw := pick(r, int64(0), 6000, 60_000, 120_000, 600_000); mw > 0 {
+			setMaxWait(q, mw)
+			q.Hits, q.Behavior = pick(r, int64(0), 1, 1, 2, 4, 11), 0
+		}
+	}
+	if r.IntN(3) == 0 {
+		ca := now.UnixMilli() + pick(r, int64(-5000), 0, 5000)
+		q.CreatedAt = &ca
+	}
 	return q
 }
 
 // saturated reports whether Floodgate reports q's reset_time saturated
-// (docs/migration-gubernator.md): a leaky bucket by the calendar month or
-// year, whose reset_time gubernator computes from a period of its own
-// reckoning, millions of years ahead.
+// (docs/migration-gubernator.md): as v2.13.0, a leaky bucket by the
+// calendar month or year, whose reset_time gubernator computes from a
+// period of its own reckoning, millions of years ahead.
 func saturated(q *guber.RateLimitReq) bool {
-	return q.Algorithm == guber.Algorithm_LEAKY_BUCKET && q.Behavior&guber.Behavior_DURATION_IS_GREGORIAN != 0 &&
+	return floodVersion() == "v2.13" && q.Algorithm == guber.Algorithm_LEAKY_BUCKET && q.Behavior&guber.Behavior_DURATION_IS_GREGORIAN != 0 &&
 		(q.Duration == 4 || q.Duration == 5)
 }
 
@@ -226,7 +290,7 @@ func TestDifferential(t *testing.T) {
 func differential(t *testing.T, p *pair, seeds, steps int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	compared, sat := 0, 0
+	compared, sat, scheduled, neverFits := 0, 0, 0, 0
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(uint64(seed), 35))
 		keys := 1 + r.IntN(8)
@@ -268,18 +332,27 @@ func differential(t *testing.T, p *pair, seeds, steps int) {
 					}
 					b.ResetTime = a.ResetTime
 				}
-				if a.Status != b.Status || a.Limit != b.Limit || a.Remaining != b.Remaining || a.ResetTime != b.ResetTime || a.Error != b.Error {
-					t.Fatalf("seed %d step %d at %d: %v\n gubernator %v\n floodgate  %v\nFloodgate's log:\n%s", seed, step, now.UnixMilli(), q, a, b, p.logs)
+				if a.Status != b.Status || a.Limit != b.Limit || a.Remaining != b.Remaining || a.ResetTime != b.ResetTime || a.Error != b.Error ||
+					retryAfter(a) != retryAfter(b) {
+					t.Fatalf("seed %d step %d at %d: %v max_wait %d\n gubernator %v retry_after %d\n floodgate  %v retry_after %d\nFloodgate's log:\n%s",
+						seed, step, now.UnixMilli(), q, maxWait(q), a, retryAfter(a), b, retryAfter(b), p.logs)
 				}
 				compared++
+				switch {
+				case a.Status == guber.Status(3): // SCHEDULED
+					scheduled++
+				case a.Status == guber.Status(2): // NEVER_FITS
+					neverFits++
+				}
 			}
 			if r.IntN(3) == 0 {
-				clock.Advance(pick(r, time.Millisecond, 3*time.Millisecond, 100*time.Millisecond, time.Second,
+				p.advance(t, pick(r, time.Millisecond, 3*time.Millisecond, 100*time.Millisecond, time.Second,
 					7*time.Second, time.Minute, time.Hour))
 			}
 		}
 	}
-	t.Logf("%d answers equal (%d reset_times saturated by design)", compared, sat)
+	t.Logf("%d answers equal as gubernator.version %s (%d reset_times saturated by design; %d SCHEDULED, %d NEVER_FITS)",
+		compared, floodVersion(), sat, scheduled, neverFits)
 }
 
 // TestFlagsWithoutEffect: GLOBAL, NO_BATCHING and MULTI_REGION change

@@ -58,7 +58,7 @@ local MAXU32 = 4294967295
 local MARK, MERGED, CUNIT = 4503599627370496, 131072, 262144
 
 -- Reason codes, decoded by the Go side.
-local OK, OVER, COSTOVER, QUEUEFULL, BADCOST, BADPERIOD = 0, 1, 2, 3, 4, 5
+local OK, OVER, COSTOVER, QUEUEFULL, BADCOST, BADPERIOD, NEVERFITS, SCHEDULED = 0, 1, 2, 3, 4, 5, 6, 7
 
 local function max(a, b) if a > b then return a end return b end
 local function min(a, b) if a < b then return a end return b end

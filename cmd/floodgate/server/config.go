@@ -17,7 +17,6 @@ import (
 
 	"github.com/floodgate-dev/floodgate/distributed"
 	"github.com/floodgate-dev/floodgate/internal/urlpath"
-	"github.com/floodgate-dev/floodgate/store"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/tracing"
@@ -50,31 +49,6 @@ type Config struct {
 	RLS             RLS            `yaml:"rls"`
 	Tracing         tracing.Config `yaml:"tracing"`
 	Gubernator      Gubernator     `yaml:"gubernator"`
-}
-
-// Gubernator configures gubernator's API (V1/GetRateLimits and
-// V1/HealthCheck on the gRPC listener, their HTTP paths on the HTTP one).
-type Gubernator struct {
-	// Enabled serves the API; off, its gRPC service is not registered and
-	// its HTTP paths are the JSON API's (404).
-	Enabled bool `yaml:"enabled"`
-	// OnFailure is the failure policy of its requests while a shared store
-	// cannot answer: open, closed or local.
-	OnFailure string `yaml:"on_failure"`
-}
-
-// FailurePolicy returns OnFailure as a store.FailurePolicy, and whether it
-// names one.
-func (g Gubernator) FailurePolicy() (store.FailurePolicy, bool) {
-	switch g.OnFailure {
-	case "open":
-		return store.FailOpen, true
-	case "closed":
-		return store.FailClosed, true
-	case "local":
-		return store.FailLocal, true
-	}
-	return store.FailOpen, false
 }
 
 // RLS configures the answers of the Rate Limit Service (gRPC and POST /json).
@@ -435,8 +409,8 @@ func (c *Config) validate(at func(string) string) error {
 		return fmt.Errorf("%s: rls.max_descriptors must be from 1 to %d and rls.max_entries from 1 to %d (the rule engine's bounds), got %d and %d",
 			at("rls"), m.Descriptors, m.Entries, c.RLS.MaxDescriptors, c.RLS.MaxEntries)
 	}
-	if _, ok := c.Gubernator.FailurePolicy(); !ok {
-		return fmt.Errorf("%s: gubernator.on_failure %q: want open, closed or local", at("gubernator.on_failure"), c.Gubernator.OnFailure)
+	if err := c.Gubernator.validate(at); err != nil {
+		return err
 	}
 	if err := c.Tracing.Validate(); err != nil {
 		return fmt.Errorf("%s: tracing: %v", at("tracing.protocol"), err)

@@ -1,7 +1,9 @@
 package gubernator
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	gubernatoralg "github.com/floodgate-dev/floodgate/algorithm/gubernator"
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/internal/gubernator/gubernatorpb"
 )
 
@@ -54,7 +57,7 @@ func (s *Service) Handler(maxBody int64) http.Handler {
 			} else {
 				resp, err = s.LiveCheck(r.Context(), &gubernatorpb.LiveCheckReq{})
 			}
-			writeAnswer(w, resp, err)
+			s.writeAnswer(w, resp, err)
 		default:
 			writeStatus(w, status.New(codes.NotFound, http.StatusText(http.StatusNotFound)))
 		}
@@ -79,11 +82,12 @@ func (s *Service) serveGetRateLimits(w http.ResponseWriter, r *http.Request, max
 		return
 	}
 	resp, err := s.GetRateLimits(r.Context(), &req)
-	writeAnswer(w, resp, err)
+	s.writeAnswer(w, resp, err)
 }
 
 // writeAnswer writes a method's answer, or its error as the gateway does.
-func writeAnswer(w http.ResponseWriter, resp proto.Message, err error) {
+// As v2.13.0 it leaves out the fields v2.13.0's gateway does not know.
+func (s *Service) writeAnswer(w http.ResponseWriter, resp proto.Message, err error) {
 	if err != nil {
 		st, ok := status.FromError(err)
 		if !ok || errors.Is(err, context.Canceled) {
@@ -92,7 +96,43 @@ func writeAnswer(w http.ResponseWriter, resp proto.Message, err error) {
 		writeStatus(w, st)
 		return
 	}
+	if s.o.Version == gubernatoralg.V213 {
+		writeV213(w, resp)
+		return
+	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// writeV213 writes resp without the fields gubernator v2.13.0 does not
+// have: the responses' retry_after, the health answer's local_peers and
+// region_peers.
+func writeV213(w http.ResponseWriter, resp proto.Message) {
+	b, err := jsonOut.Marshal(resp)
+	var m map[string]any
+	if err == nil {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		err = d.Decode(&m)
+	}
+	if err == nil {
+		delete(m, "local_peers")
+		delete(m, "region_peers")
+		if rs, ok := m["responses"].([]any); ok {
+			for _, r := range rs {
+				if r, ok := r.(map[string]any); ok {
+					delete(r, "retry_after")
+				}
+			}
+		}
+		b, err = json.Marshal(m)
+	}
+	if err != nil { // cannot happen for these messages
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 // writeStatus writes a gRPC status as grpc-gateway does: its code's HTTP

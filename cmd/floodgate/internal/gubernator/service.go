@@ -56,7 +56,20 @@ type Options struct {
 	// Unsupported, when set, is the error every rate limit request gets
 	// instead of a decision: the store cannot run gubernator's algorithm.
 	Unsupported string
+	// Version is the gubernator release whose answers to give (the zero
+	// value is the newest, v2.21.0).
+	Version gubernatoralg.Version
+	// WaitCeiling caps the wait a max_wait request can book (gubernator's
+	// GUBER_SCHEDULE_MAX_WAIT); 0 means gubernator's default, 5 minutes.
+	WaitCeiling time.Duration
+	// NoSchedule, when set, is why max_wait requests cannot be honoured
+	// (the arrangement does not decide each request where its key is
+	// kept): each gets an error naming the field.
+	NoSchedule string
 }
+
+// DefaultWaitCeiling is gubernator's default GUBER_SCHEDULE_MAX_WAIT.
+const DefaultWaitCeiling = 5 * time.Minute
 
 // Service is gubernator's V1 service on a Floodgate store.
 type Service struct {
@@ -74,6 +87,9 @@ func New(o Options) *Service {
 	}
 	if o.Advertise == nil {
 		o.Advertise = func() string { return "" }
+	}
+	if o.WaitCeiling <= 0 {
+		o.WaitCeiling = DefaultWaitCeiling
 	}
 	return &Service{o: o}
 }
@@ -132,8 +148,15 @@ func (s *Service) GetRateLimits(ctx context.Context, r *gubernatorpb.GetRateLimi
 
 // answer is gubernator's RateLimitResp for decision d of request q.
 func answer(q *gubernatorpb.RateLimitReq, key string, createdAt int64, d algorithm.Decision) *gubernatorpb.RateLimitResp {
+	st := gubernatorpb.Status_UNDER_LIMIT
 	switch d.Reason {
-	case "", algorithm.ReasonOverLimit:
+	case "":
+	case algorithm.ReasonOverLimit:
+		st = gubernatorpb.Status_OVER_LIMIT
+	case gubernatoralg.ReasonScheduled:
+		st = gubernatorpb.Status_SCHEDULED
+	case gubernatoralg.ReasonNeverFits:
+		st = gubernatorpb.Status_NEVER_FITS
 	case gubernatoralg.ReasonBadPeriod:
 		which := "tokenBucket"
 		if q.GetAlgorithm() == gubernatorpb.Algorithm_LEAKY_BUCKET {
@@ -147,12 +170,8 @@ func answer(q *gubernatorpb.RateLimitReq, key string, createdAt int64, d algorit
 	default: // a failure policy's answer: the store was unavailable
 		return &gubernatorpb.RateLimitResp{Error: fmt.Sprintf("Error while apply rate limit for '%s': floodgate: %s", key, d.Reason.Message())}
 	}
-	st := gubernatorpb.Status_UNDER_LIMIT
-	if d.Reason == algorithm.ReasonOverLimit {
-		st = gubernatorpb.Status_OVER_LIMIT
-	}
 	return &gubernatorpb.RateLimitResp{Status: st, Limit: d.Limit, Remaining: d.Remaining,
-		ResetTime: createdAt + int64(d.ResetAfter/time.Millisecond)}
+		ResetTime: createdAt + int64(d.ResetAfter/time.Millisecond), RetryAfter: int64(d.RetryAfter / time.Millisecond)}
 }
 
 // prepare checks q as gubernator does, then against Floodgate's bounds,
@@ -163,6 +182,13 @@ func (s *Service) prepare(q *gubernatorpb.RateLimitReq, now time.Time, nowMS int
 	}
 	if q.GetName() == "" {
 		return nil, 0, "field 'namespace' cannot be empty"
+	}
+	maxWait := int64(0) // v2.13.0 has no max_wait: it ignores the field
+	if s.o.Version != gubernatoralg.V213 {
+		if msg := validateMaxWait(q); msg != "" {
+			return nil, 0, msg
+		}
+		maxWait = q.GetMaxWait()
 	}
 	key := q.GetName() + "_" + q.GetUniqueKey()
 	createdAt := nowMS
@@ -183,13 +209,43 @@ func (s *Service) prepare(q *gubernatorpb.RateLimitReq, now time.Time, nowMS int
 	if msg := checkBounds(q, leaky); msg != "" {
 		return nil, 0, fmt.Sprintf("Error while apply rate limit for '%s': floodgate: %s", key, msg)
 	}
+	if maxWait > 0 && s.o.NoSchedule != "" {
+		return nil, 0, fmt.Sprintf("Error while apply rate limit for '%s': floodgate: field 'max_wait' is not supported %s", key, s.o.NoSchedule)
+	}
 	p := gubernatoralg.Params{Leaky: leaky, Limit: q.GetLimit(), Duration: q.GetDuration(), Burst: q.GetBurst(),
-		Behavior: int64(q.GetBehavior()), CreatedAt: createdAt}
+		Behavior: int64(q.GetBehavior()), CreatedAt: createdAt, Version: s.o.Version,
+		MaxWait: maxWait, WaitCeiling: s.o.WaitCeiling.Milliseconds()}
 	if p.Behavior&gubernatoralg.Gregorian != 0 {
 		// gubernator reads calendar periods in the process's time zone.
-		p.Period = gubernatoralg.PeriodAt(now.In(time.Local), q.GetDuration())
+		p.Period = gubernatoralg.PeriodAt(now.In(time.Local), q.GetDuration(), s.o.Version)
 	}
 	return gubernatoralg.New(p), createdAt, ""
+}
+
+// validateMaxWait is gubernator v2.21.0's: the error of a max_wait that is
+// negative or combined with what scheduled admission does not support, or
+// "".
+func validateMaxWait(q *gubernatorpb.RateLimitReq) string {
+	b := q.GetBehavior()
+	switch {
+	case q.GetMaxWait() < 0:
+		return "field 'max_wait' cannot be negative"
+	case q.GetMaxWait() == 0:
+		return ""
+	case q.GetAlgorithm() != gubernatorpb.Algorithm_LEAKY_BUCKET:
+		return "max_wait is only supported by LEAKY_BUCKET"
+	case b&gubernatorpb.Behavior_GLOBAL != 0:
+		return "max_wait cannot be combined with GLOBAL"
+	case b&gubernatorpb.Behavior_DURATION_IS_GREGORIAN != 0:
+		return "max_wait cannot be combined with DURATION_IS_GREGORIAN"
+	case b&gubernatorpb.Behavior_DRAIN_OVER_LIMIT != 0:
+		return "max_wait cannot be combined with DRAIN_OVER_LIMIT"
+	case b&gubernatorpb.Behavior_RESET_REMAINING != 0:
+		return "max_wait cannot be combined with RESET_REMAINING"
+	case q.GetHits() < 0:
+		return "max_wait cannot be combined with negative hits"
+	}
+	return ""
 }
 
 // checkBounds returns why q's numbers lie outside what Floodgate computes
@@ -230,7 +286,14 @@ func (s *Service) HealthCheck(ctx context.Context, _ *gubernatorpb.HealthCheckRe
 	if s.o.Peers != nil {
 		peers = max(s.o.Peers(), 1)
 	}
-	return &gubernatorpb.HealthCheckResp{Status: Healthy, PeerCount: int32(peers), AdvertiseAddress: s.o.Advertise()}, nil
+	resp := &gubernatorpb.HealthCheckResp{Status: Healthy, PeerCount: int32(peers), AdvertiseAddress: s.o.Advertise()}
+	if s.o.Version != gubernatoralg.V213 {
+		// The node itself: the others sharing the store are counted in
+		// peer_count, but their addresses are not known here.
+		resp.LocalPeers = []*gubernatorpb.PeerHealthResp{{GrpcAddress: resp.AdvertiseAddress}}
+		resp.RegionPeers = []*gubernatorpb.PeerHealthResp{}
+	}
+	return resp, nil
 }
 
 // LiveCheck answers while the server runs.
