@@ -164,3 +164,63 @@ func TestBoundedLogLimitChangeKeepsCount(t *testing.T) {
 		})
 	}
 }
+
+// TestDifferentialLimitChangesSync is TestDifferentialLimitChanges for a
+// bounded log with merges in between, as the delayed arrangement pushes
+// them: events in time order and late (up to half a window old) are synced
+// into the memory store and Redis under whichever limit is current, and
+// every decision and every merged state must be equal.
+func TestDifferentialLimitChangesSync(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Options{ClientTime: true})
+	mem := memstore.New(memstore.Options{})
+	var algs []algorithm.Algorithm
+	for _, c := range []algorithm.Config{
+		{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
+		{Algorithm: algorithm.BoundedLog, Limit: 300, Window: time.Second},
+	} {
+		c.Counter = "changing"
+		algs = append(algs, mustAlg(t, c))
+	}
+	rng := rand.New(rand.NewPCG(5, 11))
+	now, cur := t0, 0
+	ms := int64(time.Millisecond)
+	for step := range 1500 {
+		now += rng.Int64N(40) * ms
+		if rng.IntN(25) == 0 {
+			cur = 1 - cur
+		}
+		a := algs[cur]
+		key := []string{"x", "y"}[rng.IntN(2)]
+		if rng.IntN(3) == 0 {
+			var evs []store.Event
+			for range 1 + rng.IntN(3) {
+				evs = append(evs, store.Event{Time: now - rng.Int64N(500)*ms, Cost: 1 + rng.Int64N(max(3, a.Config().Limit/8))})
+			}
+			bm := []store.SyncBatch{{Algorithm: a, Key: key, Events: evs}}
+			br := []store.SyncBatch{{Algorithm: a, Key: key, Events: evs}}
+			if err := mem.Sync(ctx, now, bm); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Sync(ctx, now, br); err != nil {
+				t.Fatal(err)
+			}
+			if !sameState(a, br[0].State, bm[0].State) {
+				t.Fatalf("step %d, limit %d, key %s: merged %v\nredis %v\nmem   %v", step, cur, key, evs, br[0].State[:8], bm[0].State[:8])
+			}
+			continue
+		}
+		req := store.Request{Algorithm: a, Key: key, Cost: 1 + rng.Int64N(max(3, a.Config().Limit/4))}
+		want, err := mem.DecideOne(ctx, now, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.DecideOne(ctx, now, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != micros(want) {
+			t.Fatalf("step %d, limit %d, key %s at %d:\nredis %+v\nmem   %+v", step, cur, key, now, got, micros(want))
+		}
+	}
+}

@@ -106,13 +106,22 @@ local function convbucket(code, P, s, iv)
   return true
 end
 
+-- convtime returns the time a bounded-log state another limit wrote is
+-- converted at: the call's now, or for a merge (whose events carry their
+-- own times) the time argument or the server's clock, as the memory store
+-- converts at its Sync's now.
+local function convtime()
+  if op == 's' then return anchor or 0 end
+  return now
+end
+
 local function load(key, words, code, P, alg)
   local v = fetched[key]
   if v == nil then v = redis.call('GET', key) end
   local s = {}
   if not v then v = '' end
   if alg.fromstored and #v > 0 and (#v <= 20 or #v % 8 == 1 or #v % 8 == 5 or #v >= 32 and #v % 8 == 0) then
-    local st, conv = alg.fromstored(P, v, anchor, words, now)
+    local st, conv = alg.fromstored(P, v, anchor, words, convtime())
     if st then
       if conv then converted[key] = true end
       if op == 's' then raw[key] = packwords(st) end
@@ -194,7 +203,7 @@ end
 local function loadfixed(key, words, code, ttl, P, alg)
   local s, err, valid = load(key, words, code, P, alg)
   if not s then return nil, redis.error_reply(err) end
-  if alg.fix and not valid and alg.fix(P, s, words, now) then raw[key] = save(key, s, ttl, code, P, alg) end
+  if alg.fix and not valid and alg.fix(P, s, words, convtime()) then raw[key] = save(key, s, ttl, code, P, alg) end
   if converted[key] then
     converted[key] = nil
     if op ~= 'p' then raw[key] = save(key, s, ttl, code, P, alg) end
