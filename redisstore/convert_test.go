@@ -45,6 +45,10 @@ func TestDifferentialLimitChanges(t *testing.T) {
 			{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1},
 			{Algorithm: algorithm.BoundedLog, Limit: 300, Window: time.Second},
 		},
+		"bounded-log with holds": {
+			{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1, Holds: 4, HoldTTL: time.Second},
+			{Algorithm: algorithm.BoundedLog, Limit: 300, Window: time.Second, Holds: 4, HoldTTL: time.Second},
+		},
 		"bounded-log, one m": {
 			{Algorithm: algorithm.BoundedLog, Limit: 40, Window: time.Second, Tolerance: 0.1},
 			{Algorithm: algorithm.BoundedLog, Limit: 45, Window: time.Second, Tolerance: 0.1},

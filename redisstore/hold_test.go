@@ -205,3 +205,82 @@ func TestHoldBesideMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldLimitChanges: a bounded log with holds whose limit switches at
+// random between two of one Counter (entry sizes 2 and 15) keeps its count
+// and its holds on Redis: every decision and lease answer equals the Go
+// algorithm's on a state converted (ConvertFrom) at each switch, as the
+// memory store converts it.
+func TestHoldLimitChanges(t *testing.T) {
+	s := newStore(t, Options{ClientTime: true})
+	ctx := context.Background()
+	var algs []algorithm.Algorithm
+	for _, c := range []algorithm.Config{
+		{Algorithm: algorithm.BoundedLog, Limit: 20, Window: time.Second, Tolerance: 0.1, Holds: 4, HoldTTL: 300 * time.Millisecond, Counter: "c"},
+		{Algorithm: algorithm.BoundedLog, Limit: 300, Window: time.Second, Holds: 4, HoldTTL: 300 * time.Millisecond, Counter: "c"},
+	} {
+		algs = append(algs, mustAlg(t, c))
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	ids := []lease.ID{lease.New(), lease.New(), lease.New()}
+	seqs := make([]int64, len(ids))
+	states := map[string][]int64{}
+	under := map[string]int{} // the limit each key's Go state is of
+	now, cur, switches := t0, 0, 0
+	for i := range 1500 {
+		now += int64(rng.IntN(40)) * int64(time.Millisecond)
+		if rng.IntN(20) == 0 {
+			cur = 1 - cur
+		}
+		a := algs[cur]
+		limit := a.Config().Limit
+		key := []string{"a", "b"}[rng.IntN(2)]
+		st, ok := states[key]
+		if !ok {
+			st = make([]int64, a.Words())
+			under[key] = cur
+		}
+		if under[key] != cur {
+			dst := make([]int64, a.Words())
+			if !a.(interface {
+				ConvertFrom(algorithm.Algorithm, []int64, int64, []int64) bool
+			}).ConvertFrom(algs[under[key]], st, now, dst) {
+				t.Fatal("ConvertFrom refused")
+			}
+			st, under[key] = dst, cur
+			switches++
+		}
+		states[key] = st
+		if rng.IntN(3) == 0 {
+			cost := 1 + rng.Int64N(limit/4+1)
+			got, err := s.DecideOne(ctx, now, store.Request{Algorithm: a, Key: key, Cost: cost})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := slices.Clone(st)
+			want := a.Decide(x, now, cost)
+			if got != micros(want) {
+				t.Fatalf("step %d decide under %d: redis %+v, go %+v", i, limit, got, micros(want))
+			}
+			if want.Allowed {
+				copy(st, x) // a rejection writes nothing back (see TestHoldDifferential)
+			}
+			continue
+		}
+		j := rng.IntN(len(ids))
+		seqs[j]++
+		op := lease.Op{ID: ids[j], Seq: seqs[j], Spent: rng.Int64N(4), Target: rng.Int64N(limit/2 + 1)}
+		cost := rng.Int64N(3)
+		d, held, err := s.Hold(ctx, now, store.Request{Algorithm: a, Key: key, Cost: cost}, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wd, wh := a.(store.HoldAlgorithm).Hold(st, now, cost, op)
+		if d != micros(wd) || held != wh {
+			t.Fatalf("step %d hold %+v under %d: redis %+v %+v, go %+v %+v", i, op, limit, d, held, micros(wd), wh)
+		}
+	}
+	if switches < 20 {
+		t.Fatalf("only %d conversions", switches)
+	}
+}

@@ -137,6 +137,6 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // KeepsCounts reports whether the store keeps each key's count when a's
 // limit changes to another of the same algorithm.Config.Identity
-// (store.CountKeeper): for the windows, the buckets and bounded-log (but
-// with holds); sliding-log and concurrency keep a counter per limit.
+// (store.CountKeeper): for the windows, the buckets and bounded-log;
+// sliding-log and concurrency keep a counter per limit.
 func (s *Store) KeepsCounts(a algorithm.Algorithm) bool { return converts(a.Config()) }

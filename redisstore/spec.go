@@ -163,16 +163,15 @@ func newSpec(a algorithm.Algorithm, ttlSlack time.Duration) (*spec, error) {
 // sliding window's counts unpacked), the buckets, whose states carry
 // their emission interval, and bounded-log, whose states that depend on
 // their entry size carry it (see code 8's tostored); the script converts
-// a state another limit wrote when it reads it. A bounded-log with holds
-// keeps a counter per limit: its holds follow the log, whose length
-// depends on the limit.
+// a state another limit wrote when it reads it (with holds, the log
+// before them, keeping the holds).
 func converts(c algorithm.Config) bool {
 	switch c.Algorithm {
 	case algorithm.FixedWindow, algorithm.WeightedWindow, algorithm.SlidingWindow,
 		algorithm.TokenBucket, algorithm.GCRA, algorithm.LeakyBucket:
 		return true
 	case algorithm.BoundedLog:
-		return c.Holds == 0
+		return true
 	}
 	return false
 }

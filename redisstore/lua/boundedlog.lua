@@ -543,6 +543,9 @@ if code == 8 then
     end,
     tostored = tostored,
     fromstored = fromstored,
+    -- convert is the ring form's convert, for the states with holds
+    -- (code 24), whose inner log load converts (see state.lua).
+    convert = function(Pf, s, P, words, now) return ringfns().convert(Pf, s, P, words, now) end,
     -- recordall merges a key's ne events (times ts, costs cs) as Record
     -- one after another would. An event in time order that leaves a state
     -- of at most one entry, not merged, with at most m units is merged in

@@ -115,11 +115,52 @@ local function convtime()
   return now
 end
 
+-- A bounded-log with holds (code 24) is stored as doubles followed by the
+-- inner log's m and size, as code 8's heavy forms are (see its tostored):
+-- heldlog returns the state of such a value v that another m or size
+-- wrote, its inner log converted (at convtime) and its holds kept; or, for
+-- one this limit wrote, v without them and nil; or v and nil for a value
+-- without them.
+local HELDTRAIL = 281474976710656 -- code 8's TRAIL
+local function heldlog(v, words, P)
+  if #v < 16 or #v % 8 ~= 0 then return v, nil end
+  local a, b = struct.unpack('<dd', v, #v - 15)
+  if a > -HELDTRAIL or b > -HELDTRAIL then return v, nil end
+  local m, size = -HELDTRAIL - a, -HELDTRAIL - b
+  v = string.sub(v, 1, #v - 16)
+  if m == P[3] and size == P[4] then return v, nil end
+  if m < 1 or m ~= floor(m) or size < 4 or size ~= floor(size) or size > 33554432 then return '', nil end
+  local k, w, pos = #v / 8, {}, 1
+  while #w < k do
+    local vals = { struct.unpack(dfmt(min(CHUNK, k - #w)), v, pos) }
+    pos = table.remove(vals)
+    for j = 1, #vals do w[#w + 1] = vals[j] end
+  end
+  local iwf, iw = 2 + 3 * size, P[#P - 2]
+  local inner = {}
+  for j = 1, iwf do inner[j] = w[j] or 0 end
+  local Pi = { P[1], P[2], P[3], P[4] }
+  local s = build(8).convert({ P[1], P[2], m, size }, inner, Pi, iw, convtime())
+  for j = iwf + 1, #w do s[iw + j - iwf] = w[j] end
+  for j = #s + 1, words do s[j] = 0 end
+  for j = words + 1, #s do s[j] = nil end
+  return v, s
+end
+
 local function load(key, words, code, P, alg)
   local v = fetched[key]
   if v == nil then v = redis.call('GET', key) end
   local s = {}
   if not v then v = '' end
+  if code == 24 then
+    local held
+    v, held = heldlog(v, words, P)
+    if held then
+      converted[key] = true
+      if op == 's' then raw[key] = packwords(held) end
+      return held
+    end
+  end
   if alg.fromstored and #v > 0 and (#v <= 20 or #v % 8 == 1 or #v % 8 == 5 or #v >= 32 and #v % 8 == 0) then
     local st, conv = alg.fromstored(P, v, anchor, words, convtime())
     if st then
@@ -180,6 +221,9 @@ local function save(key, s, ttl, code, P, alg)
   while used > 0 and s[used] == 0 do used = used - 1 end
   local stored, packed
   if alg.tostored then stored = alg.tostored(P, s, used, ttl, anchor) end
+  if code == 24 and used > 0 then
+    stored = packwords(s, used) .. struct.pack('<dd', -HELDTRAIL - P[3], -HELDTRAIL - P[4]) -- see heldlog
+  end
   if (code == 5 or code == 6) and used > 0 then
     local iv = P[3]
     if code == 6 then iv = P[2] end
