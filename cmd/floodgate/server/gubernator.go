@@ -100,13 +100,10 @@ func (s *Server) buildGubernator() {
 		Version:     version,
 		WaitCeiling: g.ScheduleMaxWait,
 	}
-	// A booking is a debt only the key's one decider can keep.
-	switch a := s.cfg.Arrangement; {
-	case s.node == nil:
-	case a.Mode != distributed.Centralized:
-		o.NoSchedule = fmt.Sprintf("with arrangement.mode %s (only centralized decides each request where its key is kept)", a.Mode)
-	case a.Region.Name != "":
-		o.NoSchedule = "with arrangement.region (each region decides against its own Redis)"
+	if s.node != nil && s.cfg.Arrangement.Mode != distributed.Centralized {
+		// A booking is a debt only the key's one decider can keep (regions
+		// take delayed or split too).
+		o.NoSchedule = fmt.Sprintf("with arrangement.mode %s (only centralized decides each request where its key is kept)", s.cfg.Arrangement.Mode)
 	}
 	if s.node != nil {
 		// The node count its shares are computed with: live with
