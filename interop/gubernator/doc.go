@@ -15,6 +15,9 @@
 //     Every answer's status, limit, remaining, reset_time, retry_after and
 //     error must be equal; the one documented exception is checked for
 //     what it is.
+//   - TestSequences: fixed sequences a random one seldom meets (a leak a
+//     hair under whole tokens, bookings into debt, a token bucket refused
+//     then raised), compared the same way.
 //   - TestHTTPGateway: the same over POST /v1/GetRateLimits and GET
 //     /v1/HealthCheck, with the gateway's status codes for bad input.
 //
