@@ -253,33 +253,12 @@ func (r *gubReq) badPeriod() algorithm.Decision {
 // token is gubernator v2.13.0's tokenBucket.
 func (r *gubReq) token(s []int64) algorithm.Decision {
 	p := r.p
-	if s[gubKind] != 0 && r.has(ResetRemaining) {
-		clear(s)
-		return r.answer(false, p.Limit, p.Limit, 0)
-	}
-	if s[gubKind] != gubToken {
-		clear(s)
-		return r.newToken(s)
-	}
-	if s[gubLimit] != p.Limit {
-		s[gubRemaining] = min(max(s[gubRemaining]+p.Limit-s[gubLimit], 0), gubernatorMaxRemaining)
-		s[gubLimit] = p.Limit
+	if d, done := r.openToken(s); done {
+		return d
 	}
 	over, remaining, reset := s[gubStatus] == 1, s[gubRemaining], s[gubExpire]
-	if s[gubDuration] != p.Duration {
-		expire := s[gubTime] + p.Duration
-		if r.has(Gregorian) {
-			if p.Period.Invalid {
-				return r.badPeriod()
-			}
-			expire = p.Period.End
-		}
-		if expire <= r.createdAt {
-			expire = r.createdAt + p.Duration
-			s[gubTime] = r.createdAt
-			s[gubRemaining] = s[gubLimit]
-		}
-		s[gubExpire], s[gubDuration], reset = expire, p.Duration, expire
+	if d, bad := r.retuneDuration(s, &reset); bad {
+		return d
 	}
 	switch {
 	case r.hits == 0:
@@ -300,38 +279,61 @@ func (r *gubReq) token(s []int64) algorithm.Decision {
 	return r.answer(over, p.Limit, remaining, reset)
 }
 
-// token221 is gubernator v2.21.0's tokenBucket: token's arithmetic, but the
-// stored OVER_LIMIT status is answered only while the bucket is empty, and
-// cleared by any request that finds room.
-func (r *gubReq) token221(s []int64) algorithm.Decision {
+// openToken is how both versions' tokenBucket begin: RESET_REMAINING and a
+// state of another kind end the request (done); otherwise a changed limit
+// moves the remaining count by the change.
+func (r *gubReq) openToken(s []int64) (d algorithm.Decision, done bool) {
 	p := r.p
 	if s[gubKind] != 0 && r.has(ResetRemaining) {
 		clear(s)
-		return r.answer(false, p.Limit, p.Limit, 0)
+		return r.answer(false, p.Limit, p.Limit, 0), true
 	}
 	if s[gubKind] != gubToken {
 		clear(s)
-		return r.newToken(s)
+		return r.newToken(s), true
 	}
 	if s[gubLimit] != p.Limit {
 		s[gubRemaining] = min(max(s[gubRemaining]+p.Limit-s[gubLimit], 0), gubernatorMaxRemaining)
 		s[gubLimit] = p.Limit
 	}
+	return algorithm.Decision{}, false
+}
+
+// retuneDuration applies a changed duration to a token bucket as both
+// versions do, setting *reset to the new expiry; bad is set, with its
+// decision, when the calendar period cannot be computed.
+func (r *gubReq) retuneDuration(s []int64, reset *int64) (d algorithm.Decision, bad bool) {
+	p := r.p
+	if s[gubDuration] == p.Duration {
+		return d, false
+	}
+	expire := s[gubTime] + p.Duration
+	if r.has(Gregorian) {
+		if p.Period.Invalid {
+			return r.badPeriod(), true
+		}
+		expire = p.Period.End
+	}
+	if expire <= r.createdAt {
+		expire = r.createdAt + p.Duration
+		s[gubTime] = r.createdAt
+		s[gubRemaining] = s[gubLimit]
+	}
+	s[gubExpire], s[gubDuration], *reset = expire, p.Duration, expire
+	return d, false
+}
+
+// token221 is gubernator v2.21.0's tokenBucket: token's arithmetic, but the
+// stored OVER_LIMIT status is answered only while the bucket is empty, and
+// cleared by any request that finds room.
+func (r *gubReq) token221(s []int64) algorithm.Decision {
+	p := r.p
+	if d, done := r.openToken(s); done {
+		return d
+	}
 	reset := s[gubExpire]
-	if s[gubDuration] != p.Duration {
-		expire := s[gubTime] + p.Duration
-		if r.has(Gregorian) {
-			if p.Period.Invalid {
-				return r.badPeriod()
-			}
-			expire = p.Period.End
-		}
-		if expire <= r.createdAt {
-			expire = r.createdAt + p.Duration
-			s[gubTime] = r.createdAt
-			s[gubRemaining] = s[gubLimit]
-		}
-		s[gubExpire], s[gubDuration], reset = expire, p.Duration, expire
+	if d, bad := r.retuneDuration(s, &reset); bad {
+		return d
 	}
 	remaining := s[gubRemaining]
 	switch {
