@@ -34,12 +34,12 @@ const stallThreshold = 50 * time.Millisecond
 const defaultMaxDeadline = 250 * time.Millisecond
 
 // pingMonitor sends PING to srv on a connection of its own, one after the
-// other 2 ms apart, and keeps the rounds whose PING took stallThreshold or
-// more or whose sleep ended that late, so that a test can tell a deadline
+// other 2 ms apart, and keeps the rounds whose PING took minStall or more
+// or whose sleep ended that late, with that lateness, so that a test can tell a deadline
 // that is too short from a machine that stopped.
 type pingMonitor struct {
 	mu        sync.Mutex
-	stalls    [][2]time.Time
+	stalls    []stall
 	worst     time.Duration // the slowest PING
 	worstWake time.Duration // the latest wake-up
 	stop      chan struct{}
@@ -78,8 +78,8 @@ func startPingMonitor(t *testing.T, addr string) *pingMonitor {
 			m.mu.Lock()
 			m.worst = max(m.worst, end.Sub(start))
 			m.worstWake = max(m.worstWake, late)
-			if end.Sub(start) >= stallThreshold || late >= stallThreshold {
-				m.stalls = append(m.stalls, [2]time.Time{last, end})
+			if worst := max(end.Sub(start), late); worst >= minStall {
+				m.stalls = append(m.stalls, stall{last, end, worst})
 			}
 			m.mu.Unlock()
 			last = end
@@ -91,24 +91,42 @@ func startPingMonitor(t *testing.T, addr string) *pingMonitor {
 func (m *pingMonitor) close() { close(m.stop); <-m.done }
 
 // stalledAt reports whether a round of the monitor that showed a stall
-// (a PING or a wake-up late by stallThreshold or more) overlapped [from, to].
-func (m *pingMonitor) stalledAt(from, to time.Time) bool {
+// (a PING or a wake-up late by least or more) overlapped [from, to].
+func (m *pingMonitor) stalledAt(from, to time.Time, least time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range m.stalls {
-		if s[0].Before(to) && s[1].After(from) {
+		if s.late >= least && s.from.Before(to) && s.to.After(from) {
 			return true
 		}
 	}
 	return false
 }
 
+// minStall is the least lateness the monitor keeps: a deadline adapts from
+// 5 ms, so a stall of a few milliseconds can explain a miss early on.
+const minStall = 2 * time.Millisecond
+
+// stall is a round of the monitor: from its last answer to this one, with
+// the PING's round trip or the wake-up's lateness, whichever was larger.
+type stall struct {
+	from, to time.Time
+	late     time.Duration
+}
+
+// stallFor is the stall that explains a decision missing deadline d: a
+// quarter of it (an answer passes through about four goroutines, each of
+// which a starved process can hold up as long as the monitor's one), and
+// never more than stallThreshold.
+func stallFor(d time.Duration) time.Duration { return min(stallThreshold, d/4) }
+
 // deadlineLoad is one load phase of TestRedisCentralizedAdaptiveDeadline.
 type deadlineLoad struct {
 	decided, storeRejects atomic.Int64
 	slowest               atomic.Int64
 	mu                    sync.Mutex
-	firstFailed           [2]time.Time // the first decision sent to the failure policy
+	firstFailed           [2]time.Time  // the first decision sent to the failure policy
+	failedDeadline        time.Duration // the node's deadline as it failed
 }
 
 // run sends fail-closed decisions from 32 goroutines for d.
@@ -136,6 +154,7 @@ func (l *deadlineLoad) run(t *testing.T, n *distributed.Node, rule algorithm.Alg
 					if l.storeRejects.Add(1) == 1 {
 						l.mu.Lock()
 						l.firstFailed = [2]time.Time{start, end}
+						l.failedDeadline = n.Health().Deadline
 						l.mu.Unlock()
 					}
 				}
@@ -162,9 +181,10 @@ func (l *deadlineLoad) run(t *testing.T, n *distributed.Node, rule algorithm.Alg
 // answer that, and the ceiling sending the decision to the failure policy
 // is then right. So a monitor watches the machine: a PING on a connection
 // of its own every 2 ms. A healthy phase whose first failed decision
-// overlapped a PING, or a wake-up of the monitor, late by stallThreshold or
-// more is run again, on a new node, up to five times, and the test fails if
-// any phase has a failed decision without such a stall (a machine that
+// overlapped a PING, or a wake-up of the monitor, late by a quarter of the
+// deadline in force or more (stallFor) is run again, on a new node, up to
+// five times, and the test fails if any phase has a failed decision
+// without such a stall (a machine that
 // stalls in all five goes on to the SIGSTOP phase, saying so in the log).
 func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 	srv := redistest.Start(t)
@@ -183,7 +203,7 @@ func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 		if l.storeRejects.Load() == 0 && h.DeadlineMisses == 0 && h.StoreErrors == 0 && h.BreakerOpenings == 0 {
 			break
 		}
-		if l.storeRejects.Load() == 0 || !mon.stalledAt(l.firstFailed[0], l.firstFailed[1]) {
+		if l.storeRejects.Load() == 0 || !mon.stalledAt(l.firstFailed[0], l.firstFailed[1], stallFor(l.failedDeadline)) {
 			t.Fatalf("healthy Redis: %d of %d decisions went to the failure policy, with no stall of the machine seen: %+v",
 				l.storeRejects.Load(), l.decided.Load(), h)
 		}
@@ -191,10 +211,10 @@ func TestRedisCentralizedAdaptiveDeadline(t *testing.T) {
 			// Every failed decision was explained by a measured stall: the
 			// machine is too busy to show the healthy phase; the SIGSTOP
 			// phase below still holds its own invariants.
-			t.Logf("healthy Redis: the machine stalled (a PING or a wake-up late by %v or more) in each of %d attempts; every failed decision overlapped a stall", stallThreshold, attempt)
+			t.Logf("healthy Redis: the machine stalled (a PING or a wake-up late by a quarter of the deadline, at most %v) in each of %d attempts; every failed decision overlapped a stall", stallThreshold, attempt)
 			break
 		}
-		t.Logf("attempt %d: the first failed decision overlapped a PING of %v or more (the machine stalled); again", attempt, stallThreshold)
+		t.Logf("attempt %d: the first failed decision (deadline %v) overlapped a PING or wake-up late by %v or more (the machine stalled); again", attempt, l.failedDeadline, stallFor(l.failedDeadline))
 		n.Close(ctx)
 	}
 
