@@ -87,30 +87,32 @@ if code == 10 then
     return answer(over, limit, remaining, expire, created)
   end
 
-  -- renew is what both versions' token buckets do to a live item: take
-  -- the request's limit and duration. It returns the reset_time, or nil
-  -- when the period is invalid.
-  local function renew(P, s, b, created)
-    local limit, duration = P[2], P[3]
+  -- relimit and retime are what both versions' token buckets do to a live
+  -- item: take the request's limit (moving the remaining count by the
+  -- change), then its duration. retime returns the reset_time, or nil when
+  -- the period is invalid.
+  local function relimit(P, s)
+    local limit = P[2]
     if s[3] ~= limit then
       s[5] = min(max(s[5] + limit - s[3], 0), MAXREM)
       s[3] = limit
     end
-    local reset = s[2]
-    if s[4] ~= duration then
-      local expire = s[6] + duration
-      if has(b, GREGORIAN) then
-        if P[10] == 1 then return nil end
-        expire = P[8]
-      end
-      if expire <= created then
-        expire = created + duration
-        s[6] = created
-        s[5] = s[3]
-      end
-      s[2], s[4], reset = expire, duration, expire
+  end
+  local function retime(P, s, b, created)
+    local duration = P[3]
+    if s[4] == duration then return s[2] end
+    local expire = s[6] + duration
+    if has(b, GREGORIAN) then
+      if P[10] == 1 then return nil end
+      expire = P[8]
     end
-    return reset
+    if expire <= created then
+      expire = created + duration
+      s[6] = created
+      s[5] = s[3]
+    end
+    s[2], s[4] = expire, duration
+    return expire
   end
 
   -- token221 is gubernator v2.21.0's tokenBucket (Go's gubReq.token221).
@@ -121,7 +123,8 @@ if code == 10 then
       return answer(false, limit, limit, 0, created)
     end
     if s[1] ~= 1 then return newtoken(P, s, b, created, hits) end
-    local reset = renew(P, s, b, created)
+    relimit(P, s)
+    local reset = retime(P, s, b, created)
     if reset == nil then return badperiod(P) end
     local remaining = s[5]
     if hits == 0 then
@@ -147,30 +150,16 @@ if code == 10 then
 
   -- token is gubernator v2.13.0's tokenBucket (Go's gubReq.token).
   local function token(P, s, b, created, hits)
-    local limit, duration = P[2], P[3]
+    local limit = P[2]
     if s[1] ~= 0 and has(b, RESETREM) then
       wipe(s)
       return answer(false, limit, limit, 0, created)
     end
     if s[1] ~= 1 then return newtoken(P, s, b, created, hits) end
-    if s[3] ~= limit then
-      s[5] = min(max(s[5] + limit - s[3], 0), MAXREM)
-      s[3] = limit
-    end
-    local over, remaining, reset = s[7] == 1, s[5], s[2]
-    if s[4] ~= duration then
-      local expire = s[6] + duration
-      if has(b, GREGORIAN) then
-        if P[10] == 1 then return badperiod(P) end
-        expire = P[8]
-      end
-      if expire <= created then
-        expire = created + duration
-        s[6] = created
-        s[5] = s[3]
-      end
-      s[2], s[4], reset = expire, duration, expire
-    end
+    relimit(P, s)
+    local over, remaining = s[7] == 1, s[5]
+    local reset = retime(P, s, b, created)
+    if reset == nil then return badperiod(P) end
     if hits == 0 then
       -- the stored status, unchanged
     elseif remaining == 0 and hits > 0 then
