@@ -10,10 +10,7 @@ import (
 // leaky is gubernator v2.13.0's leakyBucket.
 func (r *gubReq) leaky(s []int64) algorithm.Decision {
 	p := r.p
-	burst := p.Burst
-	if burst == 0 {
-		burst = p.Limit
-	}
+	burst := r.burst()
 	if s[gubKind] != gubLeaky {
 		clear(s)
 		return r.newLeaky(s, burst)
@@ -30,14 +27,9 @@ func (r *gubReq) leaky(s []int64) algorithm.Decision {
 	}
 	s[gubLimit], s[gubDuration] = p.Limit, p.Duration
 	defer func() { s[gubRemaining] = int64(math.Float64bits(rem)) }()
-	duration := p.Duration
-	rate := float64(duration) / float64(p.Limit)
-	if r.has(Gregorian) {
-		if p.Period.Invalid {
-			return r.badPeriod()
-		}
-		rate = float64(p.Period.Length) / float64(p.Limit)
-		duration = p.Period.End - p.Period.Now
+	duration, rate, ok := r.leakRate()
+	if !ok {
+		return r.badPeriod()
 	}
 	if r.hits != 0 {
 		s[gubExpire] = r.createdAt + duration
@@ -102,10 +94,7 @@ func (r *gubReq) newLeaky(s []int64, burst int64) algorithm.Decision {
 // clock and kept until the bucket is full again).
 func (r *gubReq) leaky221(s []int64) algorithm.Decision {
 	p := r.p
-	burst := p.Burst
-	if burst == 0 {
-		burst = p.Limit
-	}
+	burst := r.burst()
 	if s[gubKind] != gubLeaky {
 		clear(s)
 		return r.newLeaky221(s, burst)
@@ -117,14 +106,9 @@ func (r *gubReq) leaky221(s []int64) algorithm.Decision {
 		createdAt = r.now
 	}
 	s[gubLimit], s[gubDuration] = p.Limit, p.Duration
-	duration := p.Duration
-	rate := float64(duration) / float64(p.Limit)
-	if r.has(Gregorian) {
-		if p.Period.Invalid {
-			return r.badPeriod()
-		}
-		rate = float64(p.Period.Length) / float64(p.Limit)
-		duration = p.Period.End - p.Period.Now
+	duration, rate, ok := r.leakRate()
+	if !ok {
+		return r.badPeriod()
 	}
 	inDebt := rem < 0 && !r.has(ResetRemaining)
 	burstChanged := s[gubBurst] != burst
@@ -273,3 +257,27 @@ func snapToZero(balance float64) float64 {
 // wholeTokens is gubernator's: the tokens a balance can spend, with an
 // epsilon against float error.
 func wholeTokens(balance float64) int64 { return truncFloat(balance + 1e-9) }
+
+// burst is the request's burst, or its limit when it names none (both
+// versions).
+func (r *gubReq) burst() int64 {
+	if r.p.Burst == 0 {
+		return r.p.Limit
+	}
+	return r.p.Burst
+}
+
+// leakRate is how both versions time a live leaky bucket: the duration
+// until its reset and the milliseconds per unit leaked, from the request's
+// duration or, with DURATION_IS_GREGORIAN, its calendar period; ok is false
+// when the period cannot be computed.
+func (r *gubReq) leakRate() (duration int64, rate float64, ok bool) {
+	p := r.p
+	if !r.has(Gregorian) {
+		return p.Duration, float64(p.Duration) / float64(p.Limit), true
+	}
+	if p.Period.Invalid {
+		return 0, 0, false
+	}
+	return p.Period.End - p.Period.Now, float64(p.Period.Length) / float64(p.Limit), true
+}
