@@ -252,8 +252,27 @@ func TestHierarchyAllOrNone(t *testing.T) {
 	})
 }
 
+// withHashTag puts every rule of a hierarchy file under one hash tag.
+func withHashTag(file string) string {
+	return strings.ReplaceAll(file, "    calendar:", "    hash_tag: llm-budgets\n    calendar:")
+}
+
+// levelsUsed is what the org, team and user levels have counted for req.
+func levelsUsed(t *testing.T, e *rules.Engine, req rules.Request) [3]int64 {
+	t.Helper()
+	r, err := e.Usage(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [3]int64
+	for i, s := range r.Statuses {
+		out[i] = s.Used
+	}
+	return out
+}
+
 // taggedHierarchy is hierarchy with its rules under one hash tag.
-var taggedHierarchy = strings.ReplaceAll(hierarchy, "    calendar:", "    hash_tag: llm-budgets\n    calendar:")
+var taggedHierarchy = withHashTag(hierarchy)
 
 // checkHierarchy runs the test on st; exact is false for a store that may
 // count a concurrently rejected request on some levels (Redis Cluster
@@ -263,18 +282,7 @@ func checkHierarchy(t *testing.T, file string, st store.Store, exact bool) {
 	c := newEngClock()
 	e := rules.NewEngine(mustRules(t, file), st, rules.WithClock(c.now))
 	ctx := context.Background()
-	used := func(req rules.Request) [3]int64 {
-		t.Helper()
-		r, err := e.Usage(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out [3]int64
-		for i, s := range r.Statuses {
-			out[i] = s.Used
-		}
-		return out
-	}
+	used := func(req rules.Request) [3]int64 { t.Helper(); return levelsUsed(t, e, req) }
 	decide := func(req rules.Request) rules.Result {
 		t.Helper()
 		r, err := e.Check(ctx, req)

@@ -45,7 +45,7 @@ func TestLateHierarchyChargesNoParent(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rs.Close() })
-		checkLateHierarchy(t, strings.ReplaceAll(lateHierarchy, "    calendar:", "    hash_tag: llm-budgets\n    calendar:"), rs)
+		checkLateHierarchy(t, withHashTag(lateHierarchy), rs)
 	})
 }
 
@@ -53,18 +53,7 @@ func checkLateHierarchy(t *testing.T, file string, st store.Store) {
 	c := newEngClock()
 	e := rules.NewEngine(mustRules(t, file), st, rules.WithClock(c.now))
 	ctx := context.Background()
-	used := func(req rules.Request) [3]int64 {
-		t.Helper()
-		r, err := e.Usage(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out [3]int64
-		for i, s := range r.Statuses {
-			out[i] = s.Used
-		}
-		return out
-	}
+	used := func(req rules.Request) [3]int64 { t.Helper(); return levelsUsed(t, e, req) }
 	// call checks req and, if the check passes, charges it 1; it reports
 	// whether it charged.
 	call := func(req rules.Request) bool {
