@@ -20,7 +20,8 @@ import (
 // the units were really spent, however long a holder keeps them: take any
 // interval, the last decision among its units counted all of them. A hold
 // not renewed by its expiry is recorded in full at the next operation on
-// the key (its holder may have spent all of it): an expired holder costs
+// the key that changes it, any but a rejected decision (its holder may
+// have spent all of it): an expired holder costs
 // allowance, never hands it out.
 //
 // An algorithm New builds with Config.Holds > 0 has a method
@@ -226,11 +227,32 @@ func (h *held) remaining(d Decision) int64 {
 }
 
 // Decide decides cost with every held unit counted as taken and, if
-// allowed, records it.
+// allowed, records it. Holds expired by now are recorded only with an
+// allowed cost: a rejected decision leaves s as it was, as a store that
+// writes back only what it allowed (Redis) leaves it, so that the next
+// operation records them, at its own time, on every store alike.
 func (h *held) Decide(s []int64, now, cost int64) Decision {
 	s = s[:h.words:h.words]
-	h.expire(s, now)
-	return h.decide(s, now, cost, true)
+	if !h.expired(s, now) {
+		return h.decide(s, now, cost, true)
+	}
+	cp := append([]int64(nil), s...)
+	h.expire(cp, now)
+	d := h.decide(cp, now, cost, true)
+	if d.Allowed {
+		copy(s, cp)
+	}
+	return d
+}
+
+// expired reports whether a hold of s expires at or before now.
+func (h *held) expired(s []int64, now int64) bool {
+	for i := range h.n(s) {
+		if h.hold(s, i)[2] <= now {
+			return true
+		}
+	}
+	return false
 }
 
 // Peek is Decide without changing s (an expired hold still counts, as it

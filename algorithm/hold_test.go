@@ -67,8 +67,8 @@ func newHoldSim(t *testing.T, seed uint64, c Config) *holdSim {
 	return sim
 }
 
-// convert mirrors the algorithm's conversion of expired holds at the start
-// of an operation at now: their unreported spends and unspent units are
+// convert mirrors the algorithm's conversion of expired holds by an
+// operation at now that changes the state (any but a rejected Decide): their unreported spends and unspent units are
 // recorded now.
 func (sim *holdSim) convert() {
 	for _, h := range sim.holders {
@@ -239,9 +239,9 @@ func (sim *holdSim) step() {
 	}
 	pick := sim.rng.IntN(total)
 	if pick < 4 {
-		sim.convert()
 		d := sim.a.Decide(sim.s, sim.now, cost)
 		if d.Allowed {
+			sim.convert() // a rejected decision records nothing, expired holds neither
 			sim.accepted(cost)
 		} else {
 			sim.rejected(cost, d)
@@ -400,5 +400,42 @@ func TestHoldConvert(t *testing.T) {
 	}
 	if d := to.Peek(dst, 4, 1); d.Remaining != 149 {
 		t.Fatalf("the lease's 20 spent units: %+v", d)
+	}
+}
+
+// TestHoldRejectedChangesNothing: a rejected decision leaves the state as
+// it was, expired holds included (a store that writes back only what it
+// allowed keeps the same state); the next allowed one records them.
+func TestHoldRejectedChangesNothing(t *testing.T) {
+	a, err := New(Config{Algorithm: SlidingLog, Limit: 10, Window: 10 * time.Second, Holds: 2, HoldTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.(*held)
+	s := make([]int64, a.Words())
+	if _, res := h.Hold(s, 0, 0, lease.Op{ID: lease.New(), Seq: 1, Target: 8}); res.Units != 5 {
+		t.Fatalf("granted %d, want 5 (half of what is free)", res.Units)
+	}
+	for i := range 5 {
+		if d := a.Decide(s, int64(i)*int64(time.Millisecond), 1); !d.Allowed {
+			t.Fatalf("request %d rejected beside a hold of 5 of 10: %+v", i, d)
+		}
+	}
+	before := append([]int64(nil), s...)
+	now := int64(2 * time.Second) // the hold has expired: its 5 units count in full
+	if d := a.Decide(s, now, 1); d.Allowed {
+		t.Fatalf("allowed with 5 recorded and 5 expired-held of 10: %+v", d)
+	}
+	if fmt.Sprint(s) != fmt.Sprint(before) {
+		t.Fatalf("a rejected decision changed the state:\nbefore %v\nafter  %v", before, s)
+	}
+	// Once the five requests have left the window, the expired hold's
+	// units, recorded by this decision at its own time, leave room for 4.
+	now = int64(10*time.Second + 5*time.Millisecond)
+	if d := a.Decide(s, now, 1); !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("after the window: %+v, want allowed with 4 left", d)
+	}
+	if h.n(s) != 0 {
+		t.Fatalf("%d holds left; the expired one should be recorded and dropped", h.n(s))
 	}
 }

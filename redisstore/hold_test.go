@@ -58,9 +58,9 @@ func TestHoldDifferential(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					// The script writes a state back only when the request is
-					// allowed: a rejected one leaves expired holds for the
-					// next op to record (later: counted longer, never less).
+					// A rejected decision changes nothing on Redis, which
+					// writes back only what it allowed; in Go the inner
+					// algorithm may tidy its state when it rejects.
 					x := slices.Clone(st)
 					want := a.Decide(x, now, cost)
 					if got != want {
@@ -204,6 +204,45 @@ func TestHoldBesideMemory(t *testing.T) {
 			t.Fatalf("op %d decide: redis %+v, mem %+v", i, d1, d2)
 		}
 	}
+}
+
+// TestHoldRejectedBesideMemory: leases that expire unreported, then plain
+// decisions on the key, many of them rejected, on Redis and on the memory
+// store at the same times: every decision is the same, the reset time
+// included. A rejected decision records the expired holds on neither
+// store; the next allowed one records them at its own time on both.
+func TestHoldRejectedBesideMemory(t *testing.T) {
+	rs := newStore(t, Options{ClientTime: true})
+	ms := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	a := mustAlg(t, algorithm.Config{Algorithm: algorithm.SlidingLog, Limit: 40, Window: time.Second, Holds: 4, HoldTTL: 100 * time.Millisecond})
+	rng := rand.New(rand.NewPCG(2, 2))
+	now, rejected := t0, 0
+	for i := range 2000 {
+		now += int64(rng.IntN(15)) * int64(time.Millisecond)
+		req := store.Request{Algorithm: a, Key: "k", Cost: 1 + rng.Int64N(3)}
+		if rng.IntN(10) == 0 {
+			op := lease.Op{ID: lease.New(), Seq: 1, Target: 1 + rng.Int64N(20)} // never renewed
+			d1, h1, err1 := rs.Hold(ctx, now, req, op)
+			d2, h2, err2 := ms.Hold(ctx, now, req, op)
+			if err1 != nil || err2 != nil || d1 != d2 || h1 != h2 {
+				t.Fatalf("op %d hold: redis %+v %+v %v, mem %+v %+v %v", i, d1, h1, err1, d2, h2, err2)
+			}
+			continue
+		}
+		d1, err1 := rs.DecideOne(ctx, now, req)
+		d2, err2 := ms.DecideOne(ctx, now, req)
+		if err1 != nil || err2 != nil || d1 != d2 {
+			t.Fatalf("op %d decide cost %d: redis %+v %v, mem %+v %v", i, req.Cost, d1, err1, d2, err2)
+		}
+		if !d1.Allowed {
+			rejected++
+		}
+	}
+	if rejected < 100 {
+		t.Fatalf("only %d rejections: the key never filled", rejected)
+	}
+	t.Logf("%d of 2000 operations rejected, every answer alike", rejected)
 }
 
 // TestHoldLimitChanges: a bounded log with holds whose limit switches at
