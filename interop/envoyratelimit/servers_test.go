@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-dev/floodgate/cmd/floodgate/server"
+	"github.com/floodgate-dev/floodgate/internal/testkit/fixedport"
 	"github.com/floodgate-dev/floodgate/internal/testkit/redistest"
 )
 
@@ -53,11 +54,11 @@ func referenceEnv(t testing.TB, layout runtimeLayout, redisAddr string, extra ma
 		"RUNTIME_APPDIRECTORY": "config",
 		"RUNTIME_WATCH_ROOT":   "true",
 		"HOST":                 "127.0.0.1",
-		"PORT":                 strconv.Itoa(freePort(t)),
+		"PORT":                 strconv.Itoa(fixedport.Free(t)),
 		"GRPC_HOST":            "127.0.0.1",
-		"GRPC_PORT":            strconv.Itoa(freePort(t)),
+		"GRPC_PORT":            strconv.Itoa(fixedport.Free(t)),
 		"DEBUG_HOST":           "127.0.0.1",
-		"DEBUG_PORT":           strconv.Itoa(freePort(t)),
+		"DEBUG_PORT":           strconv.Itoa(fixedport.Free(t)),
 		"REDIS_SOCKET_TYPE":    "tcp",
 		"REDIS_TYPE":           "single",
 		"REDIS_URL":            redisAddr,
@@ -159,18 +160,6 @@ func dial(t testing.TB, name, grpcAddr, httpURL string) *rls {
 
 // startRedis starts a real redis-server on a free loopback port.
 func startRedis(t testing.TB) *redistest.Server { return redistest.Start(t) }
-
-// freePort returns a loopback TCP port nothing listens on now. The
-// reference takes its ports from settings and cannot report a port 0.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // waitTCP waits until addr accepts connections (at most 20 s).
 func waitTCP(t testing.TB, addr string) {

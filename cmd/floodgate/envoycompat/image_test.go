@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/floodgate-dev/floodgate/internal/testkit/fixedport"
 )
 
 // TestImageEnvoyGateway runs the container image as Envoy Gateway's
@@ -124,21 +125,12 @@ func TestImageEnvoyGateway(t *testing.T) {
 	}
 }
 
-// freePorts returns n free loopback ports.
+// freePorts returns n free loopback ports for the container's listeners.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
-	var lns []net.Listener
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
-	}
-	for _, ln := range lns {
-		ln.Close()
+		out = append(out, strconv.Itoa(fixedport.Free(t)))
 	}
 	return out
 }
