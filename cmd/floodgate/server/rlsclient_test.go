@@ -126,17 +126,15 @@ func TestConcurrentCallsShareOneConnection(t *testing.T) {
 			}
 		})
 	}
-	stop := make(chan struct{})
+	// The watcher samples the goroutines from before the calls start
+	// until after they end: without the race detector 200 calls can end
+	// before a watcher started beside them first runs.
+	stop, sampled := make(chan struct{}), make(chan struct{})
 	var conns, transport atomic.Int64
 	var watched sync.WaitGroup
 	watched.Go(func() {
 		buf := make([]byte, 8<<20)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for first := true; ; first = false {
 			stacks := string(buf[:runtime.Stack(buf, true)])
 			conns.Store(max(conns.Load(), int64(strings.Count(stacks, "(*http2Client).reader"))))
 			n := 0
@@ -146,9 +144,17 @@ func TestConcurrentCallsShareOneConnection(t *testing.T) {
 				}
 			}
 			transport.Store(max(transport.Load(), int64(n)))
-			time.Sleep(time.Millisecond)
+			if first {
+				close(sampled)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
 		}
 	})
+	<-sampled
 	close(start)
 	wg.Wait()
 	close(stop)
