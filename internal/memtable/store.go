@@ -34,7 +34,7 @@ type Options struct {
 	// MaxBytes bounds the memory of the store's tables, out-of-line states,
 	// eviction summary and limits, over all limits together, in bytes. A
 	// sixteenth is set aside for the limits (each distinct
-	// algorithm.Config is accounted 1 KiB plus 16 bytes per shard, 2 KiB
+	// algorithm.Config is accounted 1,152 bytes plus 16 per shard, 2,176
 	// with 64 shards; at least 256 limits are kept: see retire.go), and
 	// each shard may use an equal share of the rest. Zero means no bound in bytes (MaxKeys still
 	// applies). The Go runtime's own overhead (garbage not yet collected,
