@@ -2,6 +2,7 @@ package algorithm
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/floodgate-dev/floodgate/lease"
@@ -53,6 +54,10 @@ type held struct {
 	limit int64 // the inner limit
 	ttl   int64
 	holds int64
+	// scratch holds states of h.words words for Decide, which decides on a
+	// copy when a hold has expired: a flood of rejected requests on such a
+	// key then allocates nothing.
+	scratch sync.Pool
 }
 
 // withHolds wraps in, built from c without its holds, with c.Holds holds.
@@ -236,12 +241,19 @@ func (h *held) Decide(s []int64, now, cost int64) Decision {
 	if !h.expired(s, now) {
 		return h.decide(s, now, cost, true)
 	}
-	cp := append([]int64(nil), s...)
+	p, _ := h.scratch.Get().(*[]int64)
+	if p == nil {
+		b := make([]int64, h.words)
+		p = &b
+	}
+	cp := *p
+	copy(cp, s)
 	h.expire(cp, now)
 	d := h.decide(cp, now, cost, true)
 	if d.Allowed {
 		copy(s, cp)
 	}
+	h.scratch.Put(p)
 	return d
 }
 
